@@ -1,0 +1,22 @@
+#include "cases/case_spec.h"
+
+namespace ckpt {
+const char* blockKindName(BlockKind k) {
+  switch (k) {
+    case BlockKind::kMlp: return "mlp";
+    case BlockKind::kResidualBn: return "residual-bn";
+    case BlockKind::kTransformer: return "transformer";
+  }
+  return "?";
+}
+const char* activationName(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kTanh: return "tanh";
+  }
+  return "?";
+}
+const char* lossKindName(LossKind k) { return k == LossKind::kCrossEntropy ? "cross_entropy" : "mse"; }
+const char* dtypeName(DType d) { return d == DType::kFloat ? "float" : "double"; }
+}  // namespace ckpt

@@ -1,0 +1,46 @@
+// A case: the model, data and training settings one verification runs. cases/SCHEMA.md documents the JSON.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/rng.h"
+
+namespace ckpt {
+
+enum class BlockKind { kMlp, kResidualBn, kTransformer };
+enum class Activation { kRelu, kGelu, kTanh };
+enum class LossKind { kCrossEntropy, kMse };
+enum class DType { kFloat, kDouble };
+
+struct BlockSpec {
+  BlockKind kind = BlockKind::kMlp;
+  Activation activation = Activation::kGelu;  // mlp only
+  int heads = 1;                              // transformer only
+  bool operator==(const BlockSpec&) const = default;
+};
+
+struct CaseSpec {
+  std::string name = "case";
+  int64_t batch = 2;
+  int64_t seq = 1;    // tokens per sequence; activations are (batch * seq, width)
+  int64_t width = 8;
+  std::vector<BlockSpec> blocks;
+  LossKind loss = LossKind::kCrossEntropy;
+  uint64_t seed = 1;
+  RngModel rng = RngModel::kStateful;
+  double dropout = 0.0;  // every Dropout op, attention-probability dropout included
+  double lr = 0.01;
+  int steps = 1;
+  DType dtype = DType::kDouble;
+
+  int64_t rows() const { return batch * seq; }
+  bool operator==(const CaseSpec&) const = default;
+};
+
+const char* blockKindName(BlockKind k);
+const char* activationName(Activation a);
+const char* lossKindName(LossKind k);
+const char* dtypeName(DType d);
+
+}  // namespace ckpt

@@ -1,0 +1,91 @@
+// RapidCheck generators of random cases. Ranges are small on purpose: shrinking then heads toward the smallest
+// model (fewer blocks, narrower, one step, dropout off), and the whole suite runs thousands of cases a minute.
+// A case prints as the JSON `ckptcheck run --case` accepts.
+#pragma once
+#include <ostream>
+#include <rapidcheck.h>
+
+#include "cases/case_json.h"
+#include "cases/case_spec.h"
+
+namespace ckpt {
+
+// What a consumer of random cases can run (an adapter's capabilities restrict these).
+struct GenLimits {
+  int maxBlocks = 40;
+  int maxSteps = 3;
+  bool mlp = true;
+  bool residualBn = true;
+  bool transformer = true;
+  bool dropout = true;
+  bool floatType = true;
+  bool doubleType = true;
+  bool counterRng = true;
+  bool statefulRng = true;
+};
+
+inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
+  std::vector<BlockKind> kinds;
+  if (lim.mlp) kinds.push_back(BlockKind::kMlp);
+  if (lim.residualBn) kinds.push_back(BlockKind::kResidualBn);
+  if (lim.transformer) kinds.push_back(BlockKind::kTransformer);
+  return rc::gen::build<BlockSpec>(
+      rc::gen::set(&BlockSpec::kind, rc::gen::elementOf(kinds)),
+      rc::gen::set(&BlockSpec::activation, rc::gen::element(Activation::kRelu, Activation::kGelu, Activation::kTanh)),
+      rc::gen::set(&BlockSpec::heads, rc::gen::element(1, 2)));
+}
+
+// Canonicalises fields a block kind ignores, so equal models compare and print equal.
+inline BlockSpec canonical(BlockSpec b) {
+  if (b.kind != BlockKind::kMlp) b.activation = Activation::kGelu;
+  if (b.kind != BlockKind::kTransformer) b.heads = 1;
+  return b;
+}
+
+inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
+  std::vector<DType> dtypes;
+  if (lim.doubleType) dtypes.push_back(DType::kDouble);
+  if (lim.floatType) dtypes.push_back(DType::kFloat);
+  std::vector<RngModel> rngs;
+  if (lim.statefulRng) rngs.push_back(RngModel::kStateful);
+  if (lim.counterRng) rngs.push_back(RngModel::kCounter);
+  const std::vector<double> dropouts = lim.dropout ? std::vector<double>{0.0, 0.2, 0.5} : std::vector<double>{0.0};
+  return rc::gen::map(
+      rc::gen::tuple(rc::gen::resize(lim.maxBlocks, rc::gen::nonEmpty(rc::gen::container<std::vector<BlockSpec>>(genBlock(lim)))),
+                     rc::gen::inRange<int64_t>(2, 5),   // batch (>= 2: BatchNorm needs two rows)
+                     rc::gen::inRange<int64_t>(1, 5),   // seq
+                     rc::gen::inRange<int64_t>(1, 5),   // width / 2
+                     rc::gen::elementOf(dropouts), rc::gen::elementOf(rngs), rc::gen::elementOf(dtypes),
+                     rc::gen::inRange(1, lim.maxSteps + 1), rc::gen::inRange<uint64_t>(0, 1000),
+                     rc::gen::element(LossKind::kCrossEntropy, LossKind::kMse)),
+      [maxBlocks = lim.maxBlocks](const auto& t) {
+        CaseSpec c;
+        const auto& [blocks, batch, seq, halfWidth, dropout, rng, dtype, steps, seed, loss] = t;
+        c.name = "random";
+        for (const auto& b : blocks) c.blocks.push_back(canonical(b));
+        if (c.blocks.size() > static_cast<size_t>(maxBlocks)) c.blocks.resize(static_cast<size_t>(maxBlocks));
+        c.batch = batch;
+        c.seq = seq;
+        c.width = 2 * halfWidth;
+        c.dropout = dropout;
+        c.rng = rng;
+        c.dtype = dtype;
+        c.steps = steps;
+        c.seed = seed;
+        c.loss = loss;
+        c.lr = 0.05;
+        return c;
+      });
+}
+
+inline void showValue(const CaseSpec& c, std::ostream& os) { os << caseToJson(c).dump(); }
+inline std::ostream& operator<<(std::ostream& os, const CaseSpec& c) { return os << caseToJson(c).dump(); }
+
+}  // namespace ckpt
+
+namespace rc {
+template <>
+struct Arbitrary<ckpt::CaseSpec> {
+  static Gen<ckpt::CaseSpec> arbitrary() { return ckpt::genCase(); }
+};
+}  // namespace rc

@@ -1,0 +1,38 @@
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "harness/build_info.h"
+#include "harness/cli/commands.h"
+
+#if defined(CKPT_HAVE_CURAND)
+#include <curand.h>
+#endif
+
+namespace ckpt::cli {
+
+void addInfo(CLI::App& app, int& exitCode) {
+  auto* cmd = app.add_subcommand("info", "Version, compiler, and which backends this build has");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Machine-readable output");
+  cmd->callback([json, &exitCode] {
+    nlohmann::json j;
+    j["version"] = kVersion;
+    j["git_commit"] = kGitCommit;
+    j["compiler"] = kCompiler;
+    j["build_type"] = kBuildType;
+    j["cuda_backend"] = kCudaBackend;
+    int curandVersion = 0;
+#if defined(CKPT_HAVE_CURAND)
+    if (curandGetVersion(&curandVersion) != CURAND_STATUS_SUCCESS) curandVersion = 0;
+#endif
+    j["curand_version"] = curandVersion;
+    if (*json) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      for (auto it = j.begin(); it != j.end(); ++it) std::cout << it.key() << ": " << it.value() << "\n";
+    }
+    exitCode = 0;
+  });
+}
+
+}  // namespace ckpt::cli

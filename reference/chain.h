@@ -1,0 +1,93 @@
+// A model: a chain of blocks, a loss, the step's input and targets, and the generator. Everything is derived
+// deterministically from the CaseSpec (weights and data from Philox streams of their own, apart from dropout's).
+#pragma once
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "cases/case_spec.h"
+#include "reference/block_sim.h"
+#include "reference/blocks.h"
+#include "reference/loss.h"
+#include "reference/ops/cross_entropy.h"
+#include "reference/ops/mse.h"
+
+namespace ckpt {
+
+// Streams for initialisation, apart from every stream dropout can reach (those use subsequences < 2^60).
+inline constexpr uint64_t kInitSubsequence = uint64_t{1} << 62;
+
+template <class T>
+struct Chain {
+  CaseSpec spec;
+  std::vector<Block<T>> blocks;
+  std::unique_ptr<Loss<T>> loss;
+  Mat<T> input;  // (rows, width)
+  Rng rng{RngModel::kStateful, 0};
+
+  int size() const { return static_cast<int>(blocks.size()); }
+  Shape boundaryShape() const { return {spec.rows(), spec.width}; }
+
+  std::vector<Param<T>*> params() {
+    std::vector<Param<T>*> ps;
+    for (auto& b : blocks)
+      for (auto& n : b.nodes)
+        for (auto* p : n.op->params()) ps.push_back(p);
+    return ps;
+  }
+  std::vector<Buffer<T>*> buffers() {
+    std::vector<Buffer<T>*> bs;
+    for (auto& b : blocks)
+      for (auto& n : b.nodes)
+        for (auto* p : n.op->buffers()) bs.push_back(p);
+    return bs;
+  }
+  std::vector<BlockProgram> programs() const {
+    std::vector<BlockProgram> ps;
+    for (const auto& b : blocks) ps.push_back(blockProgram(b, boundaryShape()));
+    return ps;
+  }
+};
+
+// Uniform in [-bound, bound] from stream `stream` of the init generator.
+template <class T>
+void fillUniform(Mat<T>& m, uint64_t seed, uint64_t stream, double bound, double center = 0.0) {
+  for (int64_t i = 0; i < m.size(); ++i) {
+    const double u = static_cast<double>(uniformFromBits(philoxBits(seed, kInitSubsequence + stream, i)));
+    m.data()[i] = static_cast<T>(center + bound * (2.0 * u - 1.0));
+  }
+}
+
+template <class T>
+Chain<T> buildChain(const CaseSpec& spec) {
+  Chain<T> c;
+  c.spec = spec;
+  for (size_t i = 0; i < spec.blocks.size(); ++i) c.blocks.push_back(makeBlock<T>(spec.blocks[i], spec, static_cast<int>(i)));
+  uint64_t stream = 0;
+  // PyTorch's Linear bound 1/sqrt(fan_in); norms start near (1, 0) but not at it, so their gradients are
+  // exercised in full.
+  for (auto* p : c.params()) {
+    const bool norm = p->name.find("ln") != std::string::npos || p->name.find(".bn.") != std::string::npos;
+    const bool bias = p->name.size() > 5 && p->name.compare(p->name.size() - 5, 5, ".bias") == 0;
+    if (norm) fillUniform(p->value, spec.seed, stream++, 0.1, bias ? 0.0 : 1.0);
+    else fillUniform(p->value, spec.seed, stream++, 1.0 / std::sqrt(static_cast<double>(p->value.cols())));
+    p->grad.setZero();
+  }
+  c.input = Mat<T>(spec.rows(), spec.width);
+  fillUniform(c.input, spec.seed, 1000000, 1.0);
+  if (spec.loss == LossKind::kCrossEntropy) {
+    std::vector<int> labels(static_cast<size_t>(spec.rows()));
+    for (int64_t i = 0; i < spec.rows(); ++i)
+      labels[static_cast<size_t>(i)] = static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000001, i) %
+                                                        static_cast<uint32_t>(spec.width));
+    c.loss = std::make_unique<CrossEntropyLoss<T>>(labels);
+  } else {
+    Mat<T> target(spec.rows(), spec.width);
+    fillUniform(target, spec.seed, 1000002, 1.0);
+    c.loss = std::make_unique<MseLoss<T>>(target);
+  }
+  c.rng = Rng(spec.rng, spec.seed);
+  return c;
+}
+
+}  // namespace ckpt

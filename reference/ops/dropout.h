@@ -1,0 +1,60 @@
+// Inverted dropout with probability p: y = x * m / (1 - p), m_i = [u_i > p], u_i uniform in (0, 1] from the
+// Philox stream the generator model assigns (reference/rng.h). Saves the scaled mask, not its input.
+// p = 0 draws nothing and is the identity (a copy), so a case with dropout off consumes no random numbers.
+#pragma once
+#include "reference/op.h"
+
+namespace ckpt {
+
+template <class T>
+class Dropout final : public Op<T> {
+ public:
+  explicit Dropout(double p) : p_(p) {}
+  std::string kind() const override { return "dropout"; }
+  double p() const { return p_; }
+  OpMeta meta(std::span<const Shape> in) const override {
+    OpMeta m;
+    m.out = in[0];
+    m.forwardFlops = in[0].size();
+    m.backwardFlops = in[0].size();
+    m.contextExtraBytes = p_ > 0 ? in[0].size() * static_cast<int64_t>(sizeof(T)) : 0;
+    m.randomDraws = p_ > 0 ? in[0].size() : 0;
+    return m;
+  }
+  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
+    const auto& x = in[0];
+    auto y = Tensor<T>::empty(x.rows(), x.cols());
+    if (p_ == 0) {
+      y.map() = x.map();
+      return y;
+    }
+    const RngDraw d = env.draw(x.size());
+    const T scale = T(1) / (T(1) - static_cast<T>(p_));
+    Tensor<T> mask = ctx ? Tensor<T>::empty(x.rows(), x.cols()) : Tensor<T>();
+    const T* xs = x.data();
+    T* ys = y.data();
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const T mi = static_cast<double>(d.uniform(i)) > p_ ? scale : T(0);
+      ys[i] = xs[i] * mi;
+      if (ctx) mask.data()[i] = mi;
+    }
+    if (ctx) {
+      ctx->tensors = {mask};
+      ctx->draw = d;
+    }
+    return y;
+  }
+  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
+    din[0] = Tensor<T>::empty(dout.rows(), dout.cols());
+    if (p_ == 0) {
+      din[0].map() = dout.map();
+      return;
+    }
+    din[0].map() = dout.map().cwiseProduct(ctx.tensors[0].map());
+  }
+
+ private:
+  double p_;
+};
+
+}  // namespace ckpt

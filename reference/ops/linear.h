@@ -1,0 +1,51 @@
+// Linear: y = x W^T + b, x (N, in), W (out, in), b (1, out). Saves its input.
+#pragma once
+#include "reference/op.h"
+
+namespace ckpt {
+
+template <class T>
+class Linear final : public Op<T> {
+ public:
+  Linear(std::string name, int64_t in, int64_t out)
+      : w_{name + ".weight", Mat<T>::Zero(out, in), Mat<T>::Zero(out, in)},
+        b_{name + ".bias", Mat<T>::Zero(1, out), Mat<T>::Zero(1, out)} {}
+  std::string kind() const override { return "linear"; }
+  int64_t inFeatures() const { return w_.value.cols(); }
+  int64_t outFeatures() const { return w_.value.rows(); }
+
+  OpMeta meta(std::span<const Shape> in) const override {
+    const int64_t n = in[0].rows, i = inFeatures(), o = outFeatures();
+    OpMeta m;
+    m.out = {n, o};
+    m.forwardFlops = 2 * n * i * o + n * o;
+    m.backwardFlops = 4 * n * i * o + n * o;  // dx = dy W, dW += dy^T x, db += colsum(dy)
+    m.savesInputs = true;
+    m.isMatmul = true;
+    return m;
+  }
+
+  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
+    auto y = Tensor<T>::empty(in[0].rows(), outFeatures());
+    y.map().noalias() = in[0].map() * w_.value.transpose();
+    y.map().rowwise() += b_.value.row(0);
+    if (env.numerics.bf16Matmul) y.map() = y.map().unaryExpr([](T v) { return roundToBf16(v); });
+    if (ctx) ctx->tensors = {in[0]};
+    return y;
+  }
+
+  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
+    const auto& x = ctx.tensors[0];
+    w_.grad.noalias() += dout.map().transpose() * x.map();
+    b_.grad += dout.map().colwise().sum();
+    din[0] = Tensor<T>::empty(x.rows(), x.cols());
+    din[0].map().noalias() = dout.map() * w_.value;
+  }
+
+  std::vector<Param<T>*> params() override { return {&w_, &b_}; }
+
+ private:
+  Param<T> w_, b_;
+};
+
+}  // namespace ckpt

@@ -1,0 +1,60 @@
+// The two generator models every random op supports (see reference/PHILOX.md):
+//  - counter-based (JAX-like): an op's draws are a pure function of (seed, op key, element index);
+//  - stateful (PyTorch-like): one generator (seed, offset) that every random op advances in execution order.
+// Either way an op asks for a RngDraw: the Philox stream position its n draws come from.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "reference/philox.h"
+
+namespace ckpt {
+
+enum class RngModel { kCounter, kStateful };
+inline const char* rngModelName(RngModel m) { return m == RngModel::kCounter ? "counter" : "stateful"; }
+
+// Where an op's draws come from: element i is philoxBits(seed, subsequence, offset + i).
+struct RngDraw {
+  uint64_t seed = 0;
+  uint64_t subsequence = 0;
+  uint64_t offset = 0;
+  float uniform(int64_t i) const { return uniformFromBits(philoxBits(seed, subsequence, offset + i)); }
+  bool operator==(const RngDraw&) const = default;
+};
+
+// The generator state that is part of a training step's observable state.
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // stateful model only; stays 0 for the counter-based model
+  bool operator==(const RngState&) const = default;
+};
+
+class Rng {
+ public:
+  Rng(RngModel model, uint64_t seed) : model_(model), state_{seed, 0} {}
+  RngModel model() const { return model_; }
+  const RngState& state() const { return state_; }
+  void setState(const RngState& s) { state_ = s; }
+
+  // Reserves n draws for the op identified by opKey (unique per step, block and node). The stateful model
+  // advances its offset by n rounded up to a whole Philox block of 4, as PyTorch's Philox offsets do, so every
+  // op starts on a fresh counter.
+  RngDraw reserve(uint64_t opKey, int64_t n) {
+    if (model_ == RngModel::kCounter) return RngDraw{state_.seed, opKey, 0};
+    RngDraw d{state_.seed, 0, state_.offset};
+    state_.offset += (static_cast<uint64_t>(n) + 3) & ~uint64_t{3};
+    return d;
+  }
+
+ private:
+  RngModel model_;
+  RngState state_;
+};
+
+// opKey layout for the counter-based model: step, block and node packed so keys never collide.
+inline uint64_t makeOpKey(int step, int block, int node) {
+  return (static_cast<uint64_t>(step + 1) << 40) | (static_cast<uint64_t>(block) << 12) |
+         static_cast<uint64_t>(node);
+}
+
+}  // namespace ckpt
