@@ -1,6 +1,7 @@
 #include "cases/case_json.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -149,8 +150,9 @@ CaseSpec parseCaseText(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message carries the byte offset; keep it on one line.
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range for a number beyond double (1e999). nlohmann's message carries the byte
+    // offset; keep it on one line.
     std::string what = e.what();
     for (char& ch : what)
       if (ch == '\n') ch = ' ';
@@ -160,6 +162,8 @@ CaseSpec parseCaseText(const std::string& text, const std::string& origin) {
 }
 
 CaseSpec loadCase(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError("case file '" + path + "': is a directory");
   std::ifstream in(path);
   if (!in) throw InputError("case file '" + path + "': cannot be read");
   std::stringstream ss;

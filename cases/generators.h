@@ -78,6 +78,37 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
       });
 }
 
+// Random parameters for every policy family, as fractions of ranges that depend on the chain (its length, its
+// smallest feasible and store-all budgets); harness/verify/policy_draw.h turns a draw into policy strings for a
+// case. Shrinks toward the smallest parameters: k = 1, slots = 1, the least feasible budget, selective's default
+// list, uniform as the block policy composed with selective.
+struct PolicyDraw {
+  int uniformK = 0;             // permille of [1, L]
+  int revolveSlots = 0;         // permille of [1, L]
+  int optimalBudget = 0;        // permille of [smallest feasible, store-all peak]
+  uint32_t selectiveKinds = 0;  // bitmask over selectableOpKinds(); 0 = the default (every non-matmul op)
+  int composedWith = 0;         // block policy composed with selective: 0 uniform, 1 recursive, 2 revolve, 3 optimal
+  int optimalRival = 0;         // which other policy of the case optimal is compared with (property 4), modulo
+  bool operator==(const PolicyDraw&) const = default;
+};
+
+inline rc::Gen<PolicyDraw> genPolicyDraw() {
+  // Fixed size: every fraction of the range is as likely at any RapidCheck size (inRange scales with size).
+  return rc::gen::resize(
+      100, rc::gen::build<PolicyDraw>(rc::gen::set(&PolicyDraw::uniformK, rc::gen::inRange(0, 1001)),
+                                      rc::gen::set(&PolicyDraw::revolveSlots, rc::gen::inRange(0, 1001)),
+                                      rc::gen::set(&PolicyDraw::optimalBudget, rc::gen::inRange(0, 1001)),
+                                      rc::gen::set(&PolicyDraw::selectiveKinds, rc::gen::inRange<uint32_t>(0, 512)),
+                                      rc::gen::set(&PolicyDraw::composedWith, rc::gen::inRange(0, 4)),
+                                      rc::gen::set(&PolicyDraw::optimalRival, rc::gen::inRange(0, 64))));
+}
+
+inline void showValue(const PolicyDraw& d, std::ostream& os) {
+  os << "{uniformK: " << d.uniformK << "/1000, revolveSlots: " << d.revolveSlots
+     << "/1000, optimalBudget: " << d.optimalBudget << "/1000, selectiveKinds: " << d.selectiveKinds
+     << ", composedWith: " << d.composedWith << ", optimalRival: " << d.optimalRival << "}";
+}
+
 inline void showValue(const CaseSpec& c, std::ostream& os) { os << caseToJson(c).dump(); }
 inline std::ostream& operator<<(std::ostream& os, const CaseSpec& c) { return os << caseToJson(c).dump(); }
 

@@ -8,3 +8,12 @@ ckpt_configure_build() {
   cmake -S "$CKPT_ROOT" -B "$CKPT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$CKPT_BUILD" -j "$CKPT_JOBS"
 }
+
+# The ASan + UBSan build (clang, -O1, assertions on) of the given targets: ci/sanitize and ci/fuzz share it.
+CKPT_SANITIZE_BUILD="${CKPT_SANITIZE_BUILD:-$CKPT_ROOT/build-sanitize}"
+ckpt_configure_sanitize_build() {
+  cmake -S "$CKPT_ROOT" -B "$CKPT_SANITIZE_BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
+    -DCKPT_CUDA=OFF -DCKPT_BUILD_BENCH=OFF -DCKPT_WERROR=OFF >/dev/null
+  cmake --build "$CKPT_SANITIZE_BUILD" -j "$CKPT_JOBS" --target "$@"
+}

@@ -8,8 +8,16 @@ void BytePool::compact() {
 }
 
 namespace {
-std::vector<int> lastConsumer(const BlockProgram& p) {
-  std::vector<int> last(p.nodes.size() + 1, -1);
+// Per-call working arrays live in per-thread scratch, so a planner walking 10^6 blocks does not allocate (and
+// fragment the heap between the long-lived tapes) per block. Each function takes its own.
+std::vector<int>& scratch(int which, size_t n, int fill) {
+  thread_local std::vector<int> s[2];
+  s[which].assign(n, fill);
+  return s[which];
+}
+
+const std::vector<int>& lastConsumer(const BlockProgram& p) {
+  std::vector<int>& last = scratch(0, p.nodes.size() + 1, -1);
   for (int k = 0; k < p.size(); ++k)
     for (int j : p.nodes[k].inputs) last[j + 1] = k;
   return last;
@@ -18,8 +26,8 @@ std::vector<int> lastConsumer(const BlockProgram& p) {
 
 int simForward(BytePool& pool, const BlockProgram& p, int x, SimTape* tape, const KeepMask& keep) {
   const int n = p.size();
-  const auto last = lastConsumer(p);
-  std::vector<int> vals(n, -1);
+  const auto& last = lastConsumer(p);
+  std::vector<int>& vals = scratch(1, n, -1);
   if (tape) {
     tape->contexts.assign(n, {});
     tape->present.assign(n, false);
@@ -66,11 +74,11 @@ int simForward(BytePool& pool, const BlockProgram& p, int x, SimTape* tape, cons
 
 void simRecomputeDropped(BytePool& pool, const BlockProgram& p, SimTape& tape) {
   const int n = p.size();
-  std::vector<int> lastDropped(n + 1, -1);
+  std::vector<int>& lastDropped = scratch(0, n + 1, -1);
   for (int k = 0; k < n; ++k)
     if (!keeps(tape.keep, k))
       for (int j : p.nodes[k].inputs) lastDropped[j + 1] = k;
-  std::vector<int> vals(n, -1);
+  std::vector<int>& vals = scratch(1, n, -1);
   for (int k = 0; k < n; ++k) {
     if (keeps(tape.keep, k)) continue;
     const NodeCost& c = p.nodes[k];
@@ -112,11 +120,11 @@ void simRecomputeDropped(BytePool& pool, const BlockProgram& p, SimTape& tape) {
 
 int simBackward(BytePool& pool, const BlockProgram& p, SimTape&& tape, int dy) {
   const int n = p.size();
-  std::vector<int> grads(n + 1, -1);
+  std::vector<int>& grads = scratch(0, n + 1, -1);
   grads[n] = dy;
   for (int k = n - 1; k >= 0; --k) {
     const NodeCost& c = p.nodes[k];
-    std::vector<int> din;
+    std::vector<int>& din = scratch(1, 0, 0);
     for (int64_t b : c.inputBytes) din.push_back(pool.allocate(b));
     pool.release(grads[k + 1]);
     grads[k + 1] = -1;

@@ -7,6 +7,9 @@
 #if defined(CKPT_HAVE_CURAND)
 #include <curand.h>
 #endif
+#if defined(CKPT_HAVE_CUDA_BACKEND)  // defined by linking ckpt_cuda (reference/cuda/)
+#include "reference/cuda/gpu.h"
+#endif
 
 namespace ckpt::cli {
 
@@ -26,6 +29,9 @@ void addInfo(CLI::App& app, int& exitCode) {
     if (curandGetVersion(&curandVersion) != CURAND_STATUS_SUCCESS) curandVersion = 0;
 #endif
     j["curand_version"] = curandVersion;
+#if defined(CKPT_HAVE_CUDA_BACKEND)
+    j["cuda"] = gpu::cudaDeviceInfo();  // devices, driver/runtime/cuRAND/cuBLAS versions, each GPU
+#endif
     if (*json) {
       std::cout << j.dump(2) << "\n";
     } else {

@@ -8,6 +8,7 @@
 #include "cases/case_json.h"
 #include "harness/cli/commands.h"
 #include "harness/dtype_dispatch.h"
+#include "harness/engine/resource_guard.h"
 #include "reference/trainer.h"
 
 namespace ckpt::cli {
@@ -17,6 +18,7 @@ struct Options {
   std::string casePath;
   int steps = 0;
   bool json = false;
+  std::string maxActivationBytes;
 };
 
 template <class T>
@@ -72,8 +74,10 @@ void addTrainRef(CLI::App& app, int& exitCode) {
   cmd->add_option("--case", opt->casePath, "Case JSON file (cases/SCHEMA.md)")->required();
   cmd->add_option("--steps", opt->steps, "Training steps (default: the case's)")->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", opt->json, "Machine-readable output");
+  cmd->add_option("--max-activation-bytes", opt->maxActivationBytes, kMaxActivationBytesHelp);
   cmd->callback([opt, &exitCode] {
     const CaseSpec spec = loadCase(opt->casePath);
+    guardCase(spec, {}, memoryLimit(opt->maxActivationBytes));
     const int steps = opt->steps > 0 ? opt->steps : spec.steps;
     const nlohmann::json j = withScalar(spec.dtype, [&](auto t) { return trainRefJson<decltype(t)>(spec, steps); });
     if (opt->json) std::cout << j.dump(2) << "\n";

@@ -6,6 +6,15 @@
 #include "harness/cli/commands.h"
 #include "harness/exit_codes.h"
 
+namespace {
+// An error is one line on stderr, even when it quotes input that holds a line break.
+std::string oneLine(std::string s) {
+  std::string o;
+  for (char c : s) o += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
+  return o;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"ckptcheck: verify gradient checkpointing bitwise and measure its memory and FLOP cost"};
   app.require_subcommand(1);
@@ -16,6 +25,9 @@ int main(int argc, char** argv) {
   ckpt::cli::addPlan(app, exitCode);
   ckpt::cli::addRun(app, exitCode);
   ckpt::cli::addValidate(app, exitCode);
+  ckpt::cli::addReport(app, exitCode);
+  ckpt::cli::addVerify(app, exitCode);
+  ckpt::cli::addMutants(app, exitCode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -23,16 +35,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ckptcheck: " << e.what() << "\n";
+    std::string msg = e.what();
+    // CLI11 reports "A subcommand is required" before the word that was meant as one: name it instead.
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      std::string known;
+      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+      msg = "unknown subcommand '" + app.remaining().front() + "' (expected one of: " + known + ")";
+    }
+    std::cerr << "ckptcheck: " << oneLine(msg) << "\n";
     return ckpt::kExitBadInput;
   } catch (const ckpt::InputError& e) {
-    std::cerr << "ckptcheck: " << e.what() << "\n";
+    std::cerr << "ckptcheck: " << oneLine(e.what()) << "\n";
     return ckpt::kExitBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "ckptcheck: out of memory\n";
     return ckpt::kExitInfra;
   } catch (const std::exception& e) {
-    std::cerr << "ckptcheck: internal error: " << e.what() << "\n";
+    std::cerr << "ckptcheck: internal error: " << oneLine(e.what()) << "\n";
     return ckpt::kExitInfra;
   }
   return exitCode;

@@ -1,0 +1,165 @@
+// The two file trees of the adapter protocol (PROTOCOL.md): the case directory the harness writes from a
+// CaseSpec and the reference's deterministic initial values, and the output directory an adapter writes, read
+// back into StepResults that harness/compare.h compares bitwise.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cases/case_json.h"
+#include "harness/adapters/npy.h"
+#include "reference/step.h"
+
+namespace ckpt {
+
+// A protocol violation by the adapter (a missing or malformed output, a failed run): exit code 3.
+class AdapterError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A tensor of the case: its name and the shape the protocol gives it (PyTorch's), with the reference's matrix
+// shape it maps onto.
+struct TensorLayout {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t rows = 0, cols = 0;
+  bool integral = false;  // num_batches_tracked: int64 in the case directory
+};
+
+struct CaseLayout {
+  std::vector<TensorLayout> params;  // model order
+  std::vector<TensorLayout> state;
+  int64_t rows = 0, width = 0;
+};
+
+template <class T>
+CaseLayout caseLayout(Chain<T>& chain) {
+  CaseLayout l;
+  l.rows = chain.spec.rows();
+  l.width = chain.spec.width;
+  for (auto& b : chain.blocks)
+    for (auto& n : b.nodes) {
+      const bool linear = n.op->kind() == "linear";
+      for (auto* p : n.op->params()) {
+        TensorLayout t{p->name, {}, p->value.rows(), p->value.cols(), false};
+        const bool matrix = linear && p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
+        t.shape = matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
+        l.params.push_back(t);
+      }
+      for (auto* s : n.op->buffers()) {
+        const bool counter = s->name.find("num_batches_tracked") != std::string::npos;
+        TensorLayout t{s->name, counter ? std::vector<int64_t>{} : std::vector<int64_t>{s->value.rows() * s->value.cols()},
+                       s->value.rows(), s->value.cols(), counter};
+        l.state.push_back(t);
+      }
+    }
+  return l;
+}
+
+nlohmann::json manifestJson(const CaseLayout& l, LossKind loss);
+
+// Writes case.json, manifest.json, params/, state/, input.npy and labels.npy or target.npy into `dir` (created;
+// an existing directory is emptied first).
+template <class T>
+void writeCaseDir(const std::string& dir, Chain<T>& chain) {
+  namespace fs = std::filesystem;
+  fs::remove_all(dir);
+  fs::create_directories(fs::path(dir) / "params");
+  fs::create_directories(fs::path(dir) / "state");
+  const CaseLayout layout = caseLayout(chain);
+  {
+    std::ofstream f(fs::path(dir) / "case.json");
+    f << caseToJson(chain.spec).dump(2) << "\n";
+    std::ofstream m(fs::path(dir) / "manifest.json");
+    m << manifestJson(layout, chain.spec.loss).dump(1) << "\n";
+    if (!f || !m) throw std::runtime_error("case directory '" + dir + "': cannot be written");
+  }
+  size_t k = 0;
+  for (auto* p : chain.params()) {
+    writeNpy<T>((fs::path(dir) / "params" / (p->name + ".npy")).string(), layout.params[k++].shape, p->value.data());
+  }
+  k = 0;
+  for (auto* b : chain.buffers()) {
+    const TensorLayout& t = layout.state[k++];
+    const std::string path = (fs::path(dir) / "state" / (b->name + ".npy")).string();
+    if (t.integral) {
+      const int64_t v = static_cast<int64_t>(b->value(0, 0));
+      writeNpyInt64(path, t.shape, &v);
+    } else {
+      writeNpy<T>(path, t.shape, b->value.data());
+    }
+  }
+  writeNpy<T>((fs::path(dir) / "input.npy").string(), {chain.spec.rows(), chain.spec.width}, chain.input.data());
+  if (auto* ce = dynamic_cast<CrossEntropyLoss<T>*>(chain.loss.get())) {
+    std::vector<int64_t> labels(ce->labels().begin(), ce->labels().end());
+    writeNpyInt64((fs::path(dir) / "labels.npy").string(), {static_cast<int64_t>(labels.size())}, labels.data());
+  } else if (auto* mse = dynamic_cast<MseLoss<T>*>(chain.loss.get())) {
+    writeNpy<T>((fs::path(dir) / "target.npy").string(), {mse->target().rows(), mse->target().cols()},
+                mse->target().data());
+  }
+}
+
+// Reads one tensor of an adapter's output; throws AdapterError naming the file and what is wrong.
+template <class T>
+Mat<T> readTensor(const std::string& path, const std::vector<int64_t>& shape, int64_t rows, int64_t cols,
+                  bool allowIntegral) {
+  NpyArray a;
+  try {
+    a = readNpy(path);
+  } catch (const NpyError& e) {
+    throw AdapterError(std::string("adapter output ") + e.what());
+  }
+  if (a.shape != shape)
+    throw AdapterError("adapter output " + path + ": shape " + shapeText(a.shape) + ", expected " + shapeText(shape));
+  std::vector<T> v;
+  try {
+    v = npyValues<T>(a, path, allowIntegral);
+  } catch (const NpyError& e) {
+    throw AdapterError(std::string("adapter output ") + e.what());
+  }
+  Mat<T> m(rows, cols);
+  std::copy(v.begin(), v.end(), m.data());
+  return m;
+}
+
+// The name under which an adapter's generator state (rng_state.npy) joins StepResult::state.
+inline constexpr const char* kRngStateName = "rng_state";
+
+// Reads `steps` steps of an adapter's output directory. The generator state, when present, is appended to
+// StepResult::state as kRngStateName (one element per byte); StepResult::rng stays zero.
+template <class T>
+std::vector<StepResult<T>> readRunResults(const std::string& outDir, const CaseLayout& layout, int steps) {
+  namespace fs = std::filesystem;
+  std::vector<StepResult<T>> rs;
+  for (int s = 0; s < steps; ++s) {
+    const fs::path d = fs::path(outDir) / ("step" + std::to_string(s));
+    if (!fs::is_directory(d)) throw AdapterError("adapter output " + d.string() + ": missing");
+    StepResult<T> r;
+    r.loss = readTensor<T>((d / "loss.npy").string(), {}, 1, 1, false)(0, 0);
+    for (const auto& t : layout.params)
+      r.grads.push_back({t.name, readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, false)});
+    r.inputGrad = readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows, layout.width, false);
+    for (const auto& t : layout.state)
+      r.state.push_back({t.name, readTensor<T>((d / "state" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, true)});
+    const fs::path rng = d / "rng_state.npy";
+    if (fs::exists(rng)) {
+      NpyArray a;
+      try {
+        a = readNpy(rng.string());
+      } catch (const NpyError& e) {
+        throw AdapterError(std::string("adapter output ") + e.what());
+      }
+      if (a.type != NpyType::kUInt8) throw AdapterError("adapter output " + rng.string() + ": must be uint8 bytes");
+      Mat<T> m(1, a.count());
+      for (int64_t i = 0; i < a.count(); ++i) m(0, i) = static_cast<T>(a.bytes[static_cast<size_t>(i)]);
+      r.state.push_back({kRngStateName, std::move(m)});
+    }
+    rs.push_back(std::move(r));
+  }
+  return rs;
+}
+
+}  // namespace ckpt

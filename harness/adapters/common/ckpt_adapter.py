@@ -1,0 +1,206 @@
+"""The Python side of ckptcheck's adapter protocol (harness/adapters/PROTOCOL.md, version 1).
+
+An adapter module defines a class with
+    name, version              framework name and version (strings)
+    capabilities() -> dict     the capabilities object, less "protocol" and "serve" (added here)
+    run(case, out, mode, options) -> dict   trains `case` and writes results through `out`; returns the meta
+                                            fields it knows (saved_activation_bytes, forward_calls, ...)
+and ends with `main(MyAdapter)`. Everything about files, argv, serve mode and exit codes lives here.
+"""
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+PROTOCOL = 1
+
+
+class BadRequest(Exception):
+    """The request cannot be served as asked (an option combination the adapter refuses): exit code 2."""
+
+
+class Case:
+    """A case directory, loaded: the spec, the expanded block list, initial tensors in model order."""
+
+    def __init__(self, case_dir):
+        self.dir = case_dir
+        with open(os.path.join(case_dir, "case.json")) as f:
+            self.spec = json.load(f)
+        with open(os.path.join(case_dir, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        if self.manifest.get("protocol") != PROTOCOL:
+            raise ValueError("case directory has protocol %r, this adapter speaks %d"
+                             % (self.manifest.get("protocol"), PROTOCOL))
+        s = self.spec
+        self.dtype_name = s.get("dtype", "double")
+        self.dtype = np.float32 if self.dtype_name == "float" else np.float64
+        self.batch = s["batch"]
+        self.seq = s.get("seq", 1)
+        self.width = s["width"]
+        self.rows = self.batch * self.seq
+        self.loss = s.get("loss", "cross_entropy")
+        self.seed = s.get("seed", 1)
+        self.rng = s.get("rng", "stateful")
+        self.dropout = float(s.get("dropout", 0.0))
+        self.lr = float(s.get("lr", 0.01))
+        self.steps = int(s.get("steps", 1))
+        self.blocks = []
+        for b in s["blocks"]:
+            one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1)}
+            self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
+        self.param_names = [p["name"] for p in self.manifest["params"]]
+        self.state_names = [p["name"] for p in self.manifest["state"]]
+        self.params = {n: self._load("params", n) for n in self.param_names}
+        self.state = {n: self._load("state", n) for n in self.state_names}
+        self.input = np.load(os.path.join(case_dir, "input.npy"))
+        self.labels = np.load(os.path.join(case_dir, "labels.npy")) if self.loss == "cross_entropy" else None
+        self.target = np.load(os.path.join(case_dir, "target.npy")) if self.loss == "mse" else None
+
+    def _load(self, kind, name):
+        return np.load(os.path.join(self.dir, kind, name + ".npy"))
+
+
+class Output:
+    """Writes one run's results in the protocol's layout."""
+
+    def __init__(self, out_dir, case):
+        self.dir = out_dir
+        self.case = case
+        os.makedirs(out_dir, exist_ok=True)
+
+    def step(self, s, loss, grads, input_grad, state, rng_state=None):
+        """grads and state: dicts name -> array (any array-like convertible by np.asarray)."""
+        d = os.path.join(self.dir, "step%d" % s)
+        os.makedirs(os.path.join(d, "grads"), exist_ok=True)
+        os.makedirs(os.path.join(d, "state"), exist_ok=True)
+        dt = self.case.dtype
+        np.save(os.path.join(d, "loss.npy"), np.asarray(loss, dtype=dt).reshape(()))
+        for n in self.case.param_names:
+            g = np.ascontiguousarray(np.asarray(grads[n]))
+            np.save(os.path.join(d, "grads", n + ".npy"), g.reshape(self.case.params[n].shape))
+        np.save(os.path.join(d, "input_grad.npy"), np.ascontiguousarray(np.asarray(input_grad)))
+        for n in self.case.state_names:
+            v = np.ascontiguousarray(np.asarray(state[n]))
+            np.save(os.path.join(d, "state", n + ".npy"), v.reshape(self.case.state[n].shape))
+        if rng_state is not None:
+            np.save(os.path.join(d, "rng_state.npy"), np.frombuffer(bytes(rng_state), dtype=np.uint8))
+
+    def meta(self, fields):
+        with open(os.path.join(self.dir, "meta.json"), "w") as f:
+            json.dump(fields, f, indent=1)
+
+
+def _check_options(caps, options):
+    known = caps.get("options", {})
+    for k, v in options.items():
+        if k not in known:
+            raise BadRequest("unknown option '%s' (known: %s)" % (k, ", ".join(sorted(known)) or "none"))
+        values = known[k].get("values")
+        if values == "int":
+            if not v.lstrip("-").isdigit():
+                raise BadRequest("option %s=%s: must be an integer" % (k, v))
+        elif isinstance(values, list) and v not in values:
+            raise BadRequest("option %s=%s: must be one of %s" % (k, v, ", ".join(values)))
+
+
+def _capabilities(adapter):
+    caps = dict(adapter.capabilities())
+    caps["protocol"] = PROTOCOL
+    caps["framework"] = adapter.name
+    caps["version"] = adapter.version
+    caps.setdefault("serve", True)
+    return caps
+
+
+def _run_one(adapter, caps, case_dir, out_dir, mode, options):
+    if mode not in ("plain", "checkpoint"):
+        raise BadRequest("mode must be plain or checkpoint (got %r)" % mode)
+    _check_options(caps, options)
+    case = Case(case_dir)
+    out = Output(out_dir, case)
+    t0 = time.perf_counter()
+    meta = adapter.run(case, out, mode, dict(options)) or {}
+    full = {"protocol": PROTOCOL, "framework": adapter.name, "version": adapter.version, "mode": mode,
+            "options": options, "steps": case.steps, "saved_activation_bytes": None, "forward_calls": None,
+            "recomputed_blocks": None, "step_seconds": None, "run_seconds": time.perf_counter() - t0}
+    full.update(meta)
+    out.meta(full)
+
+
+def _parse_run_args(argv):
+    args = {"options": {}}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--case-dir", "--out-dir", "--mode", "--option") and i + 1 < len(argv):
+            v = argv[i + 1]
+            if a == "--option":
+                if "=" not in v:
+                    raise BadRequest("--option wants KEY=VALUE (got %r)" % v)
+                k, val = v.split("=", 1)
+                args["options"][k] = val
+            else:
+                args[a[2:].replace("-", "_")] = v
+            i += 2
+        else:
+            raise BadRequest("unexpected argument %r" % a)
+    for k in ("case_dir", "out_dir", "mode"):
+        if k not in args:
+            raise BadRequest("run needs --%s" % k.replace("_", "-"))
+    return args
+
+
+def _serve(adapter, caps):
+    # stdout carries replies only: anything a library prints goes to stderr.
+    reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            if req.get("command") == "quit":
+                break
+            if req.get("command") != "run":
+                raise BadRequest("unknown command %r" % req.get("command"))
+            _run_one(adapter, caps, req["case_dir"], req["out_dir"], req["mode"],
+                     {str(k): str(v) for k, v in req.get("options", {}).items()})
+            reply = {"ok": True}
+        except BadRequest as e:
+            reply = {"ok": False, "error": str(e), "bad_request": True}
+        except Exception as e:  # the harness reports it as an adapter fault, with the traceback on stderr
+            traceback.print_exc()
+            reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e), "bad_request": False}
+        reply_stream.write(json.dumps(reply) + "\n")
+        reply_stream.flush()
+
+
+def main(adapter_class):
+    argv = sys.argv[1:]
+    usage = "usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... | serve"
+    if not argv:
+        print(usage, file=sys.stderr)
+        sys.exit(2)
+    try:
+        adapter = adapter_class()
+        caps = _capabilities(adapter)
+        if argv[0] == "capabilities":
+            print(json.dumps(caps))
+        elif argv[0] == "run":
+            a = _parse_run_args(argv[1:])
+            _run_one(adapter, caps, a["case_dir"], a["out_dir"], a["mode"], a["options"])
+        elif argv[0] == "serve":
+            _serve(adapter, caps)
+        else:
+            raise BadRequest(usage)
+    except BadRequest as e:
+        print("adapter: %s" % e, file=sys.stderr)
+        sys.exit(2)
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""JAX adapter: the case's model as pure functions, trained with jax.value_and_grad under jax.jit, each block
+optionally under jax.checkpoint (remat) with a policy, so `ckptcheck validate` can report honestly whether JAX's
+rematerialised gradients are bitwise equal to its plain ones (harness/adapters/PROTOCOL.md).
+
+Option policy: nothing_saveable (the default of jax.checkpoint), dots_saveable, dots_with_no_batch_dims_saveable,
+everything_saveable. Dropout is counter-based, as JAX's generators are: each block's key is
+fold_in(fold_in(PRNGKey(seed), step), block), each op's fold_in(key, op). BatchNorm's running statistics are a
+value the step returns, so a recompute cannot move them twice. x64 is enabled for double cases.
+Saved bytes: the residuals jax.checkpoint's saved_residuals lists for the loss, function arguments excluded.
+Forward calls are not observable under jit and are not reported.
+"""
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import numpy as np  # noqa: E402
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+import jax.numpy as jnp  # noqa: E402
+from ckpt_adapter import main  # noqa: E402
+
+try:
+    from jax._src.ad_checkpoint import saved_residuals  # private, but the only way to read residual sizes
+except ImportError:  # pragma: no cover
+    saved_residuals = None
+
+POLICIES = ["nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable"]
+GELU_BETA = math.sqrt(2.0 / math.pi)
+
+
+def dropout(x, p, key, node):
+    if p == 0:
+        return x
+    dt = x.dtype
+    u = jax.random.uniform(jax.random.fold_in(key, node), x.shape, dtype=dt)
+    scale = jnp.asarray(1, dt) / (jnp.asarray(1, dt) - jnp.asarray(p, dt))
+    return x * (u >= p).astype(dt) * scale
+
+
+def linear(P, name, x):
+    return x @ P[name + ".weight"].T + P[name + ".bias"]
+
+
+def activation(kind, h):
+    if kind == "relu":
+        return jnp.maximum(h, 0)
+    if kind == "tanh":
+        return jnp.tanh(h)
+    return 0.5 * h * (1 + jnp.tanh(GELU_BETA * (h + 0.044715 * h * h * h)))
+
+
+def layernorm(P, name, x):
+    mean = x.mean(axis=1, keepdims=True)
+    c = x - mean
+    rstd = 1 / jnp.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5)
+    return c * rstd * P[name + ".weight"] + P[name + ".bias"]
+
+
+def mlp_block(spec, p, seq, P, x, key):
+    return dropout(activation(spec["activation"], linear(P, "fc", x)), p, key, 2), ()
+
+
+def bn_block(spec, p, seq, P, x, key):
+    h = linear(P, "fc", x)
+    n = h.shape[0]
+    mean = h.mean(axis=0)
+    c = h - mean
+    sumsq = (c * c).sum(axis=0)
+    xhat = c / jnp.sqrt(sumsq / n + 1e-5)
+    y = x + jnp.maximum(xhat * P["bn.weight"] + P["bn.bias"], 0)
+    return y, (jax.lax.stop_gradient(mean), jax.lax.stop_gradient(sumsq / (n - 1)))
+
+
+def transformer_block(spec, p, seq, P, x, key):
+    heads = spec["heads"]
+    rows, c = x.shape
+    hd = c // heads
+    b = rows // seq
+    qkv = linear(P, "qkv", layernorm(P, "ln1", x))
+    q, k, v = (qkv[:, j * c:(j + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3) for j in range(3))
+    s = (q @ k.transpose(0, 1, 3, 2)) / jnp.sqrt(jnp.asarray(hd, x.dtype))
+    future = jnp.triu(jnp.ones((seq, seq), dtype=bool), 1)
+    s = jnp.where(future, -jnp.inf, s)
+    e = jnp.exp(s - s.max(axis=-1, keepdims=True))
+    att = dropout(e / e.sum(axis=-1, keepdims=True), p, key, 2)
+    o = (att @ v).transpose(0, 2, 1, 3).reshape(rows, c)
+    h = x + dropout(linear(P, "proj", o), p, key, 4)
+    f = linear(P, "fc2", activation("gelu", linear(P, "fc1", layernorm(P, "ln2", h))))
+    return h + dropout(f, p, key, 10), ()
+
+
+BLOCKS = {"mlp": mlp_block, "residual-bn": bn_block, "transformer": transformer_block}
+
+
+def make_loss(case, checkpoint, policy):
+    names = [[n[len("b%d." % i):] for n in case.param_names if n.startswith("b%d." % i)] for i in range(len(case.blocks))]
+    fns = []
+    for spec in case.blocks:
+        f = (lambda kind, spec: lambda P, x, key: BLOCKS[kind](spec, case.dropout, case.seq, P, x, key))(spec["kind"], spec)
+        if checkpoint:
+            f = jax.checkpoint(f, policy=getattr(jax.checkpoint_policies, policy))
+        fns.append(f)
+    ce = case.loss == "cross_entropy"
+
+    def loss_fn(params, x, keys, labels_or_target):
+        aux = []
+        for i, f in enumerate(fns):
+            P = {short: params["b%d.%s" % (i, short)] for short in names[i]}
+            x, a = f(P, x, keys[i])
+            aux.append(a)
+        if ce:
+            mx = jax.lax.stop_gradient(x.max(axis=1, keepdims=True))
+            lse = jnp.log(jnp.exp(x - mx).sum(axis=1)) + mx[:, 0]
+            picked = jnp.take_along_axis(x, labels_or_target[:, None], axis=1)[:, 0]
+            loss = (lse - picked).mean()
+        else:
+            d = x - labels_or_target
+            loss = (d * d).mean()
+        return loss, aux
+
+    return loss_fn
+
+
+_compiled = {}
+
+
+def compiled_step(case, checkpoint, policy):
+    key = (tuple((b["kind"], b["activation"], b["heads"]) for b in case.blocks), case.rows, case.width, case.seq,
+           case.dtype_name, case.loss, case.dropout, checkpoint, policy)
+    if key not in _compiled:
+        loss_fn = make_loss(case, checkpoint, policy)
+        _compiled[key] = (jax.jit(jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)), loss_fn)
+    return _compiled[key]
+
+
+class JaxAdapter:
+    name = "jax"
+    version = jax.__version__
+
+    def capabilities(self):
+        return {
+            "blocks": ["mlp", "residual-bn", "transformer"],
+            "activations": ["relu", "gelu", "tanh"],
+            "losses": ["cross_entropy", "mse"],
+            "dtypes": ["float", "double"],
+            "rng": ["counter"],
+            "dropout": True,
+            "modes": ["plain", "checkpoint"],
+            "options": {"policy": {"values": POLICIES, "default": "nothing_saveable",
+                                   "doc": "jax.checkpoint_policies.<policy> for every block"}},
+            "reports_memory": saved_residuals is not None,
+            "reports_forward_calls": False,
+            "reports_rng_state": False,
+            "jaxlib_version": getattr(jax.lib, "__version__", None) if hasattr(jax, "lib") else None,
+        }
+
+    def run(self, case, out, mode, options):
+        policy = options.get("policy", "nothing_saveable")
+        checkpoint = mode == "checkpoint"
+        step_fn, loss_fn = compiled_step(case, checkpoint, policy)
+        params = {n: jnp.asarray(v) for n, v in case.params.items()}
+        state = {n: np.array(v) for n, v in case.state.items()}
+        x = jnp.asarray(case.input)
+        lt = jnp.asarray(case.labels) if case.labels is not None else jnp.asarray(case.target)
+        base = jax.random.PRNGKey(case.seed)
+        lr = case.dtype(case.lr)
+        m = case.dtype(0.1)
+        saved, seconds = [], []
+        residual_bytes = None
+        for step in range(case.steps):
+            keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, step), i) for i in range(len(case.blocks))])
+            if residual_bytes is None and saved_residuals is not None:
+                residual_bytes = 0
+                for aval, why in saved_residuals(lambda p, xx: loss_fn(p, xx, keys, lt)[0], params, x):
+                    if "argument" not in why:
+                        residual_bytes += int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+            t0 = time.perf_counter()
+            (loss, aux), (gp, gx) = step_fn(params, x, keys, lt)
+            jax.block_until_ready((loss, gp, gx))
+            compute = time.perf_counter() - t0
+            for i, b in enumerate(case.blocks):
+                if b["kind"] == "residual-bn":
+                    mean, var = (np.asarray(a) for a in aux[i])
+                    pre = "b%d.bn." % i
+                    state[pre + "running_mean"] = (case.dtype(1) - m) * state[pre + "running_mean"] + m * mean
+                    state[pre + "running_var"] = (case.dtype(1) - m) * state[pre + "running_var"] + m * var
+                    state[pre + "num_batches_tracked"] = state[pre + "num_batches_tracked"] + 1
+            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()}, np.asarray(gx), state)
+            t1 = time.perf_counter()
+            params = {n: params[n] - lr * gp[n] for n in params}
+            jax.block_until_ready(params)
+            seconds.append(compute + time.perf_counter() - t1)
+            saved.append(residual_bytes)
+        return {"saved_activation_bytes": saved if residual_bytes is not None else None, "forward_calls": None,
+                "recomputed_blocks": list(range(len(case.blocks))) if checkpoint else [],
+                "step_seconds": seconds, "policy": policy if checkpoint else None}
+
+
+if __name__ == "__main__":
+    main(JaxAdapter)

@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""numpy adapter: an independent re-implementation of ckptcheck's model (reference/blocks.h) in numpy, with its
+own segment checkpointing and generator snapshot/restore. It is the template for other adapters
+(harness/adapters/PROTOCOL.md) and the control case of `ckptcheck validate`: it must pass every check.
+
+Checkpointing: `segments=K` (default round(sqrt(L))) equal segments of blocks. The forward keeps only each
+segment's input and, for the stateful generator, a snapshot of the generator where the segment starts; backward
+walks the segments in reverse, recomputes each one's tapes from its input with a *copy* of the generator
+restored to that snapshot (so the main generator ends where the plain step leaves it) and with BatchNorm's
+running statistics frozen (they move once per step, in the first forward), then runs the segment's backward.
+
+Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
+dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
+op) through its own Philox key (JAX-like), so recompute needs no snapshot.
+"""
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import numpy as np  # noqa: E402
+from ckpt_adapter import BadRequest, main  # noqa: E402
+
+GELU_BETA = math.sqrt(2.0 / math.pi)
+GELU_KAPPA = 0.044715
+
+
+# ---------------------------------------------------------------- generators
+class StatefulRng:
+    """One Philox stream, advanced by every random op in execution order."""
+
+    def __init__(self, seed=None, state=None):
+        self.bits = np.random.Philox(key=seed if seed is not None else 0)
+        if state is not None:
+            self.bits.state = state
+        self.gen = np.random.Generator(self.bits)
+
+    def uniform(self, shape, op_key):
+        return self.gen.random(shape)
+
+    def snapshot(self):
+        return self.bits.state  # a fresh dict of copies
+
+    def restored(self, snapshot):
+        return StatefulRng(state=snapshot)
+
+    def state_bytes(self):
+        s = self.bits.state
+        words = np.concatenate([s["state"]["counter"], s["state"]["key"], s["buffer"],
+                                np.array([s["buffer_pos"], s["has_uint32"], s["uinteger"]], dtype=np.uint64)])
+        return words.astype("<u8").tobytes()
+
+
+class CounterRng:
+    """Masks as a pure function of (seed, op key); nothing to snapshot."""
+
+    def __init__(self, seed):
+        self.seed = seed
+
+    def uniform(self, shape, op_key):
+        return np.random.Generator(np.random.Philox(key=(self.seed << 64) | op_key)).random(shape)
+
+    def snapshot(self):
+        return None
+
+    def restored(self, snapshot):
+        return self
+
+    def state_bytes(self):
+        return None
+
+
+def op_key(step, block, node):
+    return ((step + 1) << 40) | (block << 12) | node
+
+
+# ---------------------------------------------------------------- ops (forward returns output and what backward needs)
+class Env:
+    def __init__(self, case, rng, step, update_state, calls):
+        self.case = case
+        self.rng = rng
+        self.step = step
+        self.update_state = update_state
+        self.calls = calls
+
+
+def dropout(x, p, env, block, node):
+    if p == 0:
+        return x, None
+    dt = x.dtype.type
+    u = env.rng.uniform(x.shape, op_key(env.step, block, node))
+    mask = (u >= p).astype(x.dtype) * (dt(1) / (dt(1) - dt(p)))
+    return x * mask, mask
+
+
+def linear(x, w, b):
+    return x @ w.T + b
+
+
+def linear_back(x, w, dy, gw, gb):
+    gw += dy.T @ x
+    gb += dy.sum(axis=0)
+    return dy @ w
+
+
+def act_fwd(kind, h):
+    dt = h.dtype.type
+    if kind == "relu":
+        return np.maximum(h, dt(0))
+    if kind == "tanh":
+        return np.tanh(h)
+    return dt(0.5) * h * (dt(1) + np.tanh(dt(GELU_BETA) * (h + dt(GELU_KAPPA) * h * h * h)))
+
+
+def act_back(kind, h, y, dy):
+    dt = h.dtype.type
+    if kind == "relu":
+        return np.where(y > 0, dy, dt(0))
+    if kind == "tanh":
+        return dy * (dt(1) - y * y)
+    t = np.tanh(dt(GELU_BETA) * (h + dt(GELU_KAPPA) * h * h * h))
+    return dy * (dt(0.5) * (dt(1) + t) + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
+
+
+def layernorm(x, g, b):
+    dt = x.dtype.type
+    mean = x.mean(axis=1, keepdims=True)
+    c = x - mean
+    rstd = dt(1) / np.sqrt((c * c).mean(axis=1, keepdims=True) + dt(1e-5))
+    xhat = c * rstd
+    return xhat * g + b, (xhat, rstd)
+
+
+def layernorm_back(ctx, g, dy, gg, gb):
+    xhat, rstd = ctx
+    gg += (dy * xhat).sum(axis=0)
+    gb += dy.sum(axis=0)
+    dn = dy * g
+    return rstd * (dn - dn.mean(axis=1, keepdims=True) - xhat * (dn * xhat).mean(axis=1, keepdims=True))
+
+
+class Params:
+    def __init__(self, values, grads, prefix):
+        self.v, self.g, self.p = values, grads, prefix
+
+    def __getitem__(self, name):
+        return self.v[self.p + name]
+
+    def grad(self, name):
+        return self.g[self.p + name]
+
+
+# ---------------------------------------------------------------- blocks
+def mlp_forward(i, spec, P, x, env):
+    h = linear(x, P["fc.weight"], P["fc.bias"])
+    a = act_fwd(spec["activation"], h)
+    y, mask = dropout(a, env.case.dropout, env, i, 2)
+    return y, (x, h, a, mask)
+
+
+def mlp_backward(i, spec, P, tape, dy):
+    x, h, a, mask = tape
+    da = dy * mask if mask is not None else dy
+    dh = act_back(spec["activation"], h, a, da)
+    return linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"))
+
+
+def bn_forward(i, spec, P, x, env):
+    dt = x.dtype.type
+    n = x.shape[0]
+    h = linear(x, P["fc.weight"], P["fc.bias"])
+    mean = h.sum(axis=0) * (dt(1) / dt(n))
+    c = h - mean
+    sumsq = (c * c).sum(axis=0)
+    rstd = dt(1) / np.sqrt(sumsq * (dt(1) / dt(n)) + dt(1e-5))
+    xhat = c * rstd
+    r = np.maximum(xhat * P["bn.weight"] + P["bn.bias"], dt(0))
+    if env.update_state:
+        st, pre, m = env.case_state, "b%d.bn." % i, dt(0.1)
+        st[pre + "running_mean"] = (dt(1) - m) * st[pre + "running_mean"] + m * mean
+        st[pre + "running_var"] = (dt(1) - m) * st[pre + "running_var"] + m * (sumsq * (dt(1) / dt(n - 1)))
+        st[pre + "num_batches_tracked"] = st[pre + "num_batches_tracked"] + 1
+    return x + r, (x, xhat, rstd, r)
+
+
+def bn_backward(i, spec, P, tape, dy):
+    x, xhat, rstd, r = tape
+    dbn = np.where(r > 0, dy, dy.dtype.type(0))
+    P.grad("bn.weight")[...] += (dbn * xhat).sum(axis=0)
+    P.grad("bn.bias")[...] += dbn.sum(axis=0)
+    dn = dbn * P["bn.weight"]
+    dh = rstd * (dn - dn.mean(axis=0) - xhat * (dn * xhat).mean(axis=0))
+    return dy + linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"))
+
+
+def attention(qkv, heads, seq, p, env, i):
+    dt = qkv.dtype.type
+    rows, c3 = qkv.shape
+    c = c3 // 3
+    hd = c // heads
+    b = rows // seq
+
+    def split(k):
+        return qkv[:, k * c:(k + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3)
+
+    q, k, v = split(0), split(1), split(2)
+    s = (q @ k.transpose(0, 1, 3, 2)) * (dt(1) / np.sqrt(dt(hd)))
+    future = np.triu(np.ones((seq, seq), dtype=bool), 1)
+    s = np.where(future, -np.inf, s)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    probs = e / e.sum(axis=-1, keepdims=True)
+    kept, mask = dropout(probs, p, env, i, 2)
+    out = (kept @ v).transpose(0, 2, 1, 3).reshape(rows, c)
+    return out, (q, k, v, probs, kept, mask)
+
+
+def attention_back(ctx, dout, heads, seq):
+    q, k, v, probs, kept, mask = ctx
+    dt = q.dtype.type
+    b, _, _, hd = q.shape
+    c = heads * hd
+    g = dout.reshape(b, seq, heads, hd).transpose(0, 2, 1, 3)
+    dv = kept.transpose(0, 1, 3, 2) @ g
+    dp = g @ v.transpose(0, 1, 3, 2)
+    if mask is not None:
+        dp = dp * mask
+    ds = probs * (dp - (dp * probs).sum(axis=-1, keepdims=True)) * (dt(1) / np.sqrt(dt(hd)))
+    dq = ds @ k
+    dk = ds.transpose(0, 1, 3, 2) @ q
+
+    def merge(t):
+        return t.transpose(0, 2, 1, 3).reshape(b * seq, c)
+
+    return np.concatenate([merge(dq), merge(dk), merge(dv)], axis=1)
+
+
+def transformer_forward(i, spec, P, x, env):
+    case, p = env.case, env.case.dropout
+    a1, ln1 = layernorm(x, P["ln1.weight"], P["ln1.bias"])
+    qkv = linear(a1, P["qkv.weight"], P["qkv.bias"])
+    att, actx = attention(qkv, spec["heads"], case.seq, p, env, i)
+    pr = linear(att, P["proj.weight"], P["proj.bias"])
+    d1, m1 = dropout(pr, p, env, i, 4)
+    h = x + d1
+    a2, ln2 = layernorm(h, P["ln2.weight"], P["ln2.bias"])
+    f1 = linear(a2, P["fc1.weight"], P["fc1.bias"])
+    gl = act_fwd("gelu", f1)
+    f2 = linear(gl, P["fc2.weight"], P["fc2.bias"])
+    d2, m2 = dropout(f2, p, env, i, 10)
+    return h + d2, (x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2)
+
+
+def transformer_backward(i, spec, P, tape, dy):
+    x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2 = tape
+    seq = actx[0].shape[2]
+    df2 = dy * m2 if m2 is not None else dy
+    dgl = linear_back(gl, P["fc2.weight"], df2, P.grad("fc2.weight"), P.grad("fc2.bias"))
+    df1 = act_back("gelu", f1, gl, dgl)
+    da2 = linear_back(a2, P["fc1.weight"], df1, P.grad("fc1.weight"), P.grad("fc1.bias"))
+    dh = dy + layernorm_back(ln2, P["ln2.weight"], da2, P.grad("ln2.weight"), P.grad("ln2.bias"))
+    dpr = dh * m1 if m1 is not None else dh
+    datt = linear_back(att, P["proj.weight"], dpr, P.grad("proj.weight"), P.grad("proj.bias"))
+    dqkv = attention_back(actx, datt, spec["heads"], seq)
+    da1 = linear_back(a1, P["qkv.weight"], dqkv, P.grad("qkv.weight"), P.grad("qkv.bias"))
+    return dh + layernorm_back(ln1, P["ln1.weight"], da1, P.grad("ln1.weight"), P.grad("ln1.bias"))
+
+
+BLOCKS = {"mlp": (mlp_forward, mlp_backward), "residual-bn": (bn_forward, bn_backward),
+          "transformer": (transformer_forward, transformer_backward)}
+
+
+# ---------------------------------------------------------------- loss
+def loss_forward(case, x):
+    dt = x.dtype.type
+    n = x.shape[0]
+    if case.loss == "mse":
+        d = x - case.target
+        return (d * d).sum() / dt(d.size), d
+    mx = x.max(axis=1, keepdims=True)
+    e = np.exp(x - mx)
+    s = e.sum(axis=1, keepdims=True)
+    rows = np.arange(n)
+    per_row = np.log(s[:, 0]) - (x[rows, case.labels] - mx[:, 0])
+    return per_row.sum() / dt(n), e / s
+
+
+def loss_backward(case, ctx):
+    if case.loss == "mse":
+        d = ctx
+        return d * (d.dtype.type(2) / d.dtype.type(d.size))
+    probs = ctx
+    n = probs.shape[0]
+    g = probs.copy()
+    g[np.arange(n), case.labels] -= 1
+    return g * (g.dtype.type(1) / g.dtype.type(n))
+
+
+# ---------------------------------------------------------------- training
+def array_bytes(objs):
+    """Bytes of the distinct arrays among objs (nested tuples), counting each buffer once."""
+    seen = {}
+
+    def walk(o):
+        if isinstance(o, np.ndarray):
+            base = o
+            while base.base is not None and isinstance(base.base, np.ndarray):
+                base = base.base
+            seen[id(base)] = base.nbytes
+        elif isinstance(o, (tuple, list)):
+            for e in o:
+                walk(e)
+
+    walk(objs)
+    return sum(seen.values())
+
+
+def segment_bounds(n, k):
+    return [(j * n // k, (j + 1) * n // k) for j in range(k)]
+
+
+class NumpyAdapter:
+    name = "numpy"
+    version = np.__version__
+
+    def capabilities(self):
+        return {
+            "blocks": ["mlp", "residual-bn", "transformer"],
+            "activations": ["relu", "gelu", "tanh"],
+            "losses": ["cross_entropy", "mse"],
+            "dtypes": ["float", "double"],
+            "rng": ["stateful", "counter"],
+            "dropout": True,
+            "modes": ["plain", "checkpoint"],
+            "options": {"segments": {"values": "int", "default": "sqrt",
+                                     "doc": "checkpoint segments K (default round(sqrt(L)), capped at L)"}},
+            "reports_memory": True,
+            "reports_forward_calls": True,
+            "reports_rng_state": True,
+        }
+
+    def run(self, case, out, mode, options):
+        L = len(case.blocks)
+        k = int(options.get("segments", max(1, round(math.sqrt(L)))))
+        if k < 1:
+            raise BadRequest("segments must be >= 1")
+        k = min(k, L)
+        values = {n: v.copy() for n, v in case.params.items()}
+        state = {n: v.copy() for n, v in case.state.items()}
+        rng = StatefulRng(case.seed) if case.rng == "stateful" else CounterRng(case.seed)
+        prefixes = ["b%d." % i for i in range(L)]
+        saved, calls, seconds = [], [], []
+        segments = segment_bounds(L, k)
+        for step in range(case.steps):
+            t0 = time.perf_counter()
+            grads = {n: np.zeros_like(v) for n, v in values.items()}
+            counts = [0] * L
+            P = [Params(values, grads, p) for p in prefixes]
+
+            def fwd(i, x, env):
+                counts[i] += 1
+                return BLOCKS[case.blocks[i]["kind"]][0](i, case.blocks[i], P[i], x, env)
+
+            def bwd(i, tape, dy):
+                return BLOCKS[case.blocks[i]["kind"]][1](i, case.blocks[i], P[i], tape, dy)
+
+            env = Env(case, rng, step, True, counts)
+            env.case_state = state
+            x = case.input
+            if mode == "plain":
+                tapes = []
+                for i in range(L):
+                    x, tape = fwd(i, x, env)
+                    tapes.append(tape)
+                loss, lctx = loss_forward(case, x)
+                saved.append(array_bytes((tapes, lctx)))
+                g = loss_backward(case, lctx)
+                for i in reversed(range(L)):
+                    g = bwd(i, tapes[i], g)
+                    tapes[i] = None
+            else:
+                kept = []  # per segment: its input and the generator where it starts
+                for (a, b) in segments:
+                    kept.append((x, rng.snapshot()))
+                    for i in range(a, b):
+                        x, _ = fwd(i, x, env)
+                loss, lctx = loss_forward(case, x)
+                saved.append(array_bytes(([s[0] for s in kept], lctx)))
+                g = loss_backward(case, lctx)
+                for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
+                    renv = Env(case, rng.restored(snap), step, False, counts)
+                    renv.case_state = state
+                    tapes = []
+                    for i in range(a, b):
+                        xs, tape = fwd(i, xs, renv)
+                        tapes.append(tape)
+                    for i in reversed(range(a, b)):
+                        g = bwd(i, tapes[i - a], g)
+                        tapes[i - a] = None
+            compute = time.perf_counter() - t0
+            out.step(step, loss, grads, g, state, rng.state_bytes())
+            t1 = time.perf_counter()
+            lr = case.dtype(case.lr)
+            for n in values:
+                values[n] = values[n] - lr * grads[n]
+            seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
+            calls.append(counts)
+        return {"saved_activation_bytes": saved, "forward_calls": calls,
+                "recomputed_blocks": list(range(L)) if mode == "checkpoint" else [],
+                "step_seconds": seconds, "segments": k if mode == "checkpoint" else None}
+
+
+if __name__ == "__main__":
+    main(NumpyAdapter)

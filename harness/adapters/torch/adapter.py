@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""PyTorch adapter: the case's model built from torch modules, trained plain or under torch.utils.checkpoint, so
+`ckptcheck validate` can check PyTorch's checkpointing against PyTorch's own plain run
+(harness/adapters/PROTOCOL.md).
+
+Model: nn.Linear, nn.GELU(approximate="tanh"), nn.ReLU, nn.Tanh, nn.LayerNorm, nn.BatchNorm1d, nn.Dropout and
+causal attention written with torch ops (dropout on the probabilities by F.dropout), weights loaded from the
+case. Dropout draws from torch's own global generator, seeded from the case: that generator is what
+checkpointing must preserve, so its state after every step is reported (rng_state.npy).
+
+Checkpoint modes (option mode):
+  checkpoint   every block under torch.utils.checkpoint.checkpoint (use_reentrant, preserve_rng_state)
+  sequential   torch.utils.checkpoint.checkpoint_sequential over the blocks with `segments` segments (default
+               round(sqrt(L))); as PyTorch does, the last segment runs without checkpointing
+  selective    every block under non-reentrant checkpoint with create_selective_checkpoint_contexts: matmul
+               outputs saved, everything else recomputed (torch >= 2.4)
+Saved bytes: tensors packed by torch.autograd.graph.saved_tensors_hooks during the forward, each storage once,
+parameters excluded. Deterministic algorithms and one thread, so plain runs repeat bit for bit.
+"""
+import functools
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torch.utils.checkpoint as tc  # noqa: E402
+from ckpt_adapter import BadRequest, main  # noqa: E402
+
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+HAS_SAC = hasattr(tc, "create_selective_checkpoint_contexts") and hasattr(tc, "CheckpointPolicy")
+
+
+class Counted(nn.Module):
+    """Counts the forward calls of a block (initial forward and recompute alike)."""
+
+    def __init__(self, counts, index):
+        super().__init__()
+        self._counts = counts
+        self._index = index
+
+    def count(self):
+        self._counts[self._index] += 1
+
+
+class MlpBlock(Counted):
+    def __init__(self, counts, index, width, activation, p):
+        super().__init__(counts, index)
+        self.fc = nn.Linear(width, width)
+        self.act = {"relu": nn.ReLU(), "tanh": nn.Tanh(), "gelu": nn.GELU(approximate="tanh")}[activation]
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        self.count()
+        return self.dropout(self.act(self.fc(x)))
+
+
+class ResidualBnBlock(Counted):
+    def __init__(self, counts, index, width):
+        super().__init__(counts, index)
+        self.fc = nn.Linear(width, width)
+        self.bn = nn.BatchNorm1d(width, eps=1e-5, momentum=0.1)
+
+    def forward(self, x):
+        self.count()
+        return x + F.relu(self.bn(self.fc(x)))
+
+
+class TransformerBlock(Counted):
+    def __init__(self, counts, index, width, heads, seq, p):
+        super().__init__(counts, index)
+        self.heads, self.seq, self.p = heads, seq, p
+        self.ln1 = nn.LayerNorm(width, eps=1e-5)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.drop1 = nn.Dropout(p)
+        self.ln2 = nn.LayerNorm(width, eps=1e-5)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(4 * width, width)
+        self.drop2 = nn.Dropout(p)
+
+    def attention(self, qkv):
+        rows, c3 = qkv.shape
+        c = c3 // 3
+        hd = c // self.heads
+        b = rows // self.seq
+        q, k, v = (t.reshape(b, self.seq, self.heads, hd).transpose(1, 2) for t in qkv.split(c, dim=1))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        future = torch.triu(torch.ones(self.seq, self.seq, dtype=torch.bool), diagonal=1)
+        att = att.masked_fill(future, float("-inf")).softmax(dim=-1)
+        att = F.dropout(att, self.p, training=self.training)
+        return (att @ v).transpose(1, 2).reshape(rows, c)
+
+    def forward(self, x):
+        self.count()
+        h = x + self.drop1(self.proj(self.attention(self.qkv(self.ln1(x)))))
+        return h + self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h)))))
+
+
+def build(case, counts):
+    blocks = []
+    for i, b in enumerate(case.blocks):
+        if b["kind"] == "mlp":
+            blocks.append(MlpBlock(counts, i, case.width, b["activation"], case.dropout))
+        elif b["kind"] == "residual-bn":
+            blocks.append(ResidualBnBlock(counts, i, case.width))
+        else:
+            blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout))
+    model = nn.Sequential(*blocks).to(torch.float32 if case.dtype == np.float32 else torch.float64)
+    named = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    with torch.no_grad():
+        for name in case.param_names:
+            named[torch_name(name)].copy_(torch.from_numpy(case.params[name]))
+        for name in case.state_names:
+            buffers[torch_name(name)].copy_(torch.from_numpy(case.state[name]))
+    if len(named) != len(case.param_names):
+        raise ValueError("model has %d parameters, the case %d" % (len(named), len(case.param_names)))
+    return model
+
+
+def torch_name(case_name):
+    """b3.fc.weight -> 3.fc.weight (nn.Sequential's naming)."""
+    return case_name[1:]
+
+
+def selective_policy(ctx, op, *args, **kwargs):
+    aten = torch.ops.aten
+    if op in (aten.mm.default, aten.addmm.default, aten.bmm.default):
+        return tc.CheckpointPolicy.MUST_SAVE
+    return tc.CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class SavedBytes:
+    """Counts the distinct storages packed for backward, parameters excluded."""
+
+    def __init__(self, params):
+        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self.seen = {}
+
+    def pack(self, t):
+        s = t.untyped_storage()
+        ptr = s.data_ptr()
+        if ptr not in self.param_ptrs:
+            self.seen[ptr] = s.nbytes()
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    def total(self):
+        return sum(self.seen.values())
+
+
+class TorchAdapter:
+    name = "torch"
+    version = torch.__version__.split("+")[0]
+
+    def capabilities(self):
+        modes = ["checkpoint", "sequential"] + (["selective"] if HAS_SAC else [])
+        return {
+            "blocks": ["mlp", "residual-bn", "transformer"],
+            "activations": ["relu", "gelu", "tanh"],
+            "losses": ["cross_entropy", "mse"],
+            "dtypes": ["float", "double"],
+            "rng": ["stateful"],
+            "dropout": True,
+            "modes": ["plain", "checkpoint"],
+            "options": {
+                "use_reentrant": {"values": ["0", "1"], "default": "0", "doc": "torch.utils.checkpoint use_reentrant"},
+                "preserve_rng_state": {"values": ["0", "1"], "default": "1",
+                                       "doc": "torch.utils.checkpoint preserve_rng_state"},
+                "mode": {"values": modes, "default": "checkpoint",
+                         "doc": "checkpoint: every block; sequential: checkpoint_sequential; selective: SAC, matmuls saved"},
+                "segments": {"values": "int", "default": "sqrt", "doc": "segments of mode=sequential"},
+            },
+            "reports_memory": True,
+            "reports_forward_calls": True,
+            "reports_rng_state": True,
+            "torch_full_version": torch.__version__,
+        }
+
+    def run(self, case, out, mode, options):
+        reentrant = options.get("use_reentrant", "0") == "1"
+        preserve = options.get("preserve_rng_state", "1") == "1"
+        how = options.get("mode", "checkpoint")
+        L = len(case.blocks)
+        segments = min(L, int(options.get("segments", max(1, round(math.sqrt(L))))))
+        if how == "selective" and reentrant:
+            raise BadRequest("mode=selective needs use_reentrant=0 (selective checkpointing is non-reentrant only)")
+        if how == "selective" and not HAS_SAC:
+            raise BadRequest("mode=selective: this torch has no create_selective_checkpoint_contexts")
+        torch.manual_seed(case.seed)
+        counts = [0] * L
+        model = build(case, counts)
+        model.train()
+        params = list(model.parameters())
+        by_name = dict(model.named_parameters())
+        buffers = dict(model.named_buffers())
+        x0 = torch.from_numpy(case.input.copy())
+        labels = torch.from_numpy(case.labels) if case.labels is not None else None
+        target = torch.from_numpy(case.target) if case.target is not None else None
+        lr = float(case.lr)
+        blocks = list(model)
+
+        if mode == "plain":
+            recomputed = []
+        elif how == "checkpoint":
+            recomputed = list(range(L))
+        elif how == "sequential":
+            size = L // segments  # checkpoint_sequential's own split: the last segment is not checkpointed
+            recomputed = list(range(0, size * (segments - 1)))
+        else:
+            recomputed = list(range(L))
+
+        def forward(x):
+            if mode == "plain":
+                return model(x)
+            if how == "sequential":
+                return tc.checkpoint_sequential(model, segments, x, use_reentrant=reentrant,
+                                                preserve_rng_state=preserve)
+            for blk in blocks:
+                kw = {"use_reentrant": reentrant, "preserve_rng_state": preserve}
+                if how == "selective":
+                    kw["context_fn"] = functools.partial(tc.create_selective_checkpoint_contexts, selective_policy)
+                x = tc.checkpoint(blk, x, **kw)
+            return x
+
+        saved, calls, seconds = [], [], []
+        for step in range(case.steps):
+            t0 = time.perf_counter()
+            for c in range(L):
+                counts[c] = 0
+            for p in params:
+                p.grad = None
+            x = x0.clone().requires_grad_(True)
+            meter = SavedBytes(params)
+            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+                y = forward(x)
+                loss = F.cross_entropy(y, labels) if labels is not None else F.mse_loss(y, target)
+            saved.append(meter.total())
+            loss.backward()
+            compute = time.perf_counter() - t0
+            out.step(step, loss.detach().numpy(),
+                     {n: by_name[torch_name(n)].grad.detach().numpy() for n in case.param_names},
+                     x.grad.detach().numpy(),
+                     {n: buffers[torch_name(n)].detach().numpy() for n in case.state_names},
+                     torch.get_rng_state().numpy().tobytes())
+            t1 = time.perf_counter()
+            with torch.no_grad():
+                for p in params:
+                    p.sub_(p.grad * lr)
+            seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
+            calls.append(list(counts))
+        return {"saved_activation_bytes": saved, "forward_calls": calls, "recomputed_blocks": recomputed,
+                "step_seconds": seconds, "segments": segments if how == "sequential" else None,
+                "checkpoint_mode": how if mode == "checkpoint" else None}
+
+
+if __name__ == "__main__":
+    main(TorchAdapter)

@@ -1,0 +1,98 @@
+// ckptcheck plan: what a policy's schedule costs on a case or on a homogeneous chain of L blocks, predicted by
+// the planner without tensors (a chain of 10^6 blocks is never allocated).
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cases/case_json.h"
+#include "harness/cli/commands.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/policy.h"
+
+namespace ckpt::cli {
+namespace {
+
+struct Options {
+  std::string casePath;
+  int64_t layers = 0;
+  int64_t width = 256;
+  int64_t batch = 32;
+  int64_t seq = 1;
+  int64_t heads = 1;
+  double dropout = 0.1;
+  std::string kind = "mlp";
+  std::string dtype = "float";
+  std::string policy;
+  bool json = false;
+  bool schedule = false;
+};
+
+// The one-block case a --layers chain repeats, validated as any case file is.
+CaseSpec homogeneousSpec(const Options& o) {
+  nlohmann::json block = {{"kind", o.kind}};
+  if (o.kind == "transformer") block["heads"] = o.heads;
+  nlohmann::json j = {{"name", "homogeneous-" + o.kind}, {"dtype", o.dtype}, {"batch", o.batch}, {"seq", o.seq},
+                      {"width", o.width}, {"dropout", o.dropout}, {"blocks", nlohmann::json::array({block})}};
+  return parseCase(j);
+}
+
+nlohmann::json planJson(const Schedule& s, const Plan& p, int layers) {
+  nlohmann::json j;
+  j["policy"] = s.policy;
+  j["layers"] = layers;
+  j["forward_evals"] = p.forwardEvals;
+  j["peak_activation_bytes"] = p.peakActivationBytes;
+  j["flops"] = {{"forward", p.flops.forward}, {"recompute", p.flops.recompute}, {"backward", p.flops.backward}};
+  j["flop_overhead"] = p.flopOverhead();
+  return j;
+}
+
+}  // namespace
+
+void addPlan(CLI::App& app, int& exitCode) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("plan", "Predict a policy's peak activation bytes, forward evaluations and FLOPs");
+  auto* caseOpt = cmd->add_option("--case", o->casePath, "Case JSON file (cases/SCHEMA.md)");
+  auto* layersOpt = cmd->add_option("--layers", o->layers, "Plan a homogeneous chain of L blocks instead of a case")
+                        ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  caseOpt->excludes(layersOpt);
+  cmd->add_option("--width", o->width, "Homogeneous chain: width (default 256)")->needs(layersOpt);
+  cmd->add_option("--batch", o->batch, "Homogeneous chain: batch (default 32)")->needs(layersOpt);
+  cmd->add_option("--seq", o->seq, "Homogeneous chain: tokens per sequence (default 1)")->needs(layersOpt);
+  cmd->add_option("--heads", o->heads, "Homogeneous chain: attention heads, transformer only (default 1)")->needs(layersOpt);
+  cmd->add_option("--dropout", o->dropout, "Homogeneous chain: dropout probability (default 0.1)")->needs(layersOpt);
+  cmd->add_option("--kind", o->kind, "Homogeneous chain: block kind (default mlp)")
+      ->check(CLI::IsMember({"mlp", "residual-bn", "transformer"}))
+      ->needs(layersOpt);
+  cmd->add_option("--dtype", o->dtype, "Homogeneous chain: float or double (default float)")
+      ->check(CLI::IsMember({"float", "double"}))
+      ->needs(layersOpt);
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8 or uniform+selective")->required();
+  cmd->add_flag("--json", o->json, "Machine-readable output");
+  cmd->add_flag("--schedule", o->schedule, "Also print the schedule");
+  cmd->callback([o, &exitCode] {
+    if (o->casePath.empty() && o->layers == 0) throw InputError("plan: give --case FILE or --layers L");
+    const PolicySpec policy = parsePolicy(o->policy);
+    const ChainCost cost = o->casePath.empty() ? homogeneousChainCost(homogeneousSpec(*o), o->layers)
+                                               : caseChainCost(loadCase(o->casePath));
+    const Schedule s = makeSchedule(policy, cost);
+    const Plan p = planSchedule(s, cost);
+    const nlohmann::json j = planJson(s, p, cost.layers());
+    if (o->json) {
+      nlohmann::json out = j;
+      if (o->schedule) out["schedule"] = toJson(s);
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::cout << "policy " << s.policy << " on " << cost.layers() << " layers\n"
+                << "  peak activation bytes  " << p.peakActivationBytes << "\n"
+                << "  forward evaluations    " << p.forwardEvals << "\n"
+                << "  FLOPs forward          " << p.flops.forward << "\n"
+                << "  FLOPs recompute        " << p.flops.recompute << "\n"
+                << "  FLOPs backward         " << p.flops.backward << "\n"
+                << "  FLOP overhead          " << p.flopOverhead() << "\n";
+      if (o->schedule) std::cout << toText(s);
+    }
+    exitCode = 0;
+  });
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,111 @@
+// ckptcheck report: bench_engine's JSON (and optionally `ckptcheck verify --json`) into DIR/report.md and a
+// self-contained DIR/report.html with plots. The tables, summary and figures are made by reports/make_report.py
+// (matplotlib); this subcommand checks the arguments, finds the script and a Python that has matplotlib, runs it
+// and passes its exit code on (0 written, 2 bad input, 3 missing dependency or I/O error).
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cases/input_error.h"
+#include "harness/cli/commands.h"
+#include "harness/exit_codes.h"
+
+extern char** environ;
+
+namespace ckpt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::vector<std::string> bench;
+  std::string verify;
+  std::string out;
+  bool quiet = false;
+};
+
+// reports/make_report.py: under $CKPT_SOURCE_DIR when set, else in the source tree this binary was built from.
+fs::path reportScript() {
+  if (const char* env = std::getenv("CKPT_SOURCE_DIR"); env && *env) {
+    const fs::path p = fs::path(env) / "reports" / "make_report.py";
+    if (!fs::exists(p)) throw InputError(std::string("CKPT_SOURCE_DIR='") + env + "' holds no reports/make_report.py");
+    return p;
+  }
+  const fs::path p = fs::path(CKPT_REPORT_SOURCE_DIR) / "reports" / "make_report.py";
+  if (!fs::exists(p)) throw InputError("cannot find reports/make_report.py: set CKPT_SOURCE_DIR to the source tree");
+  return p;
+}
+
+// $CKPT_REPORT_PYTHON, else Debian's python3 (ci/setup installs python3-matplotlib for it), else python3 on PATH.
+std::string python() {
+  if (const char* env = std::getenv("CKPT_REPORT_PYTHON"); env && *env) return env;
+  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+int runScript(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
+    std::cerr << "ckptcheck report: cannot run " << args[0] << ": " << std::strerror(rc) << "\n";
+    return kExitInfra;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      std::cerr << "ckptcheck report: waitpid: " << std::strerror(errno) << "\n";
+      return kExitInfra;
+    }
+  if (!WIFEXITED(status)) {
+    std::cerr << "ckptcheck report: the report script was killed (signal " << WTERMSIG(status) << ")\n";
+    return kExitInfra;
+  }
+  const int code = WEXITSTATUS(status);
+  if (code == kExitOk || code == kExitBadInput) return code;
+  if (code == 127) std::cerr << "ckptcheck report: " << args[0] << " not found (set CKPT_REPORT_PYTHON)\n";
+  return kExitInfra;
+}
+
+}  // namespace
+
+void addReport(CLI::App& app, int& exitCode) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("report", "Write the overhead report (Markdown and self-contained HTML with plots)");
+  cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable")->required();
+  cmd->add_option("--verify", o->verify, "ckptcheck verify --json output: adds the bitwise verdicts");
+  cmd->add_option("--out", o->out, "Output directory (report.md, report.html, fig-*.svg)")->required();
+  cmd->add_flag("--quiet", o->quiet, "Do not print the summary table");
+  cmd->callback([o, &exitCode] {
+    for (const auto& b : o->bench)
+      if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
+    if (!o->verify.empty() && !fs::is_regular_file(o->verify))
+      throw InputError("report: --verify '" + o->verify + "': no such file");
+    std::vector<std::string> args = {python(), reportScript().string()};
+    for (const auto& b : o->bench) {
+      args.push_back("--bench");
+      args.push_back(b);
+    }
+    if (!o->verify.empty()) {
+      args.push_back("--verify");
+      args.push_back(o->verify);
+    }
+    args.push_back("--out");
+    args.push_back(o->out);
+    if (!o->quiet) args.push_back("--print-summary");
+    std::cout.flush();
+    exitCode = runScript(args);
+  });
+}
+
+}  // namespace ckpt::cli

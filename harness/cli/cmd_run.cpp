@@ -1,0 +1,168 @@
+// ckptcheck run: one policy against the reference on a case. Both train fresh chains built from the same case
+// for N steps; the results must be bitwise equal, and every step's measured peak activation bytes, forward
+// evaluations and FLOPs per phase must equal the planner's prediction. "measured" reports step 0 (the plan is
+// the same for every step; any step that differs is listed in plan_mismatches).
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cases/case_json.h"
+#include "harness/cli/commands.h"
+#include "harness/compare.h"
+#include "harness/dtype_dispatch.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/policy.h"
+#include "harness/engine/resource_guard.h"
+#include "harness/exit_codes.h"
+#include "reference/trainer.h"
+
+namespace ckpt::cli {
+namespace {
+
+struct Options {
+  std::string casePath;
+  std::string policy;
+  std::string rng;
+  int steps = 0;
+  int repeat = 1;
+  bool json = false;
+  std::string maxActivationBytes;
+};
+
+nlohmann::json costJson(int64_t peak, int64_t forwardEvals, const FlopCounts& f) {
+  return {{"peak_activation_bytes", peak},
+          {"forward_evals", forwardEvals},
+          {"flops", {{"forward", f.forward}, {"recompute", f.recompute}, {"backward", f.backward}}}};
+}
+
+template <class T>
+nlohmann::json planMismatches(const Plan& plan, const std::vector<StepResult<T>>& rs) {
+  nlohmann::json out = nlohmann::json::array();
+  auto check = [&](int step, const char* field, int64_t planned, int64_t measured) {
+    if (planned != measured) out.push_back({{"step", step}, {"field", field}, {"planned", planned}, {"measured", measured}});
+  };
+  for (size_t s = 0; s < rs.size(); ++s) {
+    const int step = static_cast<int>(s);
+    check(step, "peak_activation_bytes", plan.peakActivationBytes, rs[s].peakActivationBytes);
+    check(step, "forward_evals", plan.forwardEvals, rs[s].forwardEvals);
+    check(step, "flops.forward", plan.flops.forward, rs[s].flops.forward);
+    check(step, "flops.recompute", plan.flops.recompute, rs[s].flops.recompute);
+    check(step, "flops.backward", plan.flops.backward, rs[s].flops.backward);
+  }
+  return out;
+}
+
+template <class F>
+double millis(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class T>
+nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps, int repeat) {
+  const ChainCost cost = caseChainCost(spec);
+  const Schedule schedule = makeSchedule(policy, cost);
+  const Plan plan = planSchedule(schedule, cost);
+  std::vector<StepResult<T>> ref, eng;
+  double refMs = 0, engMs = 0;
+  // Runs alternate on fresh chains; the fastest of each is the wall time (the least disturbed by other load).
+  for (int r = 0; r < repeat; ++r) {
+    Chain<T> refChain = buildChain<T>(spec);
+    Chain<T> engChain = buildChain<T>(spec);
+    std::vector<StepResult<T>> a, b;
+    const double ra = millis([&] { a = trainReference(refChain, steps); });
+    const double rb = millis([&] { b = executeSteps(engChain, schedule, steps); });
+    refMs = r == 0 ? ra : std::min(refMs, ra);
+    engMs = r == 0 ? rb : std::min(engMs, rb);
+    if (r == 0) {
+      ref = std::move(a);
+      eng = std::move(b);
+    }
+  }
+  const Comparison cmp = compareSteps(ref, eng);
+  const nlohmann::json mismatches = planMismatches(plan, eng);
+  nlohmann::json j;
+  j["case"] = spec.name;
+  j["dtype"] = dtypeName(spec.dtype);
+  j["rng"] = rngModelName(spec.rng);
+  j["policy"] = schedule.policy;
+  j["layers"] = cost.layers();
+  j["steps"] = steps;
+  j["bitwise_equal"] = cmp.bitwiseEqual;
+  j["differences"] = toJson(cmp)["differences"];
+  j["planned"] = costJson(plan.peakActivationBytes, plan.forwardEvals, plan.flops);
+  j["measured"] = costJson(eng[0].peakActivationBytes, eng[0].forwardEvals, eng[0].flops);
+  j["reference"] = costJson(ref[0].peakActivationBytes, ref[0].forwardEvals, ref[0].flops);
+  j["planned_equals_measured"] = mismatches.empty();
+  j["plan_mismatches"] = mismatches;
+  j["flop_overhead"] = plan.flopOverhead();
+  j["wall_ms"] = {{"reference", refMs}, {"policy", engMs}};
+  j["time_ratio"] = refMs > 0 ? engMs / refMs : 0.0;
+  return j;
+}
+
+void printText(const nlohmann::json& j) {
+  std::cout << "case " << j["case"].get<std::string>() << " (" << j["dtype"].get<std::string>() << ", "
+            << j["rng"].get<std::string>() << " rng, " << j["layers"] << " blocks), policy "
+            << j["policy"].get<std::string>() << ", " << j["steps"] << " steps\n";
+  std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
+  int shown = 0;
+  for (const auto& d : j["differences"]) {
+    if (shown++ == 20) {
+      std::cout << "  ... " << j["differences"].size() - 20 << " more\n";
+      break;
+    }
+    std::cout << "  step " << d["step"] << " " << d["tensor"].get<std::string>() << ": ";
+    if (d.contains("shape")) std::cout << "shapes " << d["shape"].get<std::string>() << "\n";
+    else
+      std::cout << d["count"] << " differ, first [" << d["first_index"] << "] " << d["expected"].get<std::string>()
+                << " vs " << d["actual"].get<std::string>() << " (" << d["ulp_distance"] << " ulp)\n";
+  }
+  const auto& p = j["planned"];
+  const auto& m = j["measured"];
+  std::cout << "planned == measured: " << (j["planned_equals_measured"].get<bool>() ? "yes" : "NO") << "\n";
+  std::cout << "  peak activation bytes  planned " << p["peak_activation_bytes"] << "  measured "
+            << m["peak_activation_bytes"] << "  (reference " << j["reference"]["peak_activation_bytes"] << ")\n";
+  std::cout << "  forward evaluations    planned " << p["forward_evals"] << "  measured " << m["forward_evals"] << "\n";
+  for (const char* phase : {"forward", "recompute", "backward"})
+    std::cout << "  FLOPs " << phase << std::string(17 - std::string(phase).size(), ' ') << "planned "
+              << p["flops"][phase] << "  measured " << m["flops"][phase] << "\n";
+  for (const auto& mm : j["plan_mismatches"])
+    std::cout << "  step " << mm["step"] << " " << mm["field"].get<std::string>() << ": planned " << mm["planned"]
+              << ", measured " << mm["measured"] << "\n";
+  std::cout << "FLOP overhead " << j["flop_overhead"].get<double>() << "; wall ms reference "
+            << j["wall_ms"]["reference"].get<double>() << ", policy " << j["wall_ms"]["policy"].get<double>()
+            << " (ratio " << j["time_ratio"].get<double>() << ")\n";
+}
+
+}  // namespace
+
+void addRun(CLI::App& app, int& exitCode) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("run", "Run a policy against the reference: bitwise equality and planned == measured");
+  cmd->add_option("--case", o->casePath, "Case JSON file (cases/SCHEMA.md)")->required();
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8 or uniform+selective")->required();
+  cmd->add_option("--steps", o->steps, "Training steps (default: the case's)")->check(CLI::Range(1, 10000));
+  cmd->add_option("--rng", o->rng, "Override the case's generator model: counter or stateful")
+      ->check(CLI::IsMember({"counter", "stateful"}));
+  cmd->add_option("--repeat", o->repeat, "Run both N times and report the fastest wall times (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", o->json, "Machine-readable output");
+  cmd->add_option("--max-activation-bytes", o->maxActivationBytes, kMaxActivationBytesHelp);
+  cmd->callback([o, &exitCode] {
+    CaseSpec spec = loadCase(o->casePath);
+    if (!o->rng.empty()) spec.rng = o->rng == "counter" ? RngModel::kCounter : RngModel::kStateful;
+    const PolicySpec policy = parsePolicy(o->policy);
+    guardCase(spec, {policy}, memoryLimit(o->maxActivationBytes));
+    const int steps = o->steps > 0 ? o->steps : spec.steps;
+    const nlohmann::json j =
+        withScalar(spec.dtype, [&](auto t) { return runJson<decltype(t)>(spec, policy, steps, o->repeat); });
+    if (o->json) std::cout << j.dump(2) << "\n";
+    else printText(j);
+    exitCode = j["bitwise_equal"].get<bool>() && j["planned_equals_measured"].get<bool>() ? kExitOk : kExitFinding;
+  });
+}
+
+}  // namespace ckpt::cli

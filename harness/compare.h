@@ -1,0 +1,46 @@
+// Bitwise comparison of two runs' step results: the loss, every parameter gradient, the input gradient, every
+// state buffer and the generator state, step by step. Bit patterns are compared (a float is its uint32, a
+// double its uint64), so -0.0 differs from 0.0 and NaN payloads count. Each differing tensor is reported once:
+// first differing flat index, both values there, their ULP distance, and how many elements differ.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "reference/step.h"
+
+namespace ckpt {
+
+struct Difference {
+  int step = 0;
+  std::string tensor;        // "loss", "grad b0.fc.weight", "input_grad", "state b1.bn.running_mean", "rng.offset"
+  std::string shape;         // non-empty when the shapes differ: "(8, 8) vs (0, 0)"; nothing else is then set
+  int64_t firstIndex = -1;   // first differing flat (row-major) index
+  std::string expected;      // the values at firstIndex, shortest text that round-trips in the tensor's type
+  std::string actual;
+  uint64_t expectedBits = 0;
+  uint64_t actualBits = 0;
+  // |a - b| after mapping each bit pattern to a signed-magnitude integer (so +0 and -0 are 0 apart although
+  // their bits differ); for the generator state, the plain integer difference.
+  uint64_t ulpDistance = 0;
+  int64_t count = 0;         // differing elements in the tensor
+};
+
+struct Comparison {
+  bool bitwiseEqual = true;
+  std::vector<Difference> differences;
+};
+
+template <class T>
+Comparison compareSteps(const std::vector<StepResult<T>>& expected, const std::vector<StepResult<T>>& actual);
+
+extern template Comparison compareSteps(const std::vector<StepResult<float>>&, const std::vector<StepResult<float>>&);
+extern template Comparison compareSteps(const std::vector<StepResult<double>>&, const std::vector<StepResult<double>>&);
+
+nlohmann::json toJson(const Difference& d);
+nlohmann::json toJson(const Comparison& c);
+// One line per difference, for people.
+std::string toText(const Difference& d);
+
+}  // namespace ckpt

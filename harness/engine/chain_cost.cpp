@@ -1,0 +1,66 @@
+#include "harness/engine/chain_cost.h"
+
+#include "cases/input_error.h"
+#include "harness/dtype_dispatch.h"
+
+namespace ckpt {
+namespace {
+
+// Boundary and loss costs of a case; the block programs are the caller's.
+template <class T>
+ChainCost withoutBlocks(const CaseSpec& spec) {
+  const Shape x{spec.rows(), spec.width};
+  ChainCost cc;
+  cc.inputBytes = x.size() * static_cast<int64_t>(sizeof(T));
+  cc.loss.inBytes = cc.inputBytes;
+  // A loss's metadata depends on shapes only, so empty labels/targets suffice.
+  if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}).meta(x);
+  else cc.loss.meta = MseLoss<T>(Mat<T>()).meta(x);
+  return cc;
+}
+
+// The program of a block built alone: its parameters are allocated to read its op metadata, nothing else.
+template <class T>
+BlockProgram programOf(const BlockSpec& b, const CaseSpec& spec) {
+  return blockProgram(makeBlock<T>(b, spec, 0), Shape{spec.rows(), spec.width});
+}
+
+template <class T>
+ChainCost fromCase(const CaseSpec& spec) {
+  ChainCost cc = withoutBlocks<T>(spec);
+  std::vector<BlockSpec> distinct;
+  for (const BlockSpec& b : spec.blocks) {
+    size_t k = 0;
+    while (k < distinct.size() && !(distinct[k] == b)) ++k;
+    if (k == distinct.size()) {
+      distinct.push_back(b);
+      cc.programs.push_back(programOf<T>(b, spec));
+    }
+    cc.programOf.push_back(static_cast<int>(k));
+  }
+  return cc;
+}
+
+template <class T>
+ChainCost homogeneous(const CaseSpec& spec, int64_t layers) {
+  ChainCost cc = withoutBlocks<T>(spec);
+  cc.programs.push_back(programOf<T>(spec.blocks[0], spec));
+  cc.programOf.assign(static_cast<size_t>(layers), 0);
+  return cc;
+}
+
+}  // namespace
+
+ChainCost caseChainCost(const CaseSpec& spec) {
+  if (spec.blocks.empty()) throw InputError("case '" + spec.name + "': no blocks");
+  return withScalar(spec.dtype, [&](auto t) { return fromCase<decltype(t)>(spec); });
+}
+
+ChainCost homogeneousChainCost(const CaseSpec& spec, int64_t layers) {
+  if (spec.blocks.empty()) throw InputError("homogeneous chain: the spec has no block to repeat");
+  if (layers < 1 || layers > (int64_t{1} << 30))
+    throw InputError("homogeneous chain: layers must be in [1, 2^30], got " + std::to_string(layers));
+  return withScalar(spec.dtype, [&](auto t) { return homogeneous<decltype(t)>(spec, layers); });
+}
+
+}  // namespace ckpt

@@ -1,0 +1,81 @@
+// The executor's decision points, as a variant can override them. The defaults are the correct engine; a mutant
+// (harness/mutants/) overrides one hook in a few lines to reproduce a real checkpointing bug, so the suite can
+// show it catches it. Each hook names the bug classes it exists for.
+//
+// Hooks see the running step through StepView: which boundaries are held, and a few type-erased ways to touch
+// tensors (element functions run through double, which is exact for float and double values).
+#pragma once
+#include <functional>
+#include <string>
+
+#include "reference/block.h"
+
+namespace ckpt {
+
+using ElementFn = std::function<double(double)>;
+
+// The executor's state as a variant may see and change it mid-step.
+class StepView {
+ public:
+  virtual ~StepView() = default;
+  virtual int layers() const = 0;
+  virtual bool held(int boundary) const = 0;
+  // Held and produced by a block's first forward in this step (or x_0): a checkpoint a recompute starts from.
+  virtual bool isCheckpoint(int boundary) const = 0;
+  // Overwrites x_dst's storage in place with x_src's values (both held, same shape).
+  virtual void copyBoundary(int dst, int src) = 0;
+  // Applies f in place to every element of x_i's storage (whatever else shares it sees the change).
+  virtual void mapBoundary(int boundary, const ElementFn& f) = 0;
+  // The live tape of a block: nodes, tensors per saved context (0 when absent), and in-place access.
+  virtual bool hasTape(int block) const = 0;
+  virtual int tapeNodes(int block) const = 0;
+  virtual int contextTensors(int block, int node) const = 0;
+  virtual void mapContextTensor(int block, int node, int tensor, const ElementFn& f) = 0;
+  // The kind() of a block's node ("dropout", "batchnorm", ...), so a variant can single out the op its bug class
+  // concerns (bug (11): a random op's saved noise).
+  virtual std::string nodeKind(int block, int node) const { return {}; }
+  // Applies f in place to every parameter gradient of a block.
+  virtual void mapParamGrads(int block, const ElementFn& f) = 0;
+};
+
+class EngineVariant {
+ public:
+  virtual ~EngineVariant() = default;
+  virtual std::string name() const { return "correct"; }
+
+  // Before a recompute forward of a block: put the generator where the block's first forward found it.
+  // Bug (1): the generator is not restored, so dropout masks differ.
+  virtual void rngForRecompute(Rng& rng, const RngState& atFirstForward) const { rng.setState(atFirstForward); }
+  // After a recompute forward: put the generator back where the step had it.
+  // Bug (2): restored for the recompute but the live generator is left advanced after it.
+  virtual void rngAfterRecompute(Rng& rng, const RngState& live) const { rng.setState(live); }
+  // The environment of every recompute (block-level forwards and op-level recompute of dropped contexts).
+  // Bugs (3): updateState left true, so BatchNorm statistics move twice; (5): env.block off by one, so op keys
+  // (counter-based dropout) come from the wrong block; (8): numerics.erfGelu; (9): numerics.bf16Matmul.
+  virtual BlockEnv recomputeEnv(BlockEnv env) const {
+    env.updateState = false;
+    return env;
+  }
+  // Which held boundary a forward of `block` reads.
+  // Bugs (4): recomputed blocks fed the segment input (the nearest isCheckpoint below) instead of their
+  // predecessor's output; (5): off-by-one segment boundary (block +- 1, where held).
+  virtual int forwardInput(int block, bool recompute, const StepView& v) const { return block; }
+  // Whose ops a forward of `block` runs (its tape is stored as block's all the same).
+  // Bug (5): off-by-one segment boundary, the tape taken from the neighbouring block's forward.
+  virtual int forwardBlock(int block, bool recompute) const { return block; }
+  // Runs before a forward reads its input.
+  // Bug (7): an in-place activation overwrites the saved checkpoint (e.g. ReLU applied in place on x_i).
+  virtual void beforeForward(int block, bool recompute, StepView& v) const {}
+  // Runs after a forward stored x_{block+1} (and its tape, if any).
+  // Bugs (6): a freed buffer reused while still needed (a later checkpoint's data written over an older held
+  // one, as a caching allocator would); (11): a saved context captured before it is filled (zeroed extras).
+  virtual void afterForward(int block, bool recompute, StepView& v) const {}
+  // Runs after a block's backward; `recomputed` says its tape came from a recompute forward or had dropped
+  // contexts rebuilt. Bug (10): parameter gradients of recomputed blocks accumulated twice.
+  virtual void afterBackward(int block, bool recomputed, StepView& v) const {}
+  // Whether the step reports dL/dx_0. Bug (12): the input gradient dropped because the input does not
+  // require grad (reentrant checkpointing).
+  virtual bool reportInputGradient() const { return true; }
+};
+
+}  // namespace ckpt

@@ -1,0 +1,44 @@
+// Policies are pure functions ChainCost -> Schedule, selected by a policy string:
+//   store-all | uniform[:k=K] | recursive | revolve:slots=C | optimal:budget=BYTES
+//   selective[:recompute=KIND,KIND...]   (op-level; alone it composes with store-all)
+//   BLOCKPOLICY+selective[...]           (block policy with op-level masks on every tape)
+// One file per policy under harness/policies/.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/engine/chain_cost.h"
+#include "harness/engine/schedule.h"
+
+namespace ckpt {
+
+struct PolicySpec {
+  std::string name;                           // store-all, uniform, recursive, revolve, optimal
+  std::map<std::string, std::string> params;  // k, slots, budget
+  bool selective = false;
+  std::vector<std::string> recomputeKinds;    // selective: op kinds to drop (default: every non-matmul op)
+  std::string text;                           // canonical string
+};
+
+// Throws InputError naming the bad part: "policy 'uniform:k=0': k must be >= 1".
+PolicySpec parsePolicy(const std::string& text);
+Schedule makeSchedule(const PolicySpec& p, const ChainCost& c);
+// Every policy name, with a default parameterisation usable on any chain (for "every policy" loops).
+std::vector<std::string> defaultPolicies(const ChainCost& c);
+
+// The policies (harness/policies/*.cpp).
+Schedule storeAllSchedule(const ChainCost& c);
+Schedule uniformSchedule(const ChainCost& c, int segments);
+Schedule recursiveSchedule(const ChainCost& c);
+Schedule revolveSchedule(const ChainCost& c, int slots);
+// Minimises recompute FLOPs with planned peak <= budget; throws InputError stating the smallest feasible budget.
+Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes);
+// The least peak the optimal policy can reach on `c` (its smallest feasible budget).
+int64_t optimalMinBudget(const ChainCost& c);
+std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::string>& recomputeKinds);
+// The op kinds selective:recompute=... accepts.
+const std::vector<std::string>& selectableOpKinds();
+
+}  // namespace ckpt

@@ -1,0 +1,2 @@
+// Engine sources replace this file as they land.
+namespace ckpt {}

@@ -1,0 +1,29 @@
+#include "harness/mutants/catalog.h"
+
+namespace ckpt {
+
+const std::vector<Mutant>& mutantCatalog() {
+  static const std::vector<Mutant> all = {
+      mutants::rngNotRestored(),          mutants::rngLeftAdvanced(),
+      mutants::stateUpdatedTwice(),       mutants::segmentInputFed(),
+      mutants::segmentBoundaryOffByOne(), mutants::staleCheckpointBuffer(),
+      mutants::inplaceOverwritesCheckpoint(), mutants::recomputeNumerics(),
+      mutants::recomputeLowPrecision(),   mutants::gradsAccumulatedTwice(),
+      mutants::contextBeforeFilled(),     mutants::inputGradDropped(),
+  };
+  return all;
+}
+
+const Mutant* findMutant(std::string_view name) {
+  for (const auto& m : mutantCatalog())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+std::string mutantNames() {
+  std::string s;
+  for (const auto& m : mutantCatalog()) s += (s.empty() ? "" : ", ") + m.name;
+  return s;
+}
+
+}  // namespace ckpt

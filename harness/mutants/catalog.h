@@ -1,0 +1,48 @@
+// The mutant catalogue: deliberately broken checkpointing engines, each a small EngineVariant
+// (harness/engine/engine_variant.h) that reproduces one bug class real frameworks shipped. One file per mutant
+// under harness/mutants/ names the bug it models and where it was reported. The property suite
+// (harness/verify/) must catch every one of them with its general properties, never with a check written for a
+// particular mutant; tests/mutants_test.cpp asserts that kill matrix.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/engine/engine_variant.h"
+
+namespace ckpt {
+
+struct Mutant {
+  std::string name;       // what `--mutant NAME` selects, e.g. "rng-not-restored"
+  std::string bug;        // one line: what the broken engine does
+  std::string reference;  // the real-world bug it models, e.g. "PyTorch checkpoint(preserve_rng_state=False)"
+  std::string showsWhen;  // the conditions a case needs for the bug to change anything
+  std::function<std::unique_ptr<EngineVariant>()> make;
+};
+
+// Every mutant, in the order.
+const std::vector<Mutant>& mutantCatalog();
+// nullptr when no mutant has that name.
+const Mutant* findMutant(std::string_view name);
+// "a, b, c": every name, for messages.
+std::string mutantNames();
+
+// One factory per mutant file.
+namespace mutants {
+Mutant rngNotRestored();
+Mutant rngLeftAdvanced();
+Mutant stateUpdatedTwice();
+Mutant segmentInputFed();
+Mutant segmentBoundaryOffByOne();
+Mutant staleCheckpointBuffer();
+Mutant inplaceOverwritesCheckpoint();
+Mutant recomputeNumerics();
+Mutant recomputeLowPrecision();
+Mutant gradsAccumulatedTwice();
+Mutant contextBeforeFilled();
+Mutant inputGradDropped();
+}  // namespace mutants
+
+}  // namespace ckpt

@@ -1,0 +1,544 @@
+// optimal:budget=BYTES — a dynamic program over heterogeneous blocks in the spirit of Rotor (Beaumont,
+// Eyraud-Dubois, Herrmann, Joly & Shilova 2019, "Optimal checkpointing for heterogeneous chains"): the schedule
+// with the fewest forward FLOPs (so the fewest recompute FLOPs) whose peak activation bytes fit the budget.
+//
+// The family. A sub-problem is "back-propagate through blocks [s, t] starting from a held x_s", either after the
+// loss (g_{t+1} held; ends with g_s) or, for t = L-1, before it (ends with g_s, the loss run inside). Its moves,
+// made of turns.h's patterns (so recursive, revolve, store-all and uniform schedules are all members):
+//  turn     s = t: tape(s), loss or free x_{s+1}, backward s.
+//  tape     tape(s) (x_s freed, its tape kept), solve [s+1, t], backward s.              (Rotor's "store a-bar")
+//  split    advance(s, s') keeping x_s, solve [s', t] with x_s held, then [s, s'-1].       (Rotor's "store a")
+//  loss-first (before the loss only) advance(s, L), the loss, then solve [s, L-1] after it.
+//
+// The memory model: each block's program is walked over a BytePool (reference/block_sim.h) exactly as
+// planner.cpp walks it, giving its bytes at every point of a forward with or without tape, its tape, its
+// backward and its turn; a sub-problem's peak is the max of its move's own high-water and its sub-problems'
+// peaks raised by what the move holds meanwhile (x_s for a split, the tape for a tape move). This equals
+// planSchedule's peak exactly, except where a block's last op saves its output in its context: then x_{s+1} is
+// counted twice while both its handle and the tape hold it, and the model is above the planner (conservative).
+//
+// The DP. C(sub-problem, j) = least forward FLOPs with peak <= j units, over j = 0..J, tabulated from short
+// ranges to long: O(L^2) sub-problems x O(L) moves x J levels = O(L^3 J) time and O(L^2 J) memory (a chain whose
+// blocks all have the same model needs only its range lengths: O(L^2 J) time, O(L J) memory). Measured (Release,
+// this project's 2-core machine): L = 200 heterogeneous blocks at J = 500 in 2.5-3.5 s with an 82 MB table; the
+// time grows as L^3 J (L = 300: about 10 s); a homogeneous L = 1000 takes a quarter of a second. Longer chains
+// are refused rather than tabulated on fewer than 16 levels or in more than 1 GiB.
+// Every byte count of the model is a multiple of their gcd, so the grid's unit is a whole number of gcds:
+// one gcd (the exact grid, nothing rounded) when budget / gcd levels fit the tables within a few seconds; else
+// the finest grid that does, never coarser than OptimalOptions::levels (500, Rotor's default). On a coarser grid
+// every high-water mark and every amount held across a sub-problem is rounded up to whole units, so whatever the
+// grid admits fits the budget, but a schedule that fits only within the rounding may be missed. On the exact
+// grid the DP is exact: never more FLOPs than any member of the family within the budget, so never more than
+// store-all, uniform, recursive or revolve at their own peaks.
+// A second DP of the same moves, in bytes (O(L^3), O(L^2)), gives the least peak of the family (the smallest
+// feasible budget) and stands in when rounding leaves the grid without a schedule as cheap as that one.
+#include "harness/policies/optimal.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <numeric>
+#include <utility>
+
+#include "cases/input_error.h"
+#include "harness/engine/policy.h"
+#include "harness/policies/turns.h"
+#include "reference/block_sim.h"
+
+namespace ckpt {
+namespace {
+
+// What the DP knows of one block, from a BytePool walk of its program in the planner's order.
+struct BlockModel {
+  int64_t in = 0;           // x_i (and g_i)
+  int64_t out = 0;          // x_{i+1} (and g_{i+1})
+  int64_t flops = 0;        // one forward
+  int64_t advancePeak = 0;  // forward without tape from a held x_i: high-water, x_i and x_{i+1} included
+  int64_t tapePeak = 0;     // forward with tape from a held x_i: high-water, x_i included
+  int64_t tapeBytes = 0;    // what the tape alone holds once x_i's and x_{i+1}'s handles are dropped
+  int64_t backPeak = 0;     // backward (op-level recompute first) from the tape and g_{i+1}: high-water
+  int64_t turnPeak = 0;     // turn(i) after the loss, from x_i and g_{i+1}: high-water
+  bool operator==(const BlockModel&) const = default;
+};
+
+BlockModel blockModel(const BlockProgram& p, const KeepMask& keep) {
+  BlockModel m;
+  m.in = p.inBytes;
+  m.out = p.outBytes;
+  m.flops = p.forwardFlops;
+  {
+    BytePool pool;
+    simForward(pool, p, pool.allocate(p.inBytes), nullptr, keep);
+    m.advancePeak = pool.peak();
+  }
+  {
+    BytePool pool;
+    const int x = pool.allocate(p.inBytes);
+    SimTape tape;
+    const int y = simForward(pool, p, x, &tape, keep);
+    m.tapePeak = pool.peak();
+    pool.release(x);
+    pool.release(y);
+    m.tapeBytes = pool.live();
+    pool.resetPeak();
+    const int dy = pool.allocate(p.outBytes);
+    simRecomputeDropped(pool, p, tape);
+    simBackward(pool, p, std::move(tape), dy);
+    m.backPeak = pool.peak();
+  }
+  {
+    BytePool pool;
+    const int dy = pool.allocate(p.outBytes);
+    const int x = pool.allocate(p.inBytes);
+    SimTape tape;
+    const int y = simForward(pool, p, x, &tape, keep);
+    pool.release(x);
+    pool.release(y);
+    simRecomputeDropped(pool, p, tape);
+    simBackward(pool, p, std::move(tape), dy);
+    m.turnPeak = pool.peak();
+  }
+  return m;
+}
+
+// kLoss as planner.cpp walks it from x_L's buffer; returns g_L's.
+int simLoss(BytePool& pool, const LossCost& loss, int xL) {
+  std::vector<int> ctx;
+  if (loss.meta.savesInputs) {
+    pool.retain(xL);
+    ctx.push_back(xL);
+  }
+  if (loss.meta.contextExtraBytes > 0) ctx.push_back(pool.allocate(loss.meta.contextExtraBytes));
+  const int g = pool.allocate(loss.inBytes);
+  pool.release(xL);
+  for (int b : ctx) pool.release(b);
+  return g;
+}
+
+struct ChainModel {
+  int layers = 0;
+  std::vector<BlockModel> models;  // distinct by value
+  std::vector<int> modelOf;        // per block
+  int64_t lossPeak = 0;            // the loss from a held x_L: x_L, its context, g_L
+  int64_t lastTurnPeak = 0;        // turn(L-1) with the loss, from x_{L-1}
+
+  const BlockModel& operator[](int i) const { return models[static_cast<size_t>(modelOf[static_cast<size_t>(i)])]; }
+  bool homogeneous() const { return models.size() == 1; }
+  // Every byte count the DP adds or compares is a sum of these.
+  int64_t gcdBytes() const {
+    int64_t g = std::gcd(lossPeak, lastTurnPeak);
+    for (const auto& m : models)
+      for (int64_t v : {m.in, m.out, m.advancePeak, m.tapePeak, m.tapeBytes, m.backPeak, m.turnPeak}) g = std::gcd(g, v);
+    return std::max<int64_t>(g, 1);
+  }
+};
+
+ChainModel chainModel(const ChainCost& c, const std::vector<KeepMask>& keep) {
+  ChainModel cm;
+  cm.layers = c.layers();
+  cm.modelOf.resize(static_cast<size_t>(cm.layers));
+  auto intern = [&](const BlockModel& m) {
+    const auto it = std::find(cm.models.begin(), cm.models.end(), m);
+    if (it != cm.models.end()) return static_cast<int>(it - cm.models.begin());
+    cm.models.push_back(m);
+    return static_cast<int>(cm.models.size()) - 1;
+  };
+  if (keep.empty()) {
+    std::vector<int> ofProgram(c.programs.size(), -1);  // one walk per distinct program
+    for (int i = 0; i < cm.layers; ++i) {
+      int& id = ofProgram[static_cast<size_t>(c.programOf[static_cast<size_t>(i)])];
+      if (id < 0) id = intern(blockModel(c.block(i), {}));
+      cm.modelOf[static_cast<size_t>(i)] = id;
+    }
+  } else {
+    std::map<std::pair<int, KeepMask>, int> seen;
+    for (int i = 0; i < cm.layers; ++i) {
+      const auto key = std::make_pair(c.programOf[static_cast<size_t>(i)], keep[static_cast<size_t>(i)]);
+      auto it = seen.find(key);
+      if (it == seen.end()) it = seen.emplace(key, intern(blockModel(c.block(i), key.second))).first;
+      cm.modelOf[static_cast<size_t>(i)] = it->second;
+    }
+  }
+  {
+    BytePool pool;
+    simLoss(pool, c.loss, pool.allocate(c.loss.inBytes));
+    cm.lossPeak = pool.peak();
+  }
+  {
+    const int last = cm.layers - 1;
+    const BlockProgram& p = c.block(last);
+    BytePool pool;
+    const int x = pool.allocate(p.inBytes);
+    SimTape tape;
+    const int y = simForward(pool, p, x, &tape, keep.empty() ? KeepMask{} : keep[static_cast<size_t>(last)]);
+    pool.release(x);
+    const int g = simLoss(pool, c.loss, y);
+    simRecomputeDropped(pool, p, tape);
+    simBackward(pool, p, std::move(tape), g);
+    cm.lastTurnPeak = pool.peak();
+  }
+  return cm;
+}
+
+// A sub-problem: back-propagate through [s, t] from a held x_s; `pre`: before the loss (then t = L-1).
+struct Sub {
+  int s = -1, t = -1;
+  bool pre = false;
+  bool valid() const { return s >= 0; }
+};
+
+enum class Move { kTurn, kTape, kSplit, kLossFirst };
+
+struct Choice {
+  Move move = Move::kTurn;
+  int split = 0;      // kSplit: the checkpoint s'
+  int64_t peak = 0;   // high-water of the instructions the move runs itself, above what was held before it
+  int64_t flops = 0;  // forward FLOPs the move runs itself
+  Sub a;              // solved first, with `held` more bytes held than at the sub-problem's start
+  int64_t held = 0;
+  Sub b;              // solved second
+};
+
+class Family {
+ public:
+  explicit Family(const ChainModel& m) : m_(m), n_(m.layers) {}
+
+  int64_t rows() const {
+    const int64_t n = n_;
+    return m_.homogeneous() ? 2 * n : n * (n + 1) / 2 + n;
+  }
+  // A homogeneous chain's sub-problems depend only on their length and on the loss.
+  int64_t key(const Sub& u) const {
+    const int64_t s = u.s, t = u.t, n = n_;
+    if (m_.homogeneous()) return u.pre ? n + (t - s) : t - s;
+    return u.pre ? n * (n + 1) / 2 + s : t * (t + 1) / 2 + s;
+  }
+  // Moves tried over the whole table (for sizing the work).
+  int64_t moveCount() const {
+    const int64_t n = n_;
+    return m_.homogeneous() ? n * (n + 2) : n * (n + 1) * (n + 2) / 6 + n * (n + 3) / 2;
+  }
+
+  // Every tabulated sub-problem, each after those its moves use.
+  template <class F>
+  void states(F&& f) const {
+    for (int len = 1; len <= n_; ++len) {
+      const int last = m_.homogeneous() ? 0 : n_ - len;
+      for (int s = 0; s <= last; ++s) f(Sub{s, s + len - 1, false});
+      f(Sub{n_ - len, n_ - 1, true});  // uses the after-loss problem of the same range (loss-first)
+    }
+  }
+
+  template <class F>
+  void choices(const Sub& u, F&& f) const {
+    const int s = u.s, t = u.t;
+    const BlockModel& bs = m_[s];
+    const int64_t g = u.pre ? 0 : m_[t].out;  // g_{t+1}, held throughout
+    if (s == t) {
+      f(Choice{Move::kTurn, 0, u.pre ? m_.lastTurnPeak : bs.turnPeak, bs.flops, {}, 0, {}});
+    } else {
+      f(Choice{Move::kTape, 0, std::max(g + bs.tapePeak, bs.backPeak), bs.flops, Sub{s + 1, t, u.pre}, bs.tapeBytes, {}});
+    }
+    int64_t flops = bs.flops;  // blocks s..s'-1
+    int64_t interior = 0;      // advance high-water of blocks s+1..s'-1, x_s held besides
+    for (int split = s + 1; split <= t; ++split) {
+      const int64_t peak = g + std::max(bs.advancePeak, bs.in + interior);
+      f(Choice{Move::kSplit, split, peak, flops, Sub{split, t, u.pre}, bs.in, Sub{s, split - 1, false}});
+      interior = std::max(interior, m_[split].advancePeak);
+      flops += m_[split].flops;
+    }
+    if (u.pre) {
+      const int64_t peak = std::max({bs.advancePeak, bs.in + interior, bs.in + m_.lossPeak});
+      f(Choice{Move::kLossFirst, n_, peak, flops, {}, 0, Sub{s, t, false}});
+    }
+  }
+
+ private:
+  const ChainModel& m_;
+  int n_;
+};
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Least peak, then least FLOPs among those, per sub-problem; exact bytes.
+struct PeakCost {
+  int64_t peak = std::numeric_limits<int64_t>::max();
+  int64_t flops = 0;
+  bool operator<(const PeakCost& o) const { return peak != o.peak ? peak < o.peak : flops < o.flops; }
+  bool operator==(const PeakCost&) const = default;
+};
+
+class MinPeakDp {
+ public:
+  explicit MinPeakDp(const Family& f) : f_(f), table_(static_cast<size_t>(f.rows())) {
+    f_.states([&](const Sub& u) {
+      PeakCost best;
+      f_.choices(u, [&](const Choice& c) { best = std::min(best, value(c)); });
+      cell(u) = best;
+    });
+  }
+  const PeakCost& at(const Sub& u) const { return table_[static_cast<size_t>(f_.key(u))]; }
+  PeakCost value(const Choice& c) const {
+    PeakCost v{c.peak, c.flops};
+    if (c.a.valid()) {
+      v.peak = std::max(v.peak, c.held + at(c.a).peak);
+      v.flops += at(c.a).flops;
+    }
+    if (c.b.valid()) {
+      v.peak = std::max(v.peak, at(c.b).peak);
+      v.flops += at(c.b).flops;
+    }
+    return v;
+  }
+
+ private:
+  PeakCost& cell(const Sub& u) { return table_[static_cast<size_t>(f_.key(u))]; }
+  const Family& f_;
+  std::vector<PeakCost> table_;
+};
+
+// C(sub-problem, j) for j = 0..levels, least forward FLOPs with peak <= j units (kInf: none). FLOPs are summed in
+// doubles (exact below 2^53) so the inner loops vectorise; the reconstruction repeats the same additions.
+class LevelDp {
+ public:
+  LevelDp(const Family& f, int64_t unit, int64_t levels)
+      : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf) {
+    f_.states([&](const Sub& u) {
+      double* out = row(u);
+      f_.choices(u, [&](const Choice& c) { relax(out, c); });
+    });
+  }
+  int64_t levels() const { return width_ - 1; }
+  double at(const Sub& u, int64_t j) const { return row(u)[j]; }
+  int64_t heldLevels(const Choice& c) const { return ceilDiv(c.held, unit_); }
+  double value(const Choice& c, int64_t j) const {
+    if (ceilDiv(c.peak, unit_) > j) return kInf;
+    double v = static_cast<double>(c.flops);
+    if (c.a.valid()) {
+      const int64_t ja = j - heldLevels(c);
+      v = ja < 0 ? kInf : v + at(c.a, ja);
+    }
+    if (c.b.valid()) v = v + at(c.b, j);
+    return v;
+  }
+
+ private:
+  double* row(const Sub& u) { return table_.data() + f_.key(u) * width_; }
+  const double* row(const Sub& u) const { return table_.data() + f_.key(u) * width_; }
+
+  void relax(double* __restrict out, const Choice& c) {
+    const double flops = static_cast<double>(c.flops);
+    int64_t from = ceilDiv(c.peak, unit_);
+    const int64_t n = width_;
+    if (c.a.valid()) {
+      const int64_t shift = heldLevels(c);
+      from = std::max(from, shift);
+      const double* __restrict a = row(c.a);
+      if (c.b.valid()) {
+        const double* __restrict b = row(c.b);
+        for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + a[j - shift] + b[j]);
+      } else {
+        for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + a[j - shift]);
+      }
+    } else if (c.b.valid()) {
+      const double* __restrict b = row(c.b);
+      for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + b[j]);
+    } else {
+      for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops);
+    }
+  }
+
+  const Family& f_;
+  int64_t unit_;
+  int64_t width_;
+  std::vector<double> table_;
+};
+
+// Emits the schedule of the chosen moves from the root down, and the model's peak of it.
+class Writer {
+ public:
+  explicit Writer(Schedule& s) : w_(s) {}
+
+  // pick(sub-problem, level) -> the move taken there, and the levels its sub-problems get.
+  template <class Pick>
+  int64_t write(const Sub& root, int64_t level, Pick&& pick) {
+    struct Task {
+      enum { kSolve, kBackward } kind;
+      Sub u;
+      int64_t level;
+      int node;  // kSolve: the tree node it fills
+    };
+    std::vector<Node> nodes;
+    nodes.push_back({});
+    std::vector<Task> todo = {{Task::kSolve, root, level, 0}};
+    while (!todo.empty()) {
+      const Task task = todo.back();
+      todo.pop_back();
+      if (task.kind == Task::kBackward) {
+        w_.backward(task.u.s);
+        continue;
+      }
+      const auto [c, levelA, levelB] = pick(task.u, task.level);
+      const size_t at = static_cast<size_t>(task.node);
+      nodes[at].peak = c.peak;
+      nodes[at].held = c.held;
+      const int s = task.u.s;
+      int childA = -1, childB = -1;
+      if (c.a.valid()) {
+        childA = nodes[at].a = static_cast<int>(nodes.size());
+        nodes.push_back({});
+      }
+      if (c.b.valid()) {
+        childB = nodes[at].b = static_cast<int>(nodes.size());
+        nodes.push_back({});
+      }
+      switch (c.move) {
+        case Move::kTurn: w_.turn(s); break;
+        case Move::kTape:
+          w_.tape(s);
+          todo.push_back({Task::kBackward, task.u, 0, -1});
+          todo.push_back({Task::kSolve, c.a, levelA, childA});
+          break;
+        case Move::kSplit:
+          w_.advance(s, c.split);
+          todo.push_back({Task::kSolve, c.b, levelB, childB});
+          todo.push_back({Task::kSolve, c.a, levelA, childA});
+          break;
+        case Move::kLossFirst:
+          w_.advance(s, c.split);
+          w_.loss();
+          todo.push_back({Task::kSolve, c.b, levelB, childB});
+          break;
+      }
+    }
+    // Children come after their parents: fold the peaks bottom-up.
+    for (size_t i = nodes.size(); i-- > 0;) {
+      Node& n = nodes[i];
+      if (n.a >= 0) n.peak = std::max(n.peak, n.held + nodes[static_cast<size_t>(n.a)].peak);
+      if (n.b >= 0) n.peak = std::max(n.peak, nodes[static_cast<size_t>(n.b)].peak);
+    }
+    return nodes[0].peak;
+  }
+
+ private:
+  struct Node {
+    int64_t peak = 0, held = 0;
+    int a = -1, b = -1;
+  };
+  TurnWriter w_;
+};
+
+struct Picked {
+  Choice c;
+  int64_t levelA = 0, levelB = 0;
+};
+
+std::string policyText(int64_t budget) { return "optimal:budget=" + std::to_string(budget); }
+
+// Table sizes: a grid finer than o.levels only within the cheap caps, and never beyond the larger ones.
+constexpr int64_t kCheapCells = int64_t{1} << 25;      // 256 MiB of doubles
+constexpr int64_t kCheapWork = int64_t{400000000};     // cell updates, a second or two
+constexpr int64_t kMaxCells = int64_t{1} << 27;        // 1 GiB
+constexpr int64_t kMaxWork = int64_t{12000000000};     // about a minute
+constexpr int64_t kFewestLevels = 16;                  // a coarser grid than this is refused
+
+void refuseTooLong(const ChainModel& model, const Family& family, const std::string& policy) {
+  if (std::min(kMaxCells / family.rows(), kMaxWork / family.moveCount()) - 1 < kFewestLevels)
+    throw InputError("policy '" + policy + "': a chain of " + std::to_string(model.layers) +
+                     (model.homogeneous() ? " identical" : " heterogeneous") +
+                     " blocks is too long for the optimal DP (O(L^3 x levels), O(L^2 x levels) when all blocks are alike)");
+}
+
+}  // namespace
+
+OptimalPlan optimalPlan(const ChainCost& c, int64_t budget, const OptimalOptions& o) {
+  const int n = c.layers();
+  if (budget < 1) throw InputError("policy '" + policyText(budget) + "': budget must be >= 1 byte");
+  if (o.levels < 1) throw InputError("policy '" + policyText(budget) + "': levels must be >= 1");
+  if (!o.keep.empty() && static_cast<int>(o.keep.size()) != n)
+    throw InputError("policy '" + policyText(budget) + "': " + std::to_string(o.keep.size()) + " keep masks for " +
+                     std::to_string(n) + " blocks");
+  const ChainModel model = chainModel(c, o.keep);
+  const Family family(model);
+  const int64_t rows = family.rows(), moves = family.moveCount();
+  refuseTooLong(model, family, policyText(budget));
+
+  const MinPeakDp least(family);
+  const Sub root{0, n - 1, true};
+  const PeakCost floor = least.at(root);
+  if (budget < floor.peak)
+    throw InputError("policy '" + policyText(budget) + "': infeasible; the smallest feasible budget is " +
+                     std::to_string(floor.peak) + " bytes");
+
+  // The grid: as fine as the cheap caps allow (exact when they allow it), never coarser than o.levels.
+  const int64_t gcd = model.gcdBytes();
+  const int64_t exactLevels = budget / gcd;
+  const int64_t cheap = std::min(kCheapCells / rows, kCheapWork / moves) - 1;
+  int64_t levels = o.refine ? std::max<int64_t>(o.levels, cheap) : o.levels;
+  levels = std::min({levels, exactLevels, kMaxCells / rows - 1, kMaxWork / moves - 1});
+  OptimalPlan plan;
+  plan.unitBytes = gcd * ceilDiv(std::max<int64_t>(exactLevels, 1), std::max<int64_t>(levels, 1));
+  plan.levels = budget / plan.unitBytes;
+  plan.exactGrid = plan.unitBytes == gcd;
+
+  const LevelDp dp(family, plan.unitBytes, plan.levels);
+  Schedule& s = plan.schedule;
+  s.policy = policyText(budget);
+  s.layers = n;
+  s.keep = o.keep;
+  Writer writer(s);
+  const double gridFlops = dp.at(root, plan.levels);
+  if (gridFlops <= static_cast<double>(floor.flops)) {
+    plan.forwardFlops = static_cast<int64_t>(gridFlops);
+    plan.peakBytes = writer.write(root, plan.levels, [&](const Sub& u, int64_t j) {
+      const double want = dp.at(u, j);
+      Picked p;
+      bool found = false;
+      family.choices(u, [&](const Choice& ch) {
+        if (!found && dp.value(ch, j) == want) {
+          p = {ch, j - dp.heldLevels(ch), j};
+          found = true;
+        }
+      });
+      if (!found) throw std::logic_error("optimal: no move reproduces the table's value");
+      return p;
+    });
+  } else {
+    // Rounding left no grid schedule as cheap as the least-peak one (or none at all): take that one.
+    plan.minPeakFallback = true;
+    plan.forwardFlops = floor.flops;
+    plan.peakBytes = writer.write(root, 0, [&](const Sub& u, int64_t) {
+      const PeakCost want = least.at(u);
+      Picked p;
+      bool found = false;
+      family.choices(u, [&](const Choice& ch) {
+        if (!found && least.value(ch) == want) {
+          p = {ch, 0, 0};
+          found = true;
+        }
+      });
+      if (!found) throw std::logic_error("optimal: no move reproduces the least peak");
+      return p;
+    });
+  }
+  int64_t once = 0;
+  for (int i = 0; i < n; ++i) once += c.block(i).forwardFlops;
+  plan.recomputeFlops = plan.forwardFlops - once;
+  return plan;
+}
+
+int64_t optimalMinBudget(const ChainCost& c, const std::vector<KeepMask>& keep) {
+  const ChainModel model = chainModel(c, keep);
+  const Family family(model);
+  refuseTooLong(model, family, "optimal");
+  return MinPeakDp(family).at(Sub{0, c.layers() - 1, true}).peak;
+}
+
+int64_t optimalMinBudget(const ChainCost& c) { return optimalMinBudget(c, {}); }
+
+Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes) { return optimalPlan(c, budgetBytes).schedule; }
+
+}  // namespace ckpt

@@ -1,0 +1,281 @@
+#include "harness/verify/properties.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "harness/dtype_dispatch.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/policy.h"
+#include "harness/policies/optimal.h"
+#include "harness/policies/revolve_math.h"
+#include "reference/trainer.h"
+
+namespace ckpt {
+
+const char* propertyId(Property p) {
+  switch (p) {
+    case Property::kBitwiseEqual: return "bitwise-equal";
+    case Property::kPlannedEqualsMeasured: return "planned-equals-measured";
+    case Property::kSchedulesValid: return "schedules-valid";
+    case Property::kBounds: return "bounds";
+  }
+  return "?";
+}
+
+const char* propertyTitle(Property p) {
+  switch (p) {
+    case Property::kBitwiseEqual: return "every policy is bitwise equal to the reference (loss, grads, input grad, state, RNG)";
+    case Property::kPlannedEqualsMeasured: return "measured peak bytes, forward evaluations and FLOPs per phase equal the plan";
+    case Property::kSchedulesValid: return "every policy emits a schedule that passes the validator";
+    case Property::kBounds: return "store-all, uniform, recursive, revolve and optimal stay within their bounds";
+  }
+  return "?";
+}
+
+namespace {
+
+// The chain's initial parameters, module state and generator: every run of a trial starts from them, so one
+// chain serves the reference and every policy.
+template <class T>
+class InitialState {
+ public:
+  explicit InitialState(Chain<T>& c) : rng_(c.rng.state()) {
+    for (auto* p : c.params()) params_.push_back(p->value);
+    for (auto* b : c.buffers()) buffers_.push_back(b->value);
+  }
+  void restore(Chain<T>& c) const {
+    size_t i = 0;
+    for (auto* p : c.params()) p->value = params_[i++];
+    i = 0;
+    for (auto* b : c.buffers()) b->value = buffers_[i++];
+    c.rng.setState(rng_);
+  }
+
+ private:
+  std::vector<Mat<T>> params_;
+  std::vector<Mat<T>> buffers_;
+  RngState rng_;
+};
+
+template <class T>
+void runEngines(Trial& t, const EngineVariant& engine) {
+  const int steps = t.spec.steps;
+  Chain<T> chain = buildChain<T>(t.spec);
+  const InitialState<T> initial(chain);
+  const std::vector<StepResult<T>> reference = trainReference(chain, steps);
+  for (PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty()) continue;
+    initial.restore(chain);
+    std::vector<StepResult<T>> got;
+    try {
+      for (int s = 0; s < steps; ++s) got.push_back(executeStep(chain, r.schedule, s, engine));
+    } catch (const std::exception& e) {
+      r.engineError = e.what();
+      continue;
+    }
+    r.ran = true;
+    r.comparison = compareSteps(reference, got);
+    for (const auto& g : got) r.measured.push_back({g.peakActivationBytes, g.forwardEvals, g.flops});
+  }
+}
+
+// The block policy's name: "uniform" of "uniform:k=3+selective".
+std::string familyOf(const std::string& policy) { return policy.substr(0, policy.find_first_of(":+")); }
+bool isComposed(const std::string& policy) { return policy.find('+') != std::string::npos; }
+// An integer parameter of the block policy ("k" of "uniform:k=3"), -1 if absent.
+int64_t paramOf(const std::string& policy, const std::string& key) {
+  const std::string block = policy.substr(0, policy.find('+'));
+  const size_t at = block.find(":" + key + "=");
+  if (at == std::string::npos) return -1;
+  return std::stoll(block.substr(at + key.size() + 2));
+}
+
+// What a run cost: measured where the engine ran (every step the same, property 2 checks that), else planned.
+StepCost costOf(const PolicyRun& r) {
+  if (r.ran && !r.measured.empty()) {
+    StepCost c = r.measured[0];
+    for (const auto& m : r.measured) c.peakActivationBytes = std::max(c.peakActivationBytes, m.peakActivationBytes);
+    return c;
+  }
+  return {r.plan.peakActivationBytes, r.plan.forwardEvals, r.plan.flops};
+}
+
+// M: the largest peak of one block trained alone under store-all (its input, tape, output, the loss, gradients).
+int64_t largestLayerPeak(const ChainCost& c) {
+  int64_t m = 0;
+  for (const BlockProgram& p : c.programs) {
+    ChainCost one;
+    one.programs = {p};
+    one.programOf = {0};
+    one.inputBytes = c.inputBytes;
+    one.loss = c.loss;
+    m = std::max(m, planSchedule(storeAllSchedule(one), one).peakActivationBytes);
+  }
+  return m;
+}
+
+int ceilLog2(int n) {
+  int d = 0;
+  while ((int64_t{1} << d) < n) ++d;
+  return d;
+}
+
+Violation violation(Property p, const PolicyRun& r, std::string message) {
+  return Violation{p, r.policy, std::move(message), std::nullopt};
+}
+
+}  // namespace
+
+Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine) {
+  Trial t;
+  t.spec = spec;
+  t.cost = caseChainCost(spec);
+  for (const auto& p : policies) {
+    PolicyRun r;
+    r.policy = p;
+    try {
+      r.schedule = makeSchedule(parsePolicy(p), t.cost);
+      validateSchedule(r.schedule, t.cost);
+      r.plan = planSchedule(r.schedule, t.cost);
+    } catch (const std::exception& e) {
+      r.scheduleError = e.what();
+    }
+    t.runs.push_back(std::move(r));
+  }
+  withScalar(spec.dtype, [&](auto x) { runEngines<decltype(x)>(t, engine); });
+  return t;
+}
+
+std::optional<Violation> bitwiseEqualToReference(const Trial& t) {
+  for (const PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty()) continue;  // nothing ran: property 3's finding
+    if (!r.engineError.empty())
+      return violation(Property::kBitwiseEqual, r, "the engine failed mid-step: " + r.engineError);
+    if (!r.comparison.bitwiseEqual) {
+      const Difference& d = r.comparison.differences.front();
+      Violation v = violation(Property::kBitwiseEqual, r,
+                              std::to_string(r.comparison.differences.size()) + " tensor(s) differ; first: " + toText(d));
+      v.difference = d;
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> plannedEqualsMeasured(const Trial& t) {
+  for (const PolicyRun& r : t.runs) {
+    if (!r.ran) continue;
+    for (size_t s = 0; s < r.measured.size(); ++s) {
+      const StepCost& m = r.measured[s];
+      const Plan& p = r.plan;
+      auto check = [&](const char* what, int64_t planned, int64_t measured) -> std::optional<Violation> {
+        if (planned == measured) return std::nullopt;
+        return violation(Property::kPlannedEqualsMeasured, r,
+                         "step " + std::to_string(s) + " " + what + ": planned " + std::to_string(planned) +
+                             ", measured " + std::to_string(measured));
+      };
+      for (auto v : {check("peak_activation_bytes", p.peakActivationBytes, m.peakActivationBytes),
+                     check("forward_evals", p.forwardEvals, m.forwardEvals),
+                     check("flops.forward", p.flops.forward, m.flops.forward),
+                     check("flops.recompute", p.flops.recompute, m.flops.recompute),
+                     check("flops.backward", p.flops.backward, m.flops.backward)})
+        if (v) return v;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> schedulesAreValid(const Trial& t) {
+  for (const PolicyRun& r : t.runs)
+    if (!r.scheduleError.empty()) return violation(Property::kSchedulesValid, r, r.scheduleError);
+  return std::nullopt;
+}
+
+std::optional<Violation> withinBounds(const Trial& t) {
+  const int n = t.cost.layers();
+  int64_t largest = -1;  // M, computed when a bound needs it
+  auto m = [&] {
+    if (largest < 0) largest = largestLayerPeak(t.cost);
+    return largest;
+  };
+  // The runs optimal is compared with: every run of another family, or the one optimalRival picks of them.
+  std::vector<const PolicyRun*> rivals;
+  for (const PolicyRun& r : t.runs)
+    if (r.scheduleError.empty() && familyOf(r.schedule.policy) != "optimal") rivals.push_back(&r);
+  if (t.optimalRival >= 0 && !rivals.empty()) rivals = {rivals[static_cast<size_t>(t.optimalRival) % rivals.size()]};
+  for (const PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty()) continue;
+    const std::string& policy = r.schedule.policy;  // canonical: uniform's k as clamped to [1, L]
+    const std::string family = familyOf(policy);
+    const StepCost c = costOf(r);
+    if (family == "store-all" && !isComposed(policy) && (c.flops.recompute != 0 || c.forwardEvals != n))
+      return violation(Property::kBounds, r,
+                       "store-all recomputed: " + std::to_string(c.forwardEvals) + " forward evaluations for " +
+                           std::to_string(n) + " blocks, " + std::to_string(c.flops.recompute) + " recompute FLOPs");
+    if (family == "uniform" && !isComposed(policy)) {
+      const int64_t k = paramOf(policy, "k");
+      const int64_t bound = (k + (n + k - 1) / k + 1) * m();
+      if (c.peakActivationBytes > bound)
+        return violation(Property::kBounds, r,
+                         "peak " + std::to_string(c.peakActivationBytes) + " bytes > (K + ceil(L/K) + 1) M = (" +
+                             std::to_string(k) + " + " + std::to_string((n + k - 1) / k) + " + 1) x " +
+                             std::to_string(m()) + " = " + std::to_string(bound));
+    }
+    if (family == "recursive" && !isComposed(policy)) {
+      const int64_t bound = (ceilLog2(n) + 2) * m();
+      if (c.peakActivationBytes > bound)
+        return violation(Property::kBounds, r,
+                         "peak " + std::to_string(c.peakActivationBytes) + " bytes > (ceil(log2 L) + 2) M = (" +
+                             std::to_string(ceilLog2(n)) + " + 2) x " + std::to_string(m()) + " = " +
+                             std::to_string(bound));
+    }
+    if (family == "revolve") {
+      const int64_t slots = paramOf(policy, "slots");
+      const int64_t want = revolveNumforw(n, slots) + n;
+      if (c.forwardEvals != want)
+        return violation(Property::kBounds, r,
+                         std::to_string(c.forwardEvals) + " forward evaluations, numforw(L, C) + L = numforw(" +
+                             std::to_string(n) + ", " + std::to_string(slots) + ") + " + std::to_string(n) + " = " +
+                             std::to_string(want));
+    }
+    if (family == "optimal") {
+      const int64_t budget = paramOf(policy, "budget");
+      if (c.peakActivationBytes > budget)
+        return violation(Property::kBounds, r,
+                         "peak " + std::to_string(c.peakActivationBytes) + " bytes over the budget " +
+                             std::to_string(budget));
+      continue;
+    }
+    // Optimal at this run's own peak, with the same op-level masks, must not recompute more.
+    if (std::find(rivals.begin(), rivals.end(), &r) == rivals.end()) continue;
+    OptimalPlan best;
+    try {
+      best = optimalPlan(t.cost, c.peakActivationBytes, OptimalOptions{.keep = r.schedule.keep});
+    } catch (const std::exception& e) {
+      return violation(Property::kBounds, r,
+                       "optimal refused this policy's own peak " + std::to_string(c.peakActivationBytes) +
+                           " bytes as its budget: " + e.what());
+    }
+    if (!best.exactGrid) continue;  // a rounded grid promises feasibility only
+    const Plan bestPlan = planSchedule(best.schedule, t.cost);
+    if (bestPlan.flops.recompute > c.flops.recompute)
+      return violation(Property::kBounds, r,
+                       "optimal:budget=" + std::to_string(c.peakActivationBytes) + " recomputes " +
+                           std::to_string(bestPlan.flops.recompute) + " FLOPs, more than this policy's " +
+                           std::to_string(c.flops.recompute) + " at the same peak");
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> checkProperty(Property p, const Trial& t) {
+  switch (p) {
+    case Property::kBitwiseEqual: return bitwiseEqualToReference(t);
+    case Property::kPlannedEqualsMeasured: return plannedEqualsMeasured(t);
+    case Property::kSchedulesValid: return schedulesAreValid(t);
+    case Property::kBounds: return withinBounds(t);
+  }
+  throw std::logic_error("unknown property");
+}
+
+}  // namespace ckpt

@@ -1,0 +1,84 @@
+// The invariants of shared/DESIGN.md, 1 to 4, as functions over one Trial: a case trained under a list of
+// policies by an engine (the correct one, or a mutant from harness/mutants/) and by the reference trainer. This
+// is their one home: tests/properties_test.cpp asserts them with RapidCheck and `ckptcheck verify` searches and
+// shrinks with them. Each property checks one invariant and knows nothing of mutants.
+//  1 bitwise-equal            every policy's loss, parameter gradients, input gradient, module state and
+//                             generator state after every step are bitwise equal to the reference's;
+//  2 planned-equals-measured  the executor measures exactly the planner's peak activation bytes, forward
+//                             evaluations and FLOPs per phase, every step;
+//  3 schedules-valid          every policy emits a schedule, and it passes validateSchedule;
+//  4 bounds                   store-all never recomputes; uniform:k=K peaks within (K + ceil(L/K) + 1) M and
+//                             recursive within (ceil(log2 L) + 2) M, M the largest one-block store-all peak;
+//                             revolve:slots=C runs numforw(L, C) + L forwards; optimal stays within its budget
+//                             and, where its DP grid is exact, never recomputes more FLOPs than any other policy
+//                             of the trial (or the one Trial::optimalRival picks) at that policy's own peak and
+//                             op-level masks.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cases/case_spec.h"
+#include "harness/compare.h"
+#include "harness/engine/chain_cost.h"
+#include "harness/engine/engine_variant.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/schedule.h"
+
+namespace ckpt {
+
+enum class Property { kBitwiseEqual = 1, kPlannedEqualsMeasured = 2, kSchedulesValid = 3, kBounds = 4 };
+inline constexpr std::array<Property, 4> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
+                                                        Property::kSchedulesValid, Property::kBounds};
+inline int propertyNumber(Property p) { return static_cast<int>(p); }
+const char* propertyId(Property p);     // "bitwise-equal"
+const char* propertyTitle(Property p);  // "every policy is bitwise equal to the reference"
+
+// What one step of a run measured.
+struct StepCost {
+  int64_t peakActivationBytes = 0;
+  int64_t forwardEvals = 0;
+  FlopCounts flops;
+};
+
+// One policy of a trial: its schedule and plan, and what the engine did with it.
+struct PolicyRun {
+  std::string policy;              // as given
+  std::string scheduleError;       // the policy emitted no schedule, or validateSchedule refused it
+  Schedule schedule;               // when scheduleError is empty
+  Plan plan;
+  bool ran = false;                // the engine ran every step
+  std::string engineError;         // the engine threw mid-step
+  Comparison comparison;           // against the reference, every step
+  std::vector<StepCost> measured;  // per step
+};
+
+struct Trial {
+  CaseSpec spec;
+  ChainCost cost;
+  std::vector<PolicyRun> runs;
+  // Property 4 compares optimal with every other run (-1), or, to keep the DP's cost per case small in long
+  // searches, with one of them: the (optimalRival mod n)-th of the n runs it applies to.
+  int optimalRival = -1;
+};
+
+// Trains the case with the reference and, from the same initial state, under every policy with `engine`.
+Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine);
+
+struct Violation {
+  Property property = Property::kBitwiseEqual;
+  std::string policy;                    // the policy it was seen under
+  std::string message;                   // one line
+  std::optional<Difference> difference;  // property 1: the first differing tensor
+};
+
+std::optional<Violation> bitwiseEqualToReference(const Trial& t);
+std::optional<Violation> plannedEqualsMeasured(const Trial& t);
+std::optional<Violation> schedulesAreValid(const Trial& t);
+std::optional<Violation> withinBounds(const Trial& t);
+std::optional<Violation> checkProperty(Property p, const Trial& t);
+
+}  // namespace ckpt

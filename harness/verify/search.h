@@ -1,0 +1,84 @@
+// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-4
+// (properties.h) over random cases and the catalogue, and when one fails, shrinks the case toward the smallest
+// model that still violates the same property.
+//
+// Random cases come from RapidCheck's generators (genCase and genPolicyDraw, cases/generators.h) driven
+// directly: case i of seed S is generated from rc::Random({S, i}) at size i mod 100, RapidCheck's ramp from the
+// smallest models up, so a case depends on (S, i) only and the outcome is the same for any thread count. The
+// search stops at the first failing index; shrinking walks RapidCheck's shrink tree, taking the first
+// child that still violates the property, and records the path. "S:i:path" is the reproduce token:
+// `ckptcheck verify --reproduce S:i:path` regenerates exactly the shrunk case without searching again.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cases/generators.h"
+#include "harness/verify/properties.h"
+
+namespace ckpt {
+
+// One verification case: the model and the random parameters of its policies.
+struct VerifyCase {
+  CaseSpec spec;
+  PolicyDraw draw;
+};
+rc::Gen<VerifyCase> genVerifyCase(const GenLimits& limits = {});
+void showValue(const VerifyCase& c, std::ostream& os);
+
+struct VerifyOptions {
+  int cases = 100;                     // random cases
+  uint64_t seed = 1;
+  std::vector<std::string> policies;   // families or policy strings (policy_draw.h); empty = every family
+  std::string mutant;                  // empty = the correct engine
+  bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
+  std::string catalogueDir;            // empty = found (catalogueDirectory())
+  int threads = 0;                     // 0 = one per hardware thread
+  GenLimits limits;
+  int maxShrinkTrials = 2000;          // cases tried while shrinking
+  std::string reproduce;               // "S:i:path": check that one case only
+};
+
+struct PropertyCount {
+  int64_t checked = 0;   // cases the property was evaluated on
+  int64_t violated = 0;
+};
+
+struct Finding {
+  Violation violation;
+  std::string origin;        // "random case 17 (seed 1)" or "catalogue case tiny"
+  VerifyCase original;
+  VerifyCase shrunk;
+  std::vector<std::string> policies;  // the policy strings the shrunk case ran
+  int shrinkSteps = 0;       // accepted shrinks
+  int shrinkTrials = 0;      // cases tried while shrinking
+  std::string reproduce;     // "S:i:path"; empty for a catalogue case
+};
+
+struct VerifyReport {
+  uint64_t seed = 0;
+  std::string mutant;
+  int threads = 1;
+  int64_t randomCases = 0;      // random cases checked (up to and including a failing one)
+  int64_t catalogueCases = 0;
+  int64_t policyRuns = 0;       // (case, policy) pairs run by the engine
+  double searchSeconds = 0;     // random cases only
+  double casesPerMinute = 0;    // random cases per minute of wall time, every property and policy
+  double totalSeconds = 0;      // everything, shrinking included
+  std::array<PropertyCount, 4> perProperty{};
+  std::optional<Finding> finding;
+};
+
+// Finds cases/catalog: $CKPT_SOURCE_DIR, then the source tree this binary was built from, then next to the
+// binary. Empty when none exists.
+std::string catalogueDirectory();
+
+// Throws InputError for bad options (unknown mutant, policy family, reproduce token).
+VerifyReport runVerify(const VerifyOptions& o);
+
+// The policy strings a verification case runs under (options' families resolved on the case).
+std::vector<std::string> policiesFor(const VerifyCase& c, const std::vector<std::string>& families);
+
+}  // namespace ckpt

@@ -1,0 +1,146 @@
+// Between the CPU reference (Eigen) and the Eigen-free device runtime, for host code only (g++): a reference
+// Chain becomes a DeviceModel (its ops' attributes, initial parameters and buffers, and meta() FLOPs for the
+// chain's shapes), an engine Schedule a DeviceSchedule, and a DeviceStepResult a reference StepResult, so every
+// comparison the engine has applies to device runs unchanged.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/engine/schedule.h"
+#include "reference/chain.h"
+#include "reference/cuda/dmodel.h"
+#include "reference/step.h"
+
+namespace ckpt::gpu {
+
+template <class T>
+HostMatrix<T> toHostMatrix(const std::string& name, const Mat<T>& m) {
+  return HostMatrix<T>{name, m.rows(), m.cols(), std::vector<T>(m.data(), m.data() + m.size())};
+}
+
+template <class T>
+Mat<T> toMat(const HostMatrix<T>& m) {
+  Mat<T> r(m.rows, m.cols);
+  if (m.rows * m.cols > 0) std::copy(m.data.begin(), m.data.end(), r.data());
+  return r;
+}
+
+template <class T>
+DNodeDesc<T> describeNode(Node<T>& node, std::span<const Shape> in) {
+  DNodeDesc<T> d;
+  d.name = node.name;
+  d.inputs = node.inputs;
+  Op<T>* op = node.op.get();
+  const OpMeta m = op->meta(in);
+  d.forwardFlops = m.forwardFlops;
+  d.backwardFlops = m.backwardFlops;
+  for (auto* p : op->params()) d.params.push_back(toHostMatrix(p->name, p->value));
+  for (auto* b : op->buffers()) d.buffers.push_back(toHostMatrix(b->name, b->value));
+  if (auto* l = dynamic_cast<Linear<T>*>(op)) {
+    d.kind = DOpKind::kLinear;
+    d.inFeatures = l->inFeatures();
+    d.outFeatures = l->outFeatures();
+  } else if (dynamic_cast<Relu<T>*>(op)) {
+    d.kind = DOpKind::kRelu;
+  } else if (dynamic_cast<Gelu<T>*>(op)) {
+    d.kind = DOpKind::kGelu;
+  } else if (dynamic_cast<Tanh<T>*>(op)) {
+    d.kind = DOpKind::kTanh;
+  } else if (auto* dr = dynamic_cast<Dropout<T>*>(op)) {
+    d.kind = DOpKind::kDropout;
+    d.p = dr->p();
+  } else if (dynamic_cast<Add<T>*>(op)) {
+    d.kind = DOpKind::kAdd;
+  } else if (auto* ln = dynamic_cast<LayerNorm<T>*>(op)) {
+    d.kind = DOpKind::kLayerNorm;
+    d.eps = ln->eps();
+  } else if (auto* bn = dynamic_cast<BatchNorm<T>*>(op)) {
+    d.kind = DOpKind::kBatchNorm;
+    d.eps = bn->eps();
+    d.momentum = bn->momentum();
+  } else if (auto* at = dynamic_cast<CausalSelfAttention<T>*>(op)) {
+    d.kind = DOpKind::kAttention;
+    d.heads = at->heads();
+    d.seq = at->seq();
+    d.p = at->p();
+  } else {
+    throw std::invalid_argument("device backend: no device op for reference op kind '" + op->kind() + "'");
+  }
+  return d;
+}
+
+// The chain as it is now (its current weights, buffers and generator).
+template <class T>
+DeviceModel<T> describeChain(Chain<T>& c) {
+  DeviceModel<T> m;
+  m.spec = c.spec;
+  const Shape x = c.boundaryShape();
+  for (auto& b : c.blocks) {
+    DBlockDesc<T> bd;
+    bd.kind = b.kind;
+    std::vector<Shape> values;
+    for (auto& node : b.nodes) {
+      const std::vector<Shape> in = inputShapes(node, values, x);
+      bd.nodes.push_back(describeNode(node, in));
+      values.push_back(node.op->meta(in).out);
+    }
+    m.blocks.push_back(std::move(bd));
+  }
+  const OpMeta lm = c.loss->meta(x);
+  m.loss.forwardFlops = lm.forwardFlops;
+  m.loss.backwardFlops = lm.backwardFlops;
+  if (auto* ce = dynamic_cast<CrossEntropyLoss<T>*>(c.loss.get())) {
+    m.loss.kind = DLossKind::kCrossEntropy;
+    m.loss.labels = ce->labels();
+  } else if (auto* mse = dynamic_cast<MseLoss<T>*>(c.loss.get())) {
+    m.loss.kind = DLossKind::kMse;
+    m.loss.target = toHostMatrix("target", mse->target());
+  } else {
+    throw std::invalid_argument("device backend: no device loss for '" + c.loss->kind() + "'");
+  }
+  m.input = toHostMatrix("input", c.input);
+  m.rngModel = c.rng.model();
+  m.rng = c.rng.state();
+  return m;
+}
+
+template <class T>
+DeviceModel<T> describeCase(const CaseSpec& spec) {
+  Chain<T> c = buildChain<T>(spec);
+  return describeChain(c);
+}
+
+inline DeviceSchedule toDeviceSchedule(const Schedule& s) {
+  DeviceSchedule d;
+  d.policy = s.policy;
+  d.layers = s.layers;
+  for (const Instr& i : s.instrs) {
+    DInstrKind k = DInstrKind::kForward;
+    switch (i.kind) {
+      case InstrKind::kForward: k = DInstrKind::kForward; break;
+      case InstrKind::kFree: k = DInstrKind::kFree; break;
+      case InstrKind::kLoss: k = DInstrKind::kLoss; break;
+      case InstrKind::kBackward: k = DInstrKind::kBackward; break;
+    }
+    d.instrs.push_back(DInstr{k, i.block, i.tape});
+  }
+  for (const KeepMask& m : s.keep) d.keep.push_back(m);
+  return d;
+}
+
+template <class T>
+StepResult<T> toStepResult(const DeviceStepResult<T>& d) {
+  StepResult<T> r;
+  r.loss = d.loss;
+  for (const auto& g : d.grads) r.grads.push_back({g.name, toMat(g)});
+  if (!d.inputGrad.data.empty()) r.inputGrad = toMat(d.inputGrad);
+  for (const auto& s : d.state) r.state.push_back({s.name, toMat(s)});
+  r.rng = d.rng;
+  r.flops = d.flops;
+  r.peakActivationBytes = d.peakActivationBytes;
+  r.forwardEvals = d.forwardEvals;
+  return r;
+}
+
+}  // namespace ckpt::gpu

@@ -1,0 +1,161 @@
+// The block runtime on a device executor: reference/block.h line for line (same SSA program, same allocation
+// and release order, same op keys, same op-level replay), over DTensor and DOp. Keep the two in step: a change
+// of allocation order there must be made here too, or measured device peaks stop matching the planner
+// (tests/cuda_host_runtime_test.cpp compares them).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/cuda/dops.h"
+
+namespace ckpt::gpu {
+
+template <class T, class X>
+struct DNode {
+  std::string name;
+  std::unique_ptr<DOp<T, X>> op;
+  std::vector<int> inputs;
+  int64_t forwardFlops = 0;   // the reference op's meta() for the chain's shapes
+  int64_t backwardFlops = 0;
+};
+
+template <class T, class X>
+struct DBlock {
+  std::string kind;
+  std::vector<DNode<T, X>> nodes;
+  int size() const { return static_cast<int>(nodes.size()); }
+};
+
+using DKeepMask = std::vector<bool>;  // empty = keep every context
+inline bool keepsNode(const DKeepMask& keep, int k) { return keep.empty() || keep[static_cast<size_t>(k)]; }
+
+template <class T>
+struct DBlockTape {
+  std::vector<std::optional<DContext<T>>> contexts;
+  std::vector<DTensor<T>> kept;
+  DTensor<T> input;
+  std::vector<RngDraw> draws;
+  DKeepMask keep;
+};
+
+// reference/block.h's BlockEnv.
+struct DBlockEnv {
+  Rng* rng = nullptr;
+  int step = 0;
+  int block = 0;
+  bool updateState = true;
+  bool erfGelu = false;
+  bool bf16Matmul = false;
+};
+
+template <class T, class X>
+std::vector<int> deviceLastConsumers(const DBlock<T, X>& b) {
+  std::vector<int> last(b.nodes.size() + 1, -1);
+  for (int k = 0; k < b.size(); ++k)
+    for (int j : b.nodes[static_cast<size_t>(k)].inputs) last[static_cast<size_t>(j + 1)] = k;
+  return last;
+}
+
+inline DEnv nodeEnv(const DBlockEnv& b, int node, const RngDraw* replay, RngDraw* record, bool updateState) {
+  return DEnv{b.rng, makeOpKey(b.step, b.block, node), replay, record, updateState, b.erfGelu, b.bf16Matmul};
+}
+
+template <class T, class X>
+DTensor<T> deviceBlockForward(DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
+                              const DBlockEnv& benv) {
+  const int n = b.size();
+  const auto last = deviceLastConsumers(b);
+  std::vector<DTensor<T>> vals(static_cast<size_t>(n));
+  if (tape) {
+    tape->contexts.assign(static_cast<size_t>(n), std::nullopt);
+    tape->kept.assign(static_cast<size_t>(n), DTensor<T>());
+    tape->draws.assign(static_cast<size_t>(n), RngDraw{});
+    tape->keep = keep;
+    tape->input.reset();
+  }
+  ActivationMeter* meter = currentMeter();
+  for (int k = 0; k < n; ++k) {
+    DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
+    std::vector<DTensor<T>> ins;
+    for (int j : node.inputs) ins.push_back(j < 0 ? x : vals[static_cast<size_t>(j)]);
+    const DEnv env = nodeEnv(benv, k, nullptr, tape ? &tape->draws[static_cast<size_t>(k)] : nullptr, benv.updateState);
+    const bool save = tape && keepsNode(keep, k);
+    DContext<T> ctx;
+    vals[static_cast<size_t>(k)] = node.op->forward(ins, save ? &ctx : nullptr, env);
+    if (meter) meter->countFlops(node.forwardFlops);
+    if (save) tape->contexts[static_cast<size_t>(k)] = std::move(ctx);
+    ins.clear();
+    if (tape && !save) {
+      for (int j : node.inputs) {
+        if (j < 0) tape->input = x;
+        else if (keepsNode(keep, j)) tape->kept[static_cast<size_t>(j)] = vals[static_cast<size_t>(j)];
+      }
+    }
+    for (int j : node.inputs)
+      if (j >= 0 && last[static_cast<size_t>(j + 1)] == k) vals[static_cast<size_t>(j)].reset();
+  }
+  DTensor<T> y = std::move(vals[static_cast<size_t>(n - 1)]);
+  return y;
+}
+
+template <class T, class X>
+void deviceRecomputeDropped(DBlock<T, X>& b, DBlockTape<T>& tape, const DBlockEnv& benv) {
+  const int n = b.size();
+  std::vector<int> lastDropped(static_cast<size_t>(n + 1), -1);
+  for (int k = 0; k < n; ++k)
+    if (!keepsNode(tape.keep, k))
+      for (int j : b.nodes[static_cast<size_t>(k)].inputs) lastDropped[static_cast<size_t>(j + 1)] = k;
+  std::vector<DTensor<T>> vals(static_cast<size_t>(n));
+  ActivationMeter* meter = currentMeter();
+  for (int k = 0; k < n; ++k) {
+    if (keepsNode(tape.keep, k)) continue;
+    DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
+    std::vector<DTensor<T>> ins;
+    for (int j : node.inputs)
+      ins.push_back(j < 0 ? tape.input
+                          : keepsNode(tape.keep, j) ? tape.kept[static_cast<size_t>(j)] : vals[static_cast<size_t>(j)]);
+    const DEnv env = nodeEnv(benv, k, &tape.draws[static_cast<size_t>(k)], nullptr, false);
+    DContext<T> ctx;
+    vals[static_cast<size_t>(k)] = node.op->forward(ins, &ctx, env);
+    if (meter) meter->countFlops(node.forwardFlops);
+    tape.contexts[static_cast<size_t>(k)] = std::move(ctx);
+    ins.clear();
+    for (int j : node.inputs)
+      if (j >= 0 && !keepsNode(tape.keep, j) && lastDropped[static_cast<size_t>(j + 1)] == k)
+        vals[static_cast<size_t>(j)].reset();
+    if (lastDropped[static_cast<size_t>(k + 1)] < 0) vals[static_cast<size_t>(k)].reset();
+  }
+  for (auto& t : tape.kept) t.reset();
+  tape.input.reset();
+}
+
+template <class T, class X>
+DTensor<T> deviceBlockBackward(X& x, DBlock<T, X>& b, DBlockTape<T>&& tape, DTensor<T>&& dy) {
+  const int n = b.size();
+  std::vector<DTensor<T>> grads(static_cast<size_t>(n + 1));
+  grads[static_cast<size_t>(n)] = std::move(dy);
+  ActivationMeter* meter = currentMeter();
+  for (int k = n - 1; k >= 0; --k) {
+    DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
+    DContext<T>& ctx = *tape.contexts[static_cast<size_t>(k)];
+    std::vector<DTensor<T>> din(node.inputs.size());
+    node.op->backward(ctx, grads[static_cast<size_t>(k + 1)], din);
+    if (meter) meter->countFlops(node.backwardFlops);
+    grads[static_cast<size_t>(k + 1)].reset();
+    tape.contexts[static_cast<size_t>(k)].reset();
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      DTensor<T>& g = grads[static_cast<size_t>(node.inputs[i] + 1)];
+      if (!g.defined()) {
+        g = std::move(din[i]);
+      } else {
+        x.launch(g.size(), AccumulateInto<T>{g.data(), din[i].data()});
+        din[i].reset();
+      }
+    }
+  }
+  return std::move(grads[0]);
+}
+
+}  // namespace ckpt::gpu

@@ -1,0 +1,96 @@
+// What the device runtime is given: a chain described without Eigen, so nvcc never compiles the CPU reference's
+// headers (bridge.h builds a DeviceModel from a reference Chain and turns results back into StepResults).
+// Every number an op needs is here: its attributes, its parameters' and buffers' initial values, and its FLOP
+// counts, computed by the reference op's meta() for the chain's fixed shapes (so device FLOP counts are the
+// reference's by construction).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cases/case_spec.h"
+#include "reference/meter.h"
+#include "reference/rng.h"
+
+namespace ckpt::gpu {
+
+template <class T>
+struct HostMatrix {
+  std::string name;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<T> data;  // row-major
+};
+
+enum class DOpKind { kLinear, kRelu, kGelu, kTanh, kDropout, kAdd, kLayerNorm, kBatchNorm, kAttention };
+
+template <class T>
+struct DNodeDesc {
+  std::string name;
+  DOpKind kind = DOpKind::kRelu;
+  std::vector<int> inputs;  // value ids as reference/block.h: -1 the block input, j the output of node j
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+  double p = 0;                 // dropout, attention-probability dropout
+  int64_t heads = 0, seq = 0;   // attention
+  double eps = 0, momentum = 0; // layernorm, batchnorm
+  int64_t inFeatures = 0, outFeatures = 0;  // linear
+  std::vector<HostMatrix<T>> params;   // reference op's params() order
+  std::vector<HostMatrix<T>> buffers;  // reference op's buffers() order
+};
+
+template <class T>
+struct DBlockDesc {
+  std::string kind;
+  std::vector<DNodeDesc<T>> nodes;
+};
+
+enum class DLossKind { kCrossEntropy, kMse };
+
+template <class T>
+struct DLossDesc {
+  DLossKind kind = DLossKind::kCrossEntropy;
+  std::vector<int> labels;  // cross-entropy
+  HostMatrix<T> target;     // mse
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+};
+
+template <class T>
+struct DeviceModel {
+  CaseSpec spec;
+  std::vector<DBlockDesc<T>> blocks;
+  DLossDesc<T> loss;
+  HostMatrix<T> input;  // x_0 (rows, width)
+  RngModel rngModel = RngModel::kStateful;
+  RngState rng;         // the generator at the start of training
+};
+
+// A schedule as the device executor runs it (harness/engine/schedule.h without its Eigen-dependent header).
+enum class DInstrKind { kForward, kFree, kLoss, kBackward };
+struct DInstr {
+  DInstrKind kind = DInstrKind::kForward;
+  int block = 0;
+  bool tape = false;
+};
+struct DeviceSchedule {
+  std::string policy;
+  int layers = 0;
+  std::vector<DInstr> instrs;
+  std::vector<std::vector<bool>> keep;  // per block op-level keep masks; empty = keep every context
+};
+
+// One step's observable results and measurements (reference/step.h's StepResult without Eigen).
+template <class T>
+struct DeviceStepResult {
+  T loss = 0;
+  std::vector<HostMatrix<T>> grads;
+  HostMatrix<T> inputGrad;
+  std::vector<HostMatrix<T>> state;
+  RngState rng;
+  FlopCounts flops;
+  int64_t peakActivationBytes = 0;
+  int64_t forwardEvals = 0;
+};
+
+}  // namespace ckpt::gpu

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Runs one `ckptcheck validate` command and checks its exit code and JSON report (CTest's adapter tests).
+
+  check_validate.py [expectations] -- CKPTCHECK validate ARGS... --out DIR
+
+Expectations:
+  --exit N[,M...]            the exit code, or any of several (required)
+  --check NAME               the failing check of the one finding or fault (bitwise, reference, adapter, ...)
+  --tensor REGEX             the first differing tensor of the finding matches REGEX (re.search)
+  --max-blocks N             the shrunk case has at most N blocks
+  --kinds K1,K2              the shrunk case's block kinds are among these
+  --replay                   run the finding's replay command too; it must exit the same way
+  --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
+                             exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
+In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
+Prints the report's summary either way, so a CTest log shows the findings.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+
+def adapter_python():
+    if os.environ.get("CKPT_PYTHON"):
+        return os.environ["CKPT_PYTHON"]
+    venv = os.path.join(os.environ.get("HOME", ""), ".cache", "ckptcheck", "venv", "bin", "python")
+    return venv if os.path.exists(venv) else "python3"
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        fail("usage: check_validate.py [expectations] -- CKPTCHECK validate ...")
+    split = argv.index("--")
+    p = argparse.ArgumentParser()
+    p.add_argument("--exit", required=True)
+    p.add_argument("--check")
+    p.add_argument("--tensor")
+    p.add_argument("--max-blocks", type=int)
+    p.add_argument("--kinds")
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--needs-python-module", action="append", default=[])
+    a = p.parse_args(argv[:split])
+    cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1:]]
+    exits = {int(x) for x in a.exit.split(",")}
+    out = cmd[cmd.index("--out") + 1]
+
+    for m in a.needs_python_module:
+        if subprocess.run([adapter_python(), "-c", "import " + m], capture_output=True).returncode != 0:
+            if os.environ.get("CKPT_SKIP_FRAMEWORK_TESTS") == "1":
+                print("SKIP: %s not importable by %s" % (m, adapter_python()))
+                sys.exit(77)
+            fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
+
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    r = subprocess.run(cmd)
+    report_path = os.path.join(out, "validate.json")
+    if not os.path.exists(report_path):
+        if r.returncode == 2 and 2 in exits:
+            print("bad input rejected with exit 2, as expected")
+            return
+        fail("exit code %d and no report at %s" % (r.returncode, report_path))
+    with open(report_path) as f:
+        rep = json.load(f)
+    print("result: %s, exit %d, %s evaluations, %s adapter runs, reference error %s"
+          % (rep.get("result"), r.returncode, rep.get("evaluations"), rep.get("adapter_runs"),
+             json.dumps(rep.get("reference_error"))))
+    if r.returncode not in exits:
+        fail("exit code %d, expected %s" % (r.returncode, a.exit))
+    items = rep["findings"] + ([rep["fault"]] if rep.get("fault") else [])
+    if r.returncode == 0:
+        if items:
+            fail("exit 0 but the report has findings or a fault")
+        return
+    if r.returncode in (1, 3) and len(items) != 1:
+        fail("expected exactly one finding or fault, got %d" % len(items))
+    if not items:
+        return
+    f = items[0]
+    print("finding: %s: %s" % (f["check"], f["message"]))
+    print("shrunk case: %s" % f.get("case_summary"))
+    if a.check and f["check"] != a.check:
+        fail("check %r, expected %r" % (f["check"], a.check))
+    if a.tensor:
+        t = f.get("first_difference", {}).get("tensor", "")
+        if not re.search(a.tensor, t):
+            fail("first differing tensor %r does not match %r" % (t, a.tensor))
+    blocks = f["case"]["blocks"]
+    n = sum(b.get("repeat", 1) for b in blocks)
+    if a.max_blocks is not None and n > a.max_blocks:
+        fail("shrunk case has %d blocks, expected at most %d" % (n, a.max_blocks))
+    if a.kinds:
+        allowed = set(a.kinds.split(","))
+        if any(b["kind"] not in allowed for b in blocks):
+            fail("shrunk case has block kinds %s, expected only %s" % ([b["kind"] for b in blocks], sorted(allowed)))
+    if a.replay:
+        replay = shlex.split(f["replay"])
+        replay[0] = cmd[0]
+        print("$ " + " ".join(shlex.quote(c) for c in replay), flush=True)
+        rr = subprocess.run(replay, capture_output=True, text=True)
+        if rr.returncode != r.returncode:
+            fail("replay exited %d, expected %d\n%s%s" % (rr.returncode, r.returncode, rr.stdout, rr.stderr))
+        print("replay: exit %d as expected" % rr.returncode)
+
+
+if __name__ == "__main__":
+    main()

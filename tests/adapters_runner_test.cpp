@@ -1,0 +1,217 @@
+// The adapter plumbing without any framework: command-line splitting, the process runner (exit codes, signals,
+// timeouts that kill the whole process group), the serve-mode pipe, and the case/output directory formats read
+// back bitwise.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+
+#include "cases/input_error.h"
+#include "harness/adapters/adapter.h"
+#include "harness/adapters/case_dir.h"
+#include "harness/adapters/runner.h"
+#include "harness/compare.h"
+#include "reference/trainer.h"
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tempDir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("ckpt_adapters_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(CommandLine, splitsLikeAShellWithoutExpanding) {
+  EXPECT_EQ(splitCommandLine("python3  a.py --x 1"), (std::vector<std::string>{"python3", "a.py", "--x", "1"}));
+  EXPECT_EQ(splitCommandLine("run 'two words' \"and \\\"three\\\"\" a\\ b $HOME"),
+            (std::vector<std::string>{"run", "two words", "and \"three\"", "a b", "$HOME"}));
+  EXPECT_EQ(splitCommandLine("x ''"), (std::vector<std::string>{"x", ""}));
+  EXPECT_THROW(splitCommandLine("a 'open"), InputError);
+  EXPECT_THROW(splitCommandLine("a \"open"), InputError);
+  EXPECT_THROW(splitCommandLine("   "), InputError);
+}
+
+TEST(CommandLine, quotingRoundTrips) {
+  const std::vector<std::string> argv = {"ckptcheck", "--adapter-cmd", "python3 my adapter.py", "it's", ""};
+  EXPECT_EQ(splitCommandLine(shellJoin(argv)), argv);
+}
+
+TEST(Runner, reportsExitCodesAndCapturesOutput) {
+  const fs::path d = tempDir("exit");
+  const ProcessResult r = runProcess({"sh", "-c", "echo out; echo err >&2; exit 3"}, (d / "o").string(), (d / "e").string(), 10);
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.exitCode, 3);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(slurp(d / "o"), "out\n");
+  EXPECT_EQ(slurp(d / "e"), "err\n");
+  EXPECT_EQ(r.describe(), "exit code 3");
+  EXPECT_TRUE(runProcess({"true"}, "", "", 10).ok());
+}
+
+TEST(Runner, reportsSignalsAndMissingPrograms) {
+  const ProcessResult r = runProcess({"sh", "-c", "kill -SEGV $$"}, "", "", 10);
+  EXPECT_EQ(r.signal, SIGSEGV);
+  EXPECT_NE(r.describe().find("signal 11"), std::string::npos);
+  const ProcessResult m = runProcess({"/no/such/program"}, "", "", 10);
+  EXPECT_FALSE(m.started);
+  EXPECT_NE(m.describe().find("/no/such/program"), std::string::npos);
+}
+
+TEST(Runner, timeoutKillsTheWholeProcessGroup) {
+  const fs::path d = tempDir("timeout");
+  const fs::path marker = d / "grandchild-survived";
+  // The child starts a grandchild that would write the marker after 3 s, then waits forever, ignoring SIGTERM.
+  const std::string script = "trap '' TERM; (sleep 3; touch '" + marker.string() + "') & while :; do sleep 1; done";
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProcessResult r = runProcess({"sh", "-c", script}, "", "", 0.5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r.timedOut);
+  EXPECT_NE(r.describe().find("timed out"), std::string::npos);
+  EXPECT_LT(took, 3.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  EXPECT_FALSE(fs::exists(marker)) << "a grandchild outlived the timeout";
+}
+
+TEST(Serve, answersOneLinePerRequestUntilItExits) {
+  const fs::path d = tempDir("serve");
+  ServeProcess p;
+  std::string err;
+  // Echoes each request with a prefix; exits on "quit".
+  ASSERT_TRUE(p.start({"sh", "-c", "while read l; do [ \"$l\" = quit ] && exit 0; echo \"got $l\"; done"},
+                      (d / "err").string(), err)) << err;
+  std::string reply;
+  ASSERT_TRUE(p.request("one", reply, 5, err)) << err;
+  EXPECT_EQ(reply, "got one");
+  ASSERT_TRUE(p.request("two", reply, 5, err)) << err;
+  EXPECT_EQ(reply, "got two");
+  EXPECT_FALSE(p.request("quit", reply, 5, err));
+  EXPECT_FALSE(p.running());
+  EXPECT_FALSE(p.request("three", reply, 5, err));
+}
+
+TEST(Serve, timeoutStopsTheServer) {
+  const fs::path d = tempDir("serve-timeout");
+  ServeProcess p;
+  std::string err, reply;
+  ASSERT_TRUE(p.start({"sh", "-c", "read l; sleep 30"}, (d / "err").string(), err));
+  EXPECT_FALSE(p.request("x", reply, 0.3, err));
+  EXPECT_NE(err.find("no reply"), std::string::npos) << err;
+  EXPECT_FALSE(p.running());
+}
+
+CaseSpec smallCase(LossKind loss) {
+  CaseSpec c;
+  c.batch = 2;
+  c.seq = 2;
+  c.width = 4;
+  c.blocks = {{BlockKind::kMlp, Activation::kTanh, 1}, {BlockKind::kResidualBn, Activation::kGelu, 1},
+              {BlockKind::kTransformer, Activation::kGelu, 2}};
+  c.loss = loss;
+  c.steps = 2;
+  c.dtype = DType::kFloat;
+  return c;
+}
+
+TEST(CaseDir, writesEveryTensorWithPyTorchShapes) {
+  const fs::path d = tempDir("casedir");
+  Chain<float> chain = buildChain<float>(smallCase(LossKind::kCrossEntropy));
+  writeCaseDir((d / "case").string(), chain);
+  EXPECT_EQ(loadCase((d / "case" / "case.json").string()), chain.spec);
+  EXPECT_EQ(readNpy((d / "case" / "params" / "b0.fc.weight.npy").string()).shape, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "b2.qkv.weight.npy").string()).shape, (std::vector<int64_t>{12, 4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "b2.fc2.bias.npy").string()).shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "b1.bn.weight.npy").string()).shape, (std::vector<int64_t>{4}));
+  const NpyArray nbt = readNpy((d / "case" / "state" / "b1.bn.num_batches_tracked.npy").string());
+  EXPECT_EQ(nbt.type, NpyType::kInt64);
+  EXPECT_TRUE(nbt.shape.empty());
+  const NpyArray labels = readNpy((d / "case" / "labels.npy").string());
+  EXPECT_EQ(labels.type, NpyType::kInt64);
+  EXPECT_EQ(labels.shape, (std::vector<int64_t>{4}));
+  const auto w = npyValues<float>(readNpy((d / "case" / "params" / "b0.fc.weight.npy").string()), "w", false);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(w[static_cast<size_t>(i)], chain.params()[0]->value.data()[i]);
+  Chain<double> mse = buildChain<double>(smallCase(LossKind::kMse));
+  writeCaseDir((d / "mse").string(), mse);
+  EXPECT_EQ(readNpy((d / "mse" / "target.npy").string()).shape, (std::vector<int64_t>{4, 4}));
+}
+
+// An "adapter" that is the reference itself, written in the output layout, must read back bitwise equal.
+template <class T>
+void writeOutputs(const fs::path& out, const CaseLayout& l, const std::vector<StepResult<T>>& rs) {
+  for (size_t s = 0; s < rs.size(); ++s) {
+    const fs::path d = out / ("step" + std::to_string(s));
+    fs::create_directories(d / "grads");
+    fs::create_directories(d / "state");
+    writeNpy<T>((d / "loss.npy").string(), {}, &rs[s].loss);
+    for (size_t k = 0; k < l.params.size(); ++k)
+      writeNpy<T>((d / "grads" / (l.params[k].name + ".npy")).string(), l.params[k].shape, rs[s].grads[k].value.data());
+    writeNpy<T>((d / "input_grad.npy").string(), {l.rows, l.width}, rs[s].inputGrad.data());
+    for (size_t k = 0; k < l.state.size(); ++k) {
+      if (l.state[k].integral) {
+        const int64_t v = static_cast<int64_t>(rs[s].state[k].value(0, 0));
+        writeNpyInt64((d / "state" / (l.state[k].name + ".npy")).string(), {}, &v);
+      } else {
+        writeNpy<T>((d / "state" / (l.state[k].name + ".npy")).string(), l.state[k].shape, rs[s].state[k].value.data());
+      }
+    }
+  }
+}
+
+TEST(CaseDir, outputsReadBackBitwise) {
+  const fs::path d = tempDir("outputs");
+  Chain<float> chain = buildChain<float>(smallCase(LossKind::kMse));
+  const CaseLayout layout = caseLayout(chain);
+  auto ref = trainReference(chain, 2);
+  writeOutputs(d, layout, ref);
+  auto back = readRunResults<float>(d.string(), layout, 2);
+  for (auto& r : ref) r.rng = RngState{};  // the protocol carries the generator as bytes, not as RngState
+  const Comparison c = compareSteps(ref, back);
+  EXPECT_TRUE(c.bitwiseEqual) << (c.differences.empty() ? "" : toText(c.differences[0]));
+
+  // A gradient of the wrong shape, and a missing one, are adapter errors naming the file.
+  const std::vector<float> z(16, 0.f);
+  writeNpy<float>((d / "step1" / "grads" / "b0.fc.weight.npy").string(), {16}, z.data());
+  try {
+    readRunResults<float>(d.string(), layout, 2);
+    FAIL();
+  } catch (const AdapterError& e) {
+    EXPECT_NE(std::string(e.what()).find("b0.fc.weight.npy: shape (16,), expected (4, 4)"), std::string::npos) << e.what();
+  }
+  fs::remove(d / "step1" / "grads" / "b0.fc.weight.npy");
+  EXPECT_THROW(readRunResults<float>(d.string(), layout, 2), AdapterError);
+  EXPECT_THROW(readRunResults<float>(d.string(), layout, 3), AdapterError);
+}
+
+TEST(Capabilities, restrictTheGeneratorAndCheckOptions) {
+  const auto j = nlohmann::json::parse(R"({"protocol": 1, "framework": "x", "version": "1",
+      "blocks": ["mlp", "transformer"], "dtypes": ["float"], "rng": ["counter"], "dropout": true,
+      "options": {"k": {"values": ["0", "1"]}, "n": {"values": "int"}}, "serve": true})");
+  const Capabilities c = parseCapabilities(j);
+  const GenLimits l = c.limits(5, 2);
+  EXPECT_TRUE(l.mlp && l.transformer && !l.residualBn);
+  EXPECT_TRUE(l.floatType && !l.doubleType && l.counterRng && !l.statefulRng && l.dropout);
+  EXPECT_NO_THROW(c.checkOptions({{"k", "1"}, {"n", "3"}}));
+  EXPECT_THROW(c.checkOptions({{"k", "2"}}), InputError);
+  EXPECT_THROW(c.checkOptions({{"n", "x"}}), InputError);
+  EXPECT_THROW(c.checkOptions({{"zz", "1"}}), InputError);
+  CaseSpec bn = smallCase(LossKind::kMse);
+  EXPECT_EQ(c.unsupported(bn), "block kind residual-bn");
+  auto bad = j;
+  bad["protocol"] = 2;
+  EXPECT_THROW(parseCapabilities(bad), AdapterError);
+  bad = j;
+  bad.erase("blocks");
+  EXPECT_THROW(parseCapabilities(bad), AdapterError);
+}
+
+}  // namespace
+}  // namespace ckpt

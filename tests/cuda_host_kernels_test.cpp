@@ -1,0 +1,532 @@
+// The device backend's kernel bodies and device ops, run on the CPU through the host launcher (HostExec), against
+// the CPU reference ops (reference/ops/*.h). Bitwise wherever the body performs the reference's operations in
+// the reference's order: every elementwise op (ReLU, tanh, GELU both forms, add, bias add, bf16 rounding, SGD,
+// gradient accumulation), dropout and attention-dropout masks and outputs for both generator models and odd
+// offsets, LayerNorm parameter gradients, cross-entropy and MSE input gradients. Within kHostRtol
+// (tests/cuda_tolerance.h) where a sum runs in another order (LayerNorm/BatchNorm statistics, softmax sums,
+// GEMMs, the losses' means).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "reference/cuda/bridge.h"
+#include "reference/cuda/dops.h"
+#include "reference/cuda/exec_host.h"
+#include "tests/cuda_test_util.h"
+
+namespace ckpt::gpu::test {
+namespace {
+
+template <class T>
+class HostKernels : public ::testing::Test {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(HostKernels, Scalars);
+
+template <class T>
+Tensor<T> tensorOf(const Mat<T>& m) {
+  return Tensor<T>::from(m);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Bodies, one by one.
+
+TYPED_TEST(HostKernels, ElementwiseBodiesAreBitwiseTheReference) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t r = 13, c = 29, n = r * c;
+  Mat<T> x = randomMat<T>(r, c, 1, 3.0), dy = randomMat<T>(r, c, 2), b = randomMat<T>(r, c, 3);
+  x(0, 0) = T(0);
+  x(0, 1) = -T(0);
+  OpEnv env;
+  std::vector<Tensor<T>> in{tensorOf(x)};
+  Mat<T> out(r, c), d(r, c);
+
+  {  // ReLU
+    Relu<T> op;
+    Context<T> ctx;
+    Tensor<T> y = op.forward(in, &ctx, env);
+    hx.launch(n, ReluForward<T>{out.data(), x.data()});
+    EXPECT_TRUE(bitwiseEqual("relu forward", out.data(), y.data(), n));
+    std::vector<Tensor<T>> din(1);
+    op.backward(ctx, tensorOf(dy), din);
+    hx.launch(n, ReluBackward<T>{d.data(), y.data(), dy.data()});
+    EXPECT_TRUE(bitwiseEqual("relu backward", d.data(), din[0].data(), n));
+  }
+  {  // tanh
+    Tanh<T> op;
+    Context<T> ctx;
+    Tensor<T> y = op.forward(in, &ctx, env);
+    hx.launch(n, TanhForward<T>{out.data(), x.data()});
+    EXPECT_TRUE(bitwiseEqual("tanh forward", out.data(), y.data(), n));
+    std::vector<Tensor<T>> din(1);
+    op.backward(ctx, tensorOf(dy), din);
+    hx.launch(n, TanhBackward<T>{d.data(), y.data(), dy.data()});
+    EXPECT_TRUE(bitwiseEqual("tanh backward", d.data(), din[0].data(), n));
+  }
+  for (bool erfForm : {false, true}) {  // GELU, tanh approximation and erf form (Numerics::erfGelu)
+    Gelu<T> op;
+    Context<T> ctx;
+    OpEnv genv;
+    genv.numerics.erfGelu = erfForm;
+    Tensor<T> y = op.forward(in, &ctx, genv);
+    GeluForward<T> body{out.data(), x.data()};
+    body.erfForm = erfForm;
+    hx.launch(n, body);
+    EXPECT_TRUE(bitwiseEqual(erfForm ? "gelu (erf) forward" : "gelu forward", out.data(), y.data(), n));
+    std::vector<Tensor<T>> din(1);
+    op.backward(ctx, tensorOf(dy), din);
+    hx.launch(n, GeluBackward<T>{d.data(), x.data(), dy.data()});
+    EXPECT_TRUE(bitwiseEqual("gelu backward", d.data(), din[0].data(), n));
+  }
+  {  // residual add
+    Add<T> op;
+    std::vector<Tensor<T>> two{tensorOf(x), tensorOf(b)};
+    Tensor<T> y = op.forward(two, nullptr, env);
+    hx.launch(n, AddForward<T>{out.data(), x.data(), b.data()});
+    EXPECT_TRUE(bitwiseEqual("add forward", out.data(), y.data(), n));
+  }
+  {  // gradient accumulation as blockBackward does it: g.map() += din.map()
+    Mat<T> want = x;
+    want += dy;
+    Mat<T> got = x;
+    hx.launch(n, AccumulateInto<T>{got.data(), dy.data()});
+    EXPECT_TRUE(bitwiseEqual("accumulate", got.data(), want.data(), n));
+  }
+  {  // bias add (Linear's y.rowwise() += b), bf16 rounding, SGD
+    Mat<T> bias = randomMat<T>(1, c, 4);
+    Mat<T> want = x;
+    want.rowwise() += bias.row(0);
+    Mat<T> got = x;
+    hx.launch(n, BiasAdd<T>{got.data(), bias.data(), c});
+    EXPECT_TRUE(bitwiseEqual("bias add", got.data(), want.data(), n));
+    want = x.unaryExpr([](T v) { return roundToBf16(v); });
+    got = x;
+    hx.launch(n, RoundToBf16<T>{got.data()});
+    EXPECT_TRUE(bitwiseEqual("bf16 rounding", got.data(), want.data(), n));
+    const T lr = static_cast<T>(0.01);
+    want = x;
+    want -= lr * dy;
+    got = x;
+    hx.launch(n, SgdUpdate<T>{got.data(), dy.data(), lr});
+    EXPECT_TRUE(bitwiseEqual("sgd", got.data(), want.data(), n));
+  }
+}
+
+TYPED_TEST(HostKernels, ColumnSumsAreBitwiseEigensColwiseSum) {
+  using T = TypeParam;
+  HostExec hx;
+  for (int64_t rows : {1, 2, 7, 64, 130}) {
+    const int64_t cols = 37;
+    Mat<T> src = randomMat<T>(rows, cols, 5);
+    Mat<T> want = randomMat<T>(1, cols, 6), got = want;
+    want += src.colwise().sum();
+    hx.launch(cols, ColumnSumAccumulate<T>{got.data(), src.data(), rows, cols});
+    EXPECT_TRUE(near("column sums, rows " + std::to_string(rows), got.data(), want.data(), cols, kHostRtol<T>));
+  }
+}
+
+// Dropout: masks and outputs bit for bit, for both generator models, with draws at every offset phase mod 4 and
+// lengths that end mid-block (the body walks whole Philox blocks).
+TYPED_TEST(HostKernels, DropoutBodyIsBitwiseTheReference) {
+  using T = TypeParam;
+  HostExec hx;
+  for (int64_t len : {1, 3, 4, 5, 31, 1000}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{262147},
+                            (uint64_t{1} << 40) + 6}) {
+      for (uint64_t subsequence : {uint64_t{0}, makeOpKey(2, 5, 3)}) {
+        for (double p : {0.1, 0.5, 0.9}) {
+          Dropout<T> op(p);
+          Mat<T> x = randomMat<T>(1, len, 7);
+          const RngDraw draw{77, subsequence, offset};
+          OpEnv env;
+          env.replay = &draw;  // run the reference at exactly this stream position
+          Context<T> ctx;
+          std::vector<Tensor<T>> in{tensorOf(x)};
+          Tensor<T> y = op.forward(in, &ctx, env);
+          Mat<T> out(1, len), mask(1, len);
+          const T scale = T(1) / (T(1) - static_cast<T>(p));
+          hx.launch(philoxBlocksFor(offset, len),
+                    DropoutForward<T>{out.data(), mask.data(), x.data(), len, DrawPos{77, subsequence, offset}, p, scale});
+          const std::string at = "len " + std::to_string(len) + " offset " + std::to_string(offset) + " subsequence " +
+                                 std::to_string(subsequence) + " p " + std::to_string(p);
+          ASSERT_TRUE(bitwiseEqual("dropout output, " + at, out.data(), y.data(), len));
+          ASSERT_TRUE(bitwiseEqual("dropout mask, " + at, mask.data(), ctx.tensors[0].data(), len));
+          // Without a mask pointer (no context) the output is the same.
+          Mat<T> out2(1, len);
+          hx.launch(philoxBlocksFor(offset, len),
+                    DropoutForward<T>{out2.data(), nullptr, x.data(), len, DrawPos{77, subsequence, offset}, p, scale});
+          ASSERT_TRUE(bitwiseEqual("dropout output without mask, " + at, out2.data(), y.data(), len));
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(HostKernels, PhiloxDrawsBodyIsPhiloxBits) {
+  HostExec hx;
+  for (uint64_t offset : {uint64_t{0}, uint64_t{3}, uint64_t{5}, ~uint64_t{0} - 64}) {
+    const int64_t n = 41;
+    std::vector<uint32_t> got(n);
+    hx.launch(philoxBlocksFor(offset, n), PhiloxDraws{got.data(), n, DrawPos{9, 11, offset}});
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], philoxBits(9, 11, offset + i)) << "offset " << offset << " i " << i;
+  }
+}
+
+TYPED_TEST(HostKernels, LayerNormBodies) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t n = 24, c = 48;
+  LayerNorm<T> op("ln", c);
+  op.params()[0]->value = randomMat<T>(1, c, 8, 0.5).array() + T(1);
+  op.params()[1]->value = randomMat<T>(1, c, 9, 0.1);
+  op.params()[0]->grad = randomMat<T>(1, c, 10);
+  op.params()[1]->grad = randomMat<T>(1, c, 11);
+  Mat<T> x = randomMat<T>(n, c, 12, 2.0), dy = randomMat<T>(n, c, 13);
+  // Body outputs first (parameter gradients accumulate onto the same starting values as the reference's).
+  Mat<T> y(n, c), mean(n, 1), rstd(n, 1), dx(n, c);
+  Mat<T> dw = op.params()[0]->grad, db = op.params()[1]->grad;
+  const Mat<T> w = op.params()[0]->value, b = op.params()[1]->value;
+  OpEnv env;
+  Context<T> ctx;
+  std::vector<Tensor<T>> in{tensorOf(x)};
+  Tensor<T> yr = op.forward(in, &ctx, env);
+  hx.launch(n, LayerNormForward<T>{y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), c,
+                                   static_cast<T>(op.eps())});
+  EXPECT_TRUE(near("layernorm y", y.data(), yr.data(), n * c, kHostRtol<T>));
+  EXPECT_TRUE(near("layernorm mean", mean.data(), ctx.tensors[1].data(), n, kHostRtol<T>));
+  EXPECT_TRUE(near("layernorm rstd", rstd.data(), ctx.tensors[2].data(), n, kHostRtol<T>));
+  std::vector<Tensor<T>> din(1);
+  op.backward(ctx, tensorOf(dy), din);
+  // Backward from the reference's own statistics: the input gradient differs only by its two row sums, the
+  // parameter gradients accumulate row by row exactly as the reference does.
+  hx.launch(n, LayerNormBackwardInput<T>{dx.data(), dy.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(),
+                                         w.data(), c});
+  EXPECT_TRUE(near("layernorm dx", dx.data(), din[0].data(), n * c, kHostRtol<T>));
+  hx.launch(c, LayerNormBackwardParams<T>{dw.data(), db.data(), dy.data(), x.data(), ctx.tensors[1].data(),
+                                          ctx.tensors[2].data(), n, c});
+  EXPECT_TRUE(bitwiseEqual("layernorm dweight", dw.data(), op.params()[0]->grad.data(), c));
+  EXPECT_TRUE(bitwiseEqual("layernorm dbias", db.data(), op.params()[1]->grad.data(), c));
+}
+
+TYPED_TEST(HostKernels, BatchNormBodies) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t n = 33, c = 20;
+  BatchNorm<T> op("bn", c);
+  op.params()[0]->value = randomMat<T>(1, c, 14, 0.5).array() + T(1);
+  op.params()[1]->value = randomMat<T>(1, c, 15, 0.1);
+  op.buffers()[0]->value = randomMat<T>(1, c, 16, 0.1);
+  op.buffers()[1]->value = randomMat<T>(1, c, 17, 0.1).array() + T(1);
+  op.buffers()[2]->value(0, 0) = T(3);
+  const Mat<T> w = op.params()[0]->value, b = op.params()[1]->value;
+  Mat<T> runMean = op.buffers()[0]->value, runVar = op.buffers()[1]->value, nbt = op.buffers()[2]->value;
+  Mat<T> dw = op.params()[0]->grad, db = op.params()[1]->grad;
+  Mat<T> x = randomMat<T>(n, c, 18, 2.0), dy = randomMat<T>(n, c, 19);
+  Mat<T> y(n, c), mean(1, c), rstd(1, c), dx(n, c);
+  OpEnv env;
+  Context<T> ctx;
+  std::vector<Tensor<T>> in{tensorOf(x)};
+  Tensor<T> yr = op.forward(in, &ctx, env);
+  hx.launch(c, BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runMean.data(), runVar.data(), nbt.data(),
+                                   x.data(), w.data(), b.data(), n, c, static_cast<T>(op.eps()),
+                                   static_cast<T>(op.momentum()), true});
+  EXPECT_TRUE(near("batchnorm y", y.data(), yr.data(), n * c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm mean", mean.data(), ctx.tensors[1].data(), c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm rstd", rstd.data(), ctx.tensors[2].data(), c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm running_mean", runMean.data(), op.buffers()[0]->value.data(), c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm running_var", runVar.data(), op.buffers()[1]->value.data(), c, kHostRtol<T>));
+  EXPECT_TRUE(bitwiseEqual("batchnorm num_batches_tracked", nbt.data(), op.buffers()[2]->value.data(), 1));
+  // A recompute (updateState false) leaves the buffers alone.
+  const Mat<T> before = runMean;
+  Mat<T> y2(n, c);
+  hx.launch(c, BatchNormForward<T>{y2.data(), mean.data(), rstd.data(), runMean.data(), runVar.data(), nbt.data(),
+                                   x.data(), w.data(), b.data(), n, c, static_cast<T>(op.eps()),
+                                   static_cast<T>(op.momentum()), false});
+  EXPECT_TRUE(bitwiseEqual("batchnorm recompute output", y2.data(), y.data(), n * c));
+  EXPECT_TRUE(bitwiseEqual("batchnorm running_mean after recompute", runMean.data(), before.data(), c));
+  std::vector<Tensor<T>> din(1);
+  op.backward(ctx, tensorOf(dy), din);
+  hx.launch(c, BatchNormBackward<T>{dx.data(), dw.data(), db.data(), dy.data(), x.data(), ctx.tensors[1].data(),
+                                    ctx.tensors[2].data(), w.data(), n, c});
+  EXPECT_TRUE(near("batchnorm dx", dx.data(), din[0].data(), n * c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm dweight", dw.data(), op.params()[0]->grad.data(), c, kHostRtol<T>));
+  EXPECT_TRUE(near("batchnorm dbias", db.data(), op.params()[1]->grad.data(), c, kHostRtol<T>));
+}
+
+// Causal softmax on raw scores q k^T (hostGemm), against the probabilities the reference attention saves;
+// masked positions exactly 0. Then the softmax backward against a direct evaluation of the reference's formula.
+TYPED_TEST(HostKernels, CausalSoftmaxBodies) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t batch = 2, heads = 3, seq = 9, hd = 4, c = heads * hd;
+  CausalSelfAttention<T> op(heads, seq, 0.0);
+  Mat<T> qkv = randomMat<T>(batch * seq, 3 * c, 20, 2.0);
+  OpEnv env;
+  Context<T> ctx;
+  std::vector<Tensor<T>> in{tensorOf(qkv)};
+  (void)op.forward(in, &ctx, env);
+  const Mat<T>& probsRef = Mat<T>(ctx.tensors[1].map());
+  Mat<T> scores(batch * heads * seq, seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      Gemm<T> g;
+      g.transB = true;
+      g.m = seq, g.n = seq, g.k = hd;
+      g.a = qkv.data() + b * seq * 3 * c + h * hd, g.lda = 3 * c;
+      g.b = qkv.data() + b * seq * 3 * c + c + h * hd, g.ldb = 3 * c;
+      g.c = scores.data() + (b * heads + h) * seq * seq, g.ldc = seq;
+      hostGemm(g);
+    }
+  }
+  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
+  Mat<T> probs = scores;
+  hx.launch(probs.rows(), CausalSoftmaxForward<T>{probs.data(), seq, scale});
+  EXPECT_TRUE(near("causal softmax", probs.data(), probsRef.data(), probs.size(), kHostRtol<T>));
+  for (int64_t r = 0; r < probs.rows(); ++r)
+    for (int64_t j = r % seq + 1; j < seq; ++j) ASSERT_TRUE(sameBits(probs(r, j), T(0))) << "row " << r << " col " << j;
+  // Backward: dS = P (dP - rowsum(dP P)) scale, against the reference's expression on the same P.
+  Mat<T> dp = randomMat<T>(probs.rows(), seq, 21);
+  const Eigen::Matrix<T, Eigen::Dynamic, 1> rowDot = dp.cwiseProduct(probsRef).rowwise().sum();
+  const Mat<T> want = (probsRef.array() * (dp.colwise() - rowDot).array() * scale).matrix();
+  Mat<T> got = dp;
+  hx.launch(got.rows(), SoftmaxBackward<T>{got.data(), probsRef.data(), seq, scale});
+  EXPECT_TRUE(near("softmax backward", got.data(), want.data(), got.size(), kHostRtol<T>));
+}
+
+TYPED_TEST(HostKernels, LossBodies) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t n = 17, k = 11;
+  Mat<T> x = randomMat<T>(n, k, 22, 4.0);
+  std::vector<int> labels(n);
+  for (int64_t r = 0; r < n; ++r) labels[static_cast<size_t>(r)] = static_cast<int>((r * 7) % k);
+  {
+    CrossEntropyLoss<T> loss(labels);
+    Context<T> ctx;
+    const T want = loss.forward(tensorOf(x), &ctx);
+    Mat<T> probs(n, k), terms(n, 1), value(1, 1);
+    hx.launch(n, CrossEntropyForwardRow<T>{probs.data(), terms.data(), x.data(), labels.data(), k});
+    hx.launch(1, SumRows<T>{value.data(), terms.data(), n, static_cast<T>(n)});
+    EXPECT_TRUE(near("cross-entropy loss", value.data(), &want, 1, kHostRtol<T>));
+    EXPECT_TRUE(near("cross-entropy probs", probs.data(), ctx.tensors[0].data(), n * k, kHostRtol<T>));
+    // From the reference's probabilities the gradient is the same arithmetic, bit for bit.
+    Tensor<T> dref = loss.backward(ctx);
+    Mat<T> dx(n, k);
+    hx.launch(n * k, CrossEntropyBackward<T>{dx.data(), ctx.tensors[0].data(), labels.data(), k, T(1) / static_cast<T>(n)});
+    EXPECT_TRUE(bitwiseEqual("cross-entropy dx", dx.data(), dref.data(), n * k));
+  }
+  {
+    Mat<T> target = randomMat<T>(n, k, 23);
+    MseLoss<T> loss(target);
+    Context<T> ctx;
+    const T want = loss.forward(tensorOf(x), &ctx);
+    Mat<T> terms(n, 1), value(1, 1);
+    hx.launch(n, MseForwardRow<T>{terms.data(), x.data(), target.data(), k});
+    hx.launch(1, SumRows<T>{value.data(), terms.data(), n, static_cast<T>(n * k)});
+    EXPECT_TRUE(near("mse loss", value.data(), &want, 1, kHostRtol<T>));
+    Tensor<T> dref = loss.backward(ctx);
+    Mat<T> dx(n, k);
+    hx.launch(n * k, MseBackward<T>{dx.data(), x.data(), target.data(), T(2) / static_cast<T>(n * k)});
+    EXPECT_TRUE(bitwiseEqual("mse dx", dx.data(), dref.data(), n * k));
+  }
+}
+
+// CudaExec hands cuBLAS toColumnMajor(g). A column-major GEMM evaluated by BLAS's definition on those arguments
+// must be hostGemm(g) bit for bit (same products, same summation order), for every transpose combination,
+// padded leading dimensions, strided batches (the attention's per-head layout) and beta 0 / 1.
+template <class T>
+void blasReferenceGemm(const ColumnMajorGemm<T>& c) {
+  for (int64_t bi = 0; bi < c.batch; ++bi) {
+    const T* a = c.a + bi * c.strideA;
+    const T* b = c.b + bi * c.strideB;
+    T* out = c.c + bi * c.strideC;
+    for (int64_t j = 0; j < c.n; ++j) {
+      for (int64_t i = 0; i < c.m; ++i) {
+        T acc = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const T av = c.transA ? a[p + i * c.lda] : a[i + p * c.lda];
+          const T bv = c.transB ? b[j + p * c.ldb] : b[p + j * c.ldb];
+          acc += av * bv;
+        }
+        T& o = out[i + j * c.ldc];
+        o = c.beta == T(0) ? c.alpha * acc : c.alpha * acc + c.beta * o;
+      }
+    }
+  }
+}
+
+TYPED_TEST(HostKernels, CublasArgumentMappingIsTheRowMajorProduct) {
+  using T = TypeParam;
+  const Mat<T> pool = randomMat<T>(1, 4096, 60);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (T beta : {T(0), T(1)}) {
+        const int64_t m = 5, n = 7, k = 3, batch = 3, pad = 2;
+        Gemm<T> g;
+        g.transA = ta, g.transB = tb;
+        g.m = m, g.n = n, g.k = k;
+        g.lda = (ta ? m : k) + pad, g.ldb = (tb ? k : n) + pad, g.ldc = n + pad;
+        g.strideA = (ta ? k : m) * g.lda, g.strideB = (tb ? n : k) * g.ldb, g.strideC = m * g.ldc;
+        g.a = pool.data(), g.b = pool.data() + 1000, g.beta = beta, g.batch = batch;
+        Mat<T> c1 = randomMat<T>(1, batch * g.strideC, 61), c2 = c1;
+        g.c = c1.data();
+        hostGemm(g);
+        ColumnMajorGemm<T> cm = toColumnMajor(g);
+        ASSERT_EQ(cublasArgumentError(cm), "");
+        cm.c = c2.data();
+        blasReferenceGemm(cm);
+        EXPECT_TRUE(bitwiseEqual("gemm transA " + std::to_string(ta) + " transB " + std::to_string(tb),
+                                 c1.data(), c2.data(), c1.size()));
+      }
+    }
+  }
+  // A leading dimension that does not cover the stored matrix is refused, as cuBLAS would refuse it.
+  Gemm<T> bad;
+  bad.m = 4, bad.n = 4, bad.k = 4, bad.lda = 4, bad.ldb = 3, bad.ldc = 4;
+  EXPECT_NE(cublasArgumentError(toColumnMajor(bad)), "");
+  HostExec hx;
+  EXPECT_THROW(hx.gemm(bad), std::logic_error);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Whole device ops (bodies + GEMM descriptions + allocation) on the host emulator against the reference ops:
+// output, every context tensor (same count, shapes and bytes), the recorded draw, every input gradient and
+// parameter gradient.
+
+struct OpCase {
+  const char* name;
+  bool bitwise;  // every operation in the reference's order
+};
+
+template <class T>
+void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::vector<Mat<T>>& inputs,
+                   RngModel model) {
+  SCOPED_TRACE(std::string(oc.name) + (model == RngModel::kCounter ? " (counter rng)" : " (stateful rng)"));
+  HostExec hx;
+  Node<T> node{oc.name, std::move(refOp), {}};
+  std::vector<Shape> shapes;
+  for (const auto& m : inputs) shapes.push_back({m.rows(), m.cols()});
+  for (auto* p : node.op->params()) {  // away from identity, and non-zero starting gradients (they accumulate)
+    p->value = randomMat<T>(p->value.rows(), p->value.cols(), 30, 0.5).array() + T(0.75);
+    p->grad = randomMat<T>(p->value.rows(), p->value.cols(), 31);
+  }
+  const DNodeDesc<T> desc = describeNode(node, shapes);
+  auto dop = makeDeviceOp<T>(hx, desc);
+  for (size_t i = 0; i < node.op->params().size(); ++i) {  // describeNode uploaded the values; grads start equal
+    auto* p = node.op->params()[i];
+    hx.upload(dop->params()[i]->grad.data(), p->grad.data(), p->grad.size());
+  }
+
+  Rng refRng(model, 5), devRng(model, 5);
+  refRng.reserve(1, 6);  // not at offset 0, and not on a multiple of 8
+  devRng.reserve(1, 6);
+  const uint64_t key = makeOpKey(1, 2, 3);
+  OpEnv env{&refRng, key, nullptr, nullptr, true, {}};
+  DEnv denv{&devRng, key, nullptr, nullptr, true, false, false};
+
+  ActivationMeter refMeter, devMeter;
+  Context<T> ctx;
+  Tensor<T> y;
+  std::vector<Tensor<T>> in;
+  for (const auto& m : inputs) in.push_back(Tensor<T>::from(m));
+  {
+    MeterScope s(&refMeter);
+    y = node.op->forward(in, &ctx, env);
+  }
+  std::vector<DTensor<T>> din;
+  for (const auto& m : inputs) din.push_back(uploadMatrix(hx, toHostMatrix("in", m)));
+  DContext<T> dctx;
+  DTensor<T> dy;
+  {
+    MeterScope s(&devMeter);
+    dy = dop->forward(din, &dctx, denv);
+  }
+  EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes allocated by forward";
+  EXPECT_EQ(devRng.state(), refRng.state()) << "generator after forward";
+  EXPECT_EQ(dctx.draw, ctx.draw) << "recorded draw";
+  auto check = [&](const std::string& what, const T* got, const T* want, int64_t n) {
+    if (oc.bitwise) EXPECT_TRUE(bitwiseEqual(what, got, want, n));
+    else EXPECT_TRUE(near(what, got, want, n, kHostRtol<T>));
+  };
+  ASSERT_TRUE(sameShape<T>("output", dy.rows(), dy.cols(), y.rows(), y.cols()));
+  check("output", dy.data(), y.data(), y.size());
+  ASSERT_EQ(dctx.tensors.size(), ctx.tensors.size()) << "context tensors";
+  for (size_t t = 0; t < ctx.tensors.size(); ++t) {
+    const std::string what = "context tensor " + std::to_string(t);
+    ASSERT_TRUE(sameShape<T>(what, dctx.tensors[t].rows(), dctx.tensors[t].cols(), ctx.tensors[t].rows(),
+                             ctx.tensors[t].cols()));
+    check(what, dctx.tensors[t].data(), ctx.tensors[t].data(), ctx.tensors[t].size());
+  }
+
+  const Mat<T> dout = randomMat<T>(y.rows(), y.cols(), 32);
+  std::vector<Tensor<T>> dinRef(inputs.size());
+  std::vector<DTensor<T>> dinDev(inputs.size());
+  {
+    MeterScope s(&refMeter);
+    node.op->backward(ctx, Tensor<T>::from(dout), dinRef);
+  }
+  {
+    MeterScope s(&devMeter);
+    const DTensor<T> doutDev = cloneActivation(hx, uploadMatrix(hx, toHostMatrix("dout", dout)));  // charged, as Tensor::from
+    dop->backward(dctx, doutDev, dinDev);
+  }
+  EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes after backward";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check("input gradient " + std::to_string(i), dinDev[i].data(), dinRef[i].data(), dinRef[i].size());
+  for (size_t i = 0; i < node.op->params().size(); ++i) {
+    const auto* p = node.op->params()[i];
+    check("grad " + p->name, dop->params()[i]->grad.data(), p->grad.data(), p->grad.size());
+  }
+  for (size_t i = 0; i < node.op->buffers().size(); ++i) {
+    const auto* b = node.op->buffers()[i];
+    check("state " + b->name, dop->buffers()[i]->value.data(), b->value.data(), b->value.size());
+  }
+}
+
+TYPED_TEST(HostKernels, DeviceOpsMatchReferenceOps) {
+  using T = TypeParam;
+  const int64_t rows = 12, w = 16;
+  const Mat<T> x = randomMat<T>(rows, w, 40, 2.0), x2 = randomMat<T>(rows, w, 41);
+  for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
+    checkDeviceOp<T>({"relu", true}, std::make_unique<Relu<T>>(), {x}, model);
+    checkDeviceOp<T>({"tanh", true}, std::make_unique<Tanh<T>>(), {x}, model);
+    checkDeviceOp<T>({"gelu", true}, std::make_unique<Gelu<T>>(), {x}, model);
+    checkDeviceOp<T>({"add", true}, std::make_unique<Add<T>>(), {x, x2}, model);
+    checkDeviceOp<T>({"dropout", true}, std::make_unique<Dropout<T>>(0.3), {x}, model);
+    checkDeviceOp<T>({"dropout p=0", true}, std::make_unique<Dropout<T>>(0.0), {x}, model);
+    checkDeviceOp<T>({"linear", false}, std::make_unique<Linear<T>>("fc", w, 24), {x}, model);
+    checkDeviceOp<T>({"layernorm", false}, std::make_unique<LayerNorm<T>>("ln", w), {x}, model);
+    checkDeviceOp<T>({"batchnorm", false}, std::make_unique<BatchNorm<T>>("bn", w), {x}, model);
+  }
+}
+
+// Attention: outputs and gradients within tolerance, the dropout mask (context tensor 2) bit for bit.
+TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
+  using T = TypeParam;
+  const int64_t batch = 2, seq = 8, heads = 2, c = 12;
+  const Mat<T> qkv = randomMat<T>(batch * seq, 3 * c, 42, 1.5);
+  for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
+    checkDeviceOp<T>({"attention", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.0), {qkv}, model);
+    checkDeviceOp<T>({"attention dropout", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {qkv},
+                     model);
+  }
+  // The mask bitwise, on its own.
+  HostExec hx;
+  Node<T> node{"attn", std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {}};
+  const std::vector<Shape> shapes{{qkv.rows(), qkv.cols()}};
+  auto dop = makeDeviceOp<T>(hx, describeNode(node, shapes));
+  Rng r1(RngModel::kStateful, 3), r2(RngModel::kStateful, 3);
+  OpEnv env{&r1, 0, nullptr, nullptr, true, {}};
+  DEnv denv{&r2, 0, nullptr, nullptr, true, false, false};
+  Context<T> ctx;
+  std::vector<Tensor<T>> in{Tensor<T>::from(qkv)};
+  (void)node.op->forward(in, &ctx, env);
+  DContext<T> dctx;
+  std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("qkv", qkv))};
+  (void)dop->forward(din, &dctx, denv);
+  EXPECT_TRUE(bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
+}
+
+}  // namespace
+}  // namespace ckpt::gpu::test

@@ -1,0 +1,199 @@
+// The device executor (reference/cuda/dtrainer.h: device ops, block runtime, schedule interpreter, RNG
+// snapshot/restore, counting allocator) run on the host emulator, the same code the GPU runs apart from kernel
+// launch and cuBLAS. What CI proves here without a GPU:
+//  - every policy's schedule gives the store-all schedule's loss, gradients, BatchNorm state and generator bit
+//    for bit on the device runtime, for both generator models, over several steps (compareSteps);
+//  - measured activation peak, per-phase FLOPs and forward evaluations equal the planner's exactly;
+//  - device store-all agrees with the CPU reference trainer within kHostRtol (GEMM summation order), with the
+//    generator state, FLOPs and activation peak equal exactly;
+//  - nothing leaks: the pool's live bytes return to their level before the step.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cases/case_json.h"
+#include "harness/compare.h"
+#include "harness/dtype_dispatch.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/policy.h"
+#include "reference/cuda/bridge.h"
+#include "reference/cuda/dtrainer.h"
+#include "reference/cuda/exec_host.h"
+#include "reference/trainer.h"
+#include "tests/cuda_test_util.h"
+
+namespace ckpt::gpu::test {
+namespace {
+
+std::string sourceDir() {
+  const char* d = std::getenv("CKPT_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+template <class T>
+std::vector<StepResult<T>> runOnHostDevice(const CaseSpec& spec, const Schedule& s, int steps) {
+  HostExec hx;
+  DeviceTrainer<T, HostExec> trainer(hx, describeCase<T>(spec));
+  const DeviceSchedule ds = toDeviceSchedule(s);
+  std::vector<StepResult<T>> rs;
+  for (int k = 0; k < steps; ++k) {
+    const int64_t liveBefore = hx.pool().stats().liveBytes;
+    rs.push_back(toStepResult(trainer.step(ds, k)));
+    EXPECT_EQ(hx.pool().stats().liveBytes, liveBefore) << s.policy << " step " << k << ": device memory leaked";
+  }
+  return rs;
+}
+
+CaseSpec smallCase(BlockKind kind, RngModel rng, DType dtype) {
+  CaseSpec c;
+  c.name = std::string(blockKindName(kind)) + "-" + rngModelName(rng);
+  c.batch = 2;
+  c.seq = kind == BlockKind::kTransformer ? 4 : 3;
+  c.width = 8;
+  c.seed = 21;
+  c.rng = rng;
+  c.dtype = dtype;
+  c.dropout = kind == BlockKind::kResidualBn ? 0.0 : 0.2;
+  c.loss = kind == BlockKind::kResidualBn ? LossKind::kMse : LossKind::kCrossEntropy;
+  c.lr = 0.05;
+  c.steps = 2;
+  for (int i = 0; i < 5; ++i) {
+    BlockSpec b;
+    b.kind = kind;
+    b.activation = i % 3 == 0 ? Activation::kGelu : i % 3 == 1 ? Activation::kRelu : Activation::kTanh;
+    b.heads = 2;
+    c.blocks.push_back(b);
+  }
+  return c;
+}
+
+// Every default policy, bitwise against store-all on the device runtime, and measured == planned.
+template <class T>
+void checkEveryPolicy(const CaseSpec& spec) {
+  SCOPED_TRACE("case " + spec.name);
+  Chain<T> chain = buildChain<T>(spec);
+  const ChainCost cost = chainCost(chain);
+  const std::vector<StepResult<T>> base = runOnHostDevice<T>(spec, storeAllSchedule(cost), spec.steps);
+  for (const std::string& policy : defaultPolicies(cost)) {
+    SCOPED_TRACE("policy " + policy);
+    const Schedule s = makeSchedule(parsePolicy(policy), cost);
+    validateSchedule(s, cost);
+    const Plan plan = planSchedule(s, cost);
+    const std::vector<StepResult<T>> got = runOnHostDevice<T>(spec, s, spec.steps);
+    const Comparison cmp = compareSteps(base, got);
+    EXPECT_TRUE(cmp.bitwiseEqual) << (cmp.differences.empty() ? "" : toText(cmp.differences.front()));
+    for (const auto& r : got) {
+      EXPECT_EQ(r.peakActivationBytes, plan.peakActivationBytes) << "measured vs planned activation peak";
+      EXPECT_EQ(r.flops, plan.flops) << "measured vs planned FLOPs (forward " << r.flops.forward << "/"
+                                     << plan.flops.forward << ", recompute " << r.flops.recompute << "/"
+                                     << plan.flops.recompute << ", backward " << r.flops.backward << "/"
+                                     << plan.flops.backward << ")";
+      EXPECT_EQ(r.forwardEvals, plan.forwardEvals);
+    }
+  }
+}
+
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllFloat) {
+  for (BlockKind kind : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer})
+    for (RngModel rng : {RngModel::kStateful, RngModel::kCounter})
+      checkEveryPolicy<float>(smallCase(kind, rng, DType::kFloat));
+}
+
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllDouble) {
+  for (BlockKind kind : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer})
+    for (RngModel rng : {RngModel::kStateful, RngModel::kCounter})
+      checkEveryPolicy<double>(smallCase(kind, rng, DType::kDouble));
+}
+
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllOnTinyCatalogueCase) {
+  CaseSpec spec = loadCase(sourceDir() + "/cases/catalog/tiny.json");
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    spec.rng = rng;
+    withScalar(spec.dtype, [&](auto t) { checkEveryPolicy<decltype(t)>(spec); });
+  }
+}
+
+// Device store-all against the CPU reference trainer.
+template <class T>
+void checkAgainstReference(const CaseSpec& spec) {
+  SCOPED_TRACE("case " + spec.name);
+  Chain<T> chain = buildChain<T>(spec);
+  const Schedule s = storeAllSchedule(chainCost(chain));
+  const std::vector<StepResult<T>> ref = trainReference(chain, spec.steps);
+  const std::vector<StepResult<T>> dev = runOnHostDevice<T>(spec, s, spec.steps);
+  ASSERT_EQ(ref.size(), dev.size());
+  for (size_t k = 0; k < ref.size(); ++k) {
+    SCOPED_TRACE("step " + std::to_string(k));
+    const StepResult<T>& a = dev[k];
+    const StepResult<T>& b = ref[k];
+    EXPECT_TRUE(near("loss", &a.loss, &b.loss, 1, kHostRtol<T>));
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    const double floor = gradScale(b.grads);
+    for (size_t i = 0; i < b.grads.size(); ++i) {
+      ASSERT_EQ(a.grads[i].name, b.grads[i].name);
+      EXPECT_TRUE(near("grad " + b.grads[i].name, a.grads[i].value.data(), b.grads[i].value.data(),
+                       b.grads[i].value.size(), kHostRtol<T>, floor));
+    }
+    EXPECT_TRUE(near("input grad", a.inputGrad.data(), b.inputGrad.data(), b.inputGrad.size(), kHostRtol<T>));
+    ASSERT_EQ(a.state.size(), b.state.size());
+    for (size_t i = 0; i < b.state.size(); ++i)
+      EXPECT_TRUE(near("state " + b.state[i].name, a.state[i].value.data(), b.state[i].value.data(),
+                       b.state[i].value.size(), kHostRtol<T>));
+    EXPECT_EQ(a.rng, b.rng) << "generator after the step";
+    EXPECT_EQ(a.flops, b.flops);
+    EXPECT_EQ(a.peakActivationBytes, b.peakActivationBytes);
+    EXPECT_EQ(a.forwardEvals, b.forwardEvals);
+  }
+}
+
+TEST(HostDeviceRuntime, StoreAllAgreesWithTheReferenceTrainer) {
+  for (BlockKind kind : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer}) {
+    for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+      checkAgainstReference<float>(smallCase(kind, rng, DType::kFloat));
+      checkAgainstReference<double>(smallCase(kind, rng, DType::kDouble));
+    }
+  }
+  CaseSpec tiny = loadCase(sourceDir() + "/cases/catalog/tiny.json");
+  checkAgainstReference<double>(tiny);
+}
+
+// The transformer catalogue case (the benchmark's case), store-all vs uniform, on the device runtime.
+TEST(HostDeviceRuntime, TransformerCatalogueCaseUniformIsBitwiseStoreAll) {
+  CaseSpec spec = loadCase(sourceDir() + "/cases/catalog/transformer.json");
+  spec.steps = 2;
+  Chain<float> chain = buildChain<float>(spec);
+  const ChainCost cost = chainCost(chain);
+  const auto base = runOnHostDevice<float>(spec, storeAllSchedule(cost), spec.steps);
+  const Schedule s = makeSchedule(parsePolicy("uniform"), cost);
+  const auto got = runOnHostDevice<float>(spec, s, spec.steps);
+  const Comparison cmp = compareSteps(base, got);
+  EXPECT_TRUE(cmp.bitwiseEqual) << (cmp.differences.empty() ? "" : toText(cmp.differences.front()));
+  EXPECT_EQ(got[0].peakActivationBytes, planSchedule(s, cost).peakActivationBytes);
+  EXPECT_LT(got[0].peakActivationBytes, base[0].peakActivationBytes);
+}
+
+TEST(DevicePool, CountsLiveReservedAndReusesBlocks) {
+  DevicePool pool(hostRawAlloc, hostRawFree, "test pool");
+  void* a = pool.allocate(1000);
+  void* b = pool.allocate(24);
+  EXPECT_EQ(pool.stats().liveBytes, 1024);
+  EXPECT_EQ(pool.stats().reservedBytes, 1024 + 512);
+  EXPECT_EQ(pool.stats().rawAllocations, 2);
+  pool.release(a, 1000);
+  EXPECT_EQ(pool.stats().liveBytes, 24);
+  EXPECT_EQ(pool.stats().peakLiveBytes, 1024);
+  void* c = pool.allocate(1001);  // same rounded size: the cached block comes back
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(pool.stats().rawAllocations, 2);
+  pool.release(c, 1001);
+  pool.release(b, 24);
+  pool.emptyCache();
+  EXPECT_EQ(pool.stats().reservedBytes, 0);
+  EXPECT_EQ(pool.stats().liveBytes, 0);
+  EXPECT_EQ(pool.stats().peakReservedBytes, 1536);
+}
+
+}  // namespace
+}  // namespace ckpt::gpu::test

@@ -1,0 +1,146 @@
+// The kill matrix: every mutant of harness/mutants/ is caught by the general properties 1-4 within the default
+// budget of 100 random cases (seed 1, random cases only: the catalogue is not needed to find any of them), its
+// counterexample shrinks, and the correct engine is never caught. The property that catches each mutant is
+// pinned; the cases needed and the shrunk size are printed as the matrix at the end.
+#include <gtest/gtest.h>
+
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "harness/mutants/catalog.h"
+#include "harness/verify/report.h"
+#include "harness/verify/search.h"
+
+namespace ckpt {
+namespace {
+
+constexpr int kDefaultBudget = 100;
+
+// The property each mutant is expected to violate first.
+const std::map<std::string, Property> kExpected = {
+    {"rng-not-restored", Property::kBitwiseEqual},
+    {"rng-left-advanced", Property::kBitwiseEqual},
+    {"state-updated-twice", Property::kBitwiseEqual},
+    {"segment-input-fed", Property::kBitwiseEqual},
+    {"segment-boundary-off-by-one", Property::kBitwiseEqual},
+    {"stale-checkpoint-buffer", Property::kBitwiseEqual},
+    {"inplace-overwrites-checkpoint", Property::kBitwiseEqual},
+    {"recompute-numerics", Property::kBitwiseEqual},
+    {"recompute-low-precision", Property::kBitwiseEqual},
+    {"grads-accumulated-twice", Property::kBitwiseEqual},
+    {"context-before-filled", Property::kBitwiseEqual},
+    {"input-grad-dropped", Property::kBitwiseEqual},
+};
+
+VerifyOptions defaultBudget(const std::string& mutant) {
+  VerifyOptions o;
+  o.cases = kDefaultBudget;
+  o.seed = 1;
+  o.mutant = mutant;
+  o.catalogue = false;
+  o.maxShrinkTrials = 400;
+  return o;
+}
+
+struct Row {
+  std::string property;
+  int64_t cases = 0;
+  std::string shrunk;
+  std::string difference;
+};
+std::mutex rowsMutex;
+std::map<std::string, Row>& rows() {
+  static std::map<std::string, Row> r;
+  return r;
+}
+
+class KillMatrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KillMatrix, mutantIsCaughtWithinTheDefaultBudget) {
+  const std::string name = GetParam();
+  const VerifyReport r = runVerify(defaultBudget(name));
+  ASSERT_TRUE(r.finding) << name << " survived " << r.randomCases << " random cases";
+  const Finding& f = *r.finding;
+  EXPECT_LE(r.randomCases, kDefaultBudget);
+  ASSERT_TRUE(kExpected.count(name)) << "pin the property that catches " << name << " in kExpected";
+  EXPECT_EQ(propertyId(f.violation.property), std::string(propertyId(kExpected.at(name))))
+      << f.violation.policy << ": " << f.violation.message;
+  // Shrinking never grows the case, and the reproduce token regenerates the shrunk case exactly.
+  EXPECT_LE(f.shrunk.spec.blocks.size(), f.original.spec.blocks.size());
+  EXPECT_LE(f.shrunk.spec.width, f.original.spec.width);
+  EXPECT_LE(f.shrunk.spec.steps, f.original.spec.steps);
+  VerifyOptions again = defaultBudget(name);
+  again.reproduce = f.reproduce;
+  const VerifyReport replay = runVerify(again);
+  ASSERT_TRUE(replay.finding) << f.reproduce;
+  EXPECT_EQ(replay.finding->shrunk.spec, f.shrunk.spec);
+  EXPECT_EQ(replay.finding->violation.property, f.violation.property);
+  std::lock_guard<std::mutex> lock(rowsMutex);
+  rows()[name] = Row{std::to_string(propertyNumber(f.violation.property)) + " " + propertyId(f.violation.property),
+                     r.randomCases, describeCase(f.shrunk.spec),
+                     f.violation.difference ? f.violation.difference->tensor : f.violation.message};
+}
+
+std::vector<std::string> mutantNamesList() {
+  std::vector<std::string> v;
+  for (const auto& m : mutantCatalog()) v.push_back(m.name);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, KillMatrix, ::testing::ValuesIn(mutantNamesList()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST(KillMatrix, catalogueHasEveryBugClassOfTheIssue) {
+  EXPECT_GE(mutantCatalog().size(), 12u);
+  for (const auto& m : mutantCatalog()) {
+    EXPECT_FALSE(m.bug.empty()) << m.name;
+    EXPECT_FALSE(m.reference.empty()) << m.name;
+    EXPECT_EQ(m.make()->name(), m.name);
+    EXPECT_EQ(findMutant(m.name), &m);
+  }
+  EXPECT_EQ(findMutant("no-such-mutant"), nullptr);
+}
+
+TEST(KillMatrix, correctEngineIsNeverCaught) {
+  const VerifyReport r = runVerify(defaultBudget(""));
+  EXPECT_FALSE(r.finding) << (r.finding ? toText(r, nullptr) : "");
+  EXPECT_EQ(r.randomCases, kDefaultBudget);
+}
+
+// A finding does not depend on how many threads searched for it.
+TEST(KillMatrix, findingIsTheSameForAnyThreadCount) {
+  VerifyOptions one = defaultBudget("segment-input-fed");
+  one.threads = 1;
+  VerifyOptions three = one;
+  three.threads = 3;
+  const VerifyReport a = runVerify(one), b = runVerify(three);
+  ASSERT_TRUE(a.finding && b.finding);
+  EXPECT_EQ(a.randomCases, b.randomCases);
+  EXPECT_EQ(a.finding->reproduce, b.finding->reproduce);
+  EXPECT_EQ(a.finding->shrunk.spec, b.finding->shrunk.spec);
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(a.perProperty[k].violated, b.perProperty[k].violated);
+}
+
+// Prints the matrix once every test has run.
+class PrintMatrix : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (rows().empty()) return;
+    std::cout << "\nkill matrix (seed 1, default budget " << kDefaultBudget << " random cases):\n";
+    for (const auto& [name, row] : rows())
+      std::cout << "  " << std::left << std::setw(30) << name << std::setw(26) << row.property << std::setw(5)
+                << row.cases << " " << row.shrunk << "  [" << row.difference << "]\n";
+  }
+};
+const auto* const kPrintMatrix = ::testing::AddGlobalTestEnvironment(new PrintMatrix);
+
+}  // namespace
+}  // namespace ckpt

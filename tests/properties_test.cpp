@@ -1,0 +1,124 @@
+// Properties 1-4 of shared/DESIGN.md with RapidCheck: random cases (1-40 blocks of every kind, both generator
+// models, dropout on and off, 1-3 steps, float and double) under every policy family with random parameters, on
+// the correct engine. The invariants themselves live in harness/verify/properties.h, the one home they share with
+// `ckptcheck verify`; a counterexample prints as the case JSON `ckptcheck run --case` accepts.
+// Reproduce a failure with RC_PARAMS="reproduce=..." (printed by RapidCheck), vary with RC_PARAMS="seed=N".
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "cases/input_error.h"
+#include "harness/engine/policy.h"
+#include "harness/verify/policy_draw.h"
+#include "harness/verify/search.h"
+
+namespace ckpt {
+namespace {
+
+// A random case under every policy family, run by the correct engine; the spread of inputs is tagged.
+Trial randomTrial() {
+  const VerifyCase c = *genVerifyCase();
+  bool bn = false;
+  for (const auto& b : c.spec.blocks) bn |= b.kind == BlockKind::kResidualBn;
+  RC_CLASSIFY(c.spec.blocks.size() <= 4, "1-4 blocks");
+  RC_CLASSIFY(c.spec.dropout > 0 && c.spec.rng == RngModel::kStateful, "stateful dropout");
+  RC_CLASSIFY(c.spec.dropout > 0 && c.spec.rng == RngModel::kCounter, "counter dropout");
+  RC_CLASSIFY(bn, "batchnorm");
+  RC_CLASSIFY(c.spec.steps > 1, "several steps");
+  return runTrial(c.spec, policiesFor(c, {}), EngineVariant());
+}
+
+std::string describe(const std::optional<Violation>& v) {
+  return v ? v->policy + ": " + v->message : std::string("holds");
+}
+
+RC_GTEST_PROP(Checkpointing, everyPolicyIsBitwiseEqualToTheReference, ()) {
+  const auto v = bitwiseEqualToReference(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
+RC_GTEST_PROP(Checkpointing, measuredCostEqualsThePlan, ()) {
+  const auto v = plannedEqualsMeasured(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
+RC_GTEST_PROP(Checkpointing, everyEmittedScheduleIsValid, ()) {
+  const auto v = schedulesAreValid(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
+RC_GTEST_PROP(Checkpointing, policiesStayWithinTheirBounds, ()) {
+  const auto v = withinBounds(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
+// The properties must be able to fail: a schedule that skips a backward, a plan that is off by one byte, a
+// policy over its bound and a differing gradient are each reported by their property alone.
+TEST(Properties, eachPropertyReportsItsOwnViolation) {
+  CaseSpec spec;
+  spec.blocks = {BlockSpec{BlockKind::kMlp}, BlockSpec{BlockKind::kResidualBn}, BlockSpec{BlockKind::kMlp}};
+  spec.dropout = 0.5;
+  spec.steps = 2;
+  Trial t = runTrial(spec, {"store-all", "uniform:k=2", "revolve:slots=2"}, EngineVariant());
+  for (Property p : kProperties) EXPECT_FALSE(checkProperty(p, t)) << propertyId(p);
+
+  Trial planOff = t;
+  planOff.runs[1].plan.peakActivationBytes += 1;
+  EXPECT_EQ(plannedEqualsMeasured(planOff)->property, Property::kPlannedEqualsMeasured);
+  EXPECT_FALSE(bitwiseEqualToReference(planOff));
+
+  Trial overBound = t;
+  overBound.runs[0].measured[0].forwardEvals += 1;  // store-all "recomputed" a block
+  overBound.runs[0].plan.forwardEvals += 1;
+  EXPECT_EQ(withinBounds(overBound)->policy, "store-all");
+  Trial revolveOff = t;
+  revolveOff.runs[2].measured[0].forwardEvals -= 1;
+  EXPECT_EQ(withinBounds(revolveOff)->policy, "revolve:slots=2");
+
+  Trial differs = t;
+  differs.runs[1].comparison.bitwiseEqual = false;
+  differs.runs[1].comparison.differences.push_back(Difference{0, "input_grad", "", 3, "1", "2", 1, 2, 1, 1});
+  const auto v = bitwiseEqualToReference(differs);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->policy, "uniform:k=2");
+  EXPECT_EQ(v->difference->tensor, "input_grad");
+
+  Trial invalid = runTrial(spec, {"optimal:budget=1"}, EngineVariant());  // infeasible: no schedule
+  EXPECT_EQ(schedulesAreValid(invalid)->property, Property::kSchedulesValid);
+  EXPECT_FALSE(bitwiseEqualToReference(invalid));
+}
+
+// Policy draws resolve to strings every policy accepts, over each family's whole range.
+TEST(PolicyDraw, resolvesEveryFamilyOverItsRange) {
+  CaseSpec spec;
+  spec.blocks.assign(5, BlockSpec{BlockKind::kTransformer, Activation::kGelu, 2});
+  spec.width = 4;
+  spec.seq = 2;
+  const ChainCost cost = caseChainCost(spec);
+  for (int permille : {0, 1, 500, 999, 1000}) {
+    const PolicyDraw d{permille, permille, permille, static_cast<uint32_t>(permille % 512), permille % 4, 0};
+    for (const auto& family : policyFamilies()) {
+      const std::string p = resolvePolicy(family, d, cost);
+      EXPECT_NO_THROW(makeSchedule(parsePolicy(p), cost)) << family << " -> " << p;
+    }
+  }
+  const PolicyDraw lo{0, 0, 0, 0, 0, 0}, hi{1000, 1000, 1000, 0, 0, 0};
+  EXPECT_EQ(resolvePolicy("uniform", lo, cost), "uniform:k=1");
+  EXPECT_EQ(resolvePolicy("uniform", hi, cost), "uniform:k=5");
+  EXPECT_EQ(resolvePolicy("revolve", hi, cost), "revolve:slots=5");
+  EXPECT_THROW(resolvePolicy("uniformish", lo, cost), InputError);
+}
+
+TEST(PolicyDraw, splitsAPolicyListKeepingOpKindLists) {
+  EXPECT_EQ(splitPolicyList("uniform,selective:recompute=attention,dropout,revolve:slots=3"),
+            (std::vector<std::string>{"uniform", "selective:recompute=attention,dropout", "revolve:slots=3"}));
+}
+
+}  // namespace
+}  // namespace ckpt
