@@ -35,6 +35,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -136,105 +138,74 @@ class ChainSnapshot {
   std::vector<Mat<T>> buffers_;
 };
 
-// The time model: what a schedule would cost if every instruction took the time it takes alone. Each block's
-// forward without tape, forward with its tape (under the schedule's keep mask) and backward (op-level recompute
-// first when the mask drops contexts) are timed in isolation on a scratch chain (CPU time, median of 3), and the
-// loss too. Then a schedule's model time is the sum over its instructions plus the step's fixed part (zeroing,
-// collecting results, SGD: the measured reference step minus the model of store-all's instructions), and
-// time_model_ratio = model(policy) / model(store-all). It splits the engine tax in two:
-//   time_model_ratio - (1 + flop_overhead): recomputed ops cost more (or less) time per FLOP than the step's
-//                                           average (Philox dropout, erf/tanh activations, memory-bound ops);
-//   time_overhead - time_model_ratio:       what the executor adds beyond running the instructions.
-struct BlockTimes {
-  double forward = 0;      // blockForward, no tape
-  double forwardTape = 0;  // blockForward with the tape of the schedule's keep mask
-  double backward = 0;     // recomputeDropped (when the mask drops contexts) + blockBackward
-};
-
-struct InstrTimes {
-  std::vector<BlockTimes> blocks;
-  double loss = 0;  // loss forward + backward
-  const BlockTimes& at(int block) const { return blocks[static_cast<size_t>(block)]; }
-  double sum(const Schedule& s) const {
+// Where the recompute time goes. An instrumented copy of the policy's chain wraps every op in a TimedOp that
+// clocks its forward calls made while the executor's meter is in the recompute phase (block recomputes and
+// op-level rebuilds of dropped contexts), per op kind, with their FLOPs. Separate instrumented steps give
+//   recompute_time_share = time inside recomputed op forwards / the whole step,
+// which splits the engine tax (time ratio R, FLOP overhead F) exactly in two:
+//   R * share - F        recomputed ops cost more (or less) time than their FLOP share of the step
+//                        (Philox dropout, libm activations: far more time per FLOP than the GEMMs);
+//   R * (1 - share) - 1  everything else the policy's step spends beyond the reference step: executor
+//                        bookkeeping, allocation and page faults, cache effects of another order of work.
+// The clock is steady_clock (a vDSO call, tens of ns, so the instrumented step is hardly disturbed); the timed
+// samples above run on uninstrumented chains.
+struct RecomputeClock {
+  std::map<std::string, double> seconds;  // per op kind
+  std::map<std::string, int64_t> flops;
+  double total() const {
     double t = 0;
-    for (const Instr& in : s.instrs) {
-      if (in.kind == InstrKind::kLoss) t += loss;
-      else if (in.kind == InstrKind::kForward) t += in.tape ? at(in.block).forwardTape : at(in.block).forward;
-      else if (in.kind == InstrKind::kBackward) t += at(in.block).backward;
-    }
+    for (const auto& [k, v] : seconds) t += v;
     return t;
   }
 };
 
-template <class F>
-double medianCpu(F&& f, int reps = 3) {
-  std::vector<double> ts;
-  for (int r = 0; r < reps; ++r) {
-    const Stopwatch w;
-    f();
-    ts.push_back(w.elapsed().cpu);
-  }
-  return median(ts);
-}
-
 template <class T>
-InstrTimes measureInstrTimes(const CaseSpec& spec, const Schedule& s) {
+class TimedOp final : public Op<T> {
+ public:
+  TimedOp(std::unique_ptr<Op<T>> inner, RecomputeClock* clock) : inner_(std::move(inner)), clock_(clock), kind_(inner_->kind()) {}
+  std::string kind() const override { return kind_; }
+  OpMeta meta(std::span<const Shape> in) const override { return inner_->meta(in); }
+  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
+    const ActivationMeter* m = currentMeter();
+    if (!m || m->phase != Phase::kRecompute) return inner_->forward(in, ctx, env);
+    const auto t0 = Clock::now();
+    Tensor<T> y = inner_->forward(in, ctx, env);
+    clock_->seconds[kind_] += seconds(t0, Clock::now());
+    std::vector<Shape> shapes;
+    for (const auto& t : in) shapes.push_back({t.rows(), t.cols()});
+    clock_->flops[kind_] += inner_->meta(shapes).forwardFlops;
+    return y;
+  }
+  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
+    inner_->backward(ctx, dout, din);
+  }
+  std::vector<Param<T>*> params() override { return inner_->params(); }
+  std::vector<Buffer<T>*> buffers() override { return inner_->buffers(); }
+
+ private:
+  std::unique_ptr<Op<T>> inner_;
+  RecomputeClock* clock_;
+  std::string kind_;
+};
+
+// Runs `steps` instrumented steps of the schedule (after one to warm up) from the chain's starting weights;
+// returns the recompute clock and the steps' total wall time, both summed over the steps.
+template <class T>
+std::pair<RecomputeClock, double> clockRecompute(const CaseSpec& spec, const Schedule& schedule, int steps) {
+  RecomputeClock clock;
   Chain<T> c = buildChain<T>(spec);
-  ActivationMeter meter;  // charged as in a real step (allocation bookkeeping is part of every instruction)
-  MeterScope scope(&meter);
-  Rng rng = c.rng;
-  const int n = c.size();
-  std::vector<Tensor<T>> xs(static_cast<size_t>(n) + 1);
-  xs[0] = Tensor<T>::from(c.input);
-  for (int i = 0; i < n; ++i)
-    xs[i + 1] = blockForward<T>(c.blocks[i], xs[i], nullptr, {}, BlockEnv{&rng, 0, i, false, {}});
-  InstrTimes t;
-  for (int i = 0; i < n; ++i) {
-    Block<T>& b = c.blocks[i];
-    const KeepMask& keep = s.keepFor(i);
-    const BlockEnv env{&rng, 0, i, false, {}};
-    const bool dropped = std::find(keep.begin(), keep.end(), false) != keep.end();
-    BlockTimes bt;
-    bt.forward = medianCpu([&] { Tensor<T> y = blockForward<T>(b, xs[i], nullptr, {}, env); });
-    bt.forwardTape = medianCpu([&] {
-      BlockTape<T> tape;
-      Tensor<T> y = blockForward(b, xs[i], &tape, keep, env);
-    });
-    std::vector<double> bw;
-    for (int r = 0; r < 3; ++r) {
-      BlockTape<T> tape;
-      Tensor<T> y = blockForward(b, xs[i], &tape, keep, env);
-      Tensor<T> g = Tensor<T>::from(y.map() * static_cast<T>(1e-3));
-      y.reset();
-      const Stopwatch w;
-      if (dropped) recomputeDropped(b, tape, env);
-      Tensor<T> dx = blockBackward(b, std::move(tape), std::move(g));
-      dx.reset();
-      bw.push_back(w.elapsed().cpu);
-    }
-    bt.backward = median(bw);
-    t.blocks.push_back(bt);
+  for (auto& b : c.blocks)
+    for (auto& n : b.nodes) n.op = std::make_unique<TimedOp<T>>(std::move(n.op), &clock);
+  ChainSnapshot<T> start(c);
+  double wall = 0;
+  for (int i = 0; i < steps + 1; ++i) {
+    start.restore();
+    if (i == 1) clock = RecomputeClock();  // the first step warms up
+    const auto t0 = Clock::now();
+    executeStep(c, schedule, 0);
+    if (i > 0) wall += seconds(t0, Clock::now());
   }
-  t.loss = medianCpu([&] {
-    Context<T> ctx;
-    benchmark::DoNotOptimize(c.loss->forward(xs[static_cast<size_t>(n)], &ctx));
-    Tensor<T> g = c.loss->backward(ctx);
-  });
-  return t;
-}
-
-// Instruction times are measured once per case and keep-mask set (every block policy shares the unmasked ones).
-template <class T>
-const InstrTimes& instrTimes(const CaseSpec& spec, const Schedule& s) {
-  static std::map<std::string, InstrTimes> cache;
-  std::string key = spec.name + "|";
-  for (const auto& m : s.keep) {
-    for (bool k : m) key += k ? '1' : '0';
-    key += ',';
-  }
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, measureInstrTimes<T>(spec, s)).first;
-  return it->second;
+  return {clock, wall};
 }
 
 template <class T>
@@ -320,13 +291,17 @@ void stepBenchmark(benchmark::State& state, const Mode& mode, const CaseSpec& sp
   c["time_overhead_q3"] = quantile(ratios, 0.75);
   c["step_seconds"] = median(engStep);
   c["store_all_step_seconds"] = median(refStep);
-  // The time model (see InstrTimes): the step's fixed part is what the measured reference step spends outside
-  // store-all's instructions.
-  const InstrTimes& model = instrTimes<T>(spec, schedule);
-  const InstrTimes& plain = instrTimes<T>(spec, storeAllSchedule(cost));
-  const double storeAllModel = plain.sum(storeAllSchedule(cost));
-  const double fixed = std::max(0.0, median(refStep) - storeAllModel);
-  c["time_model_ratio"] = (fixed + model.sum(schedule)) / (fixed + storeAllModel);
+  // Where the recompute time goes (see RecomputeClock).
+  const int clockSteps = std::max(3, stepsPerSample);
+  const auto [clock, wall] = clockRecompute<T>(spec, schedule, clockSteps);
+  c["recompute_time_share"] = wall > 0 ? clock.total() / wall : 0.0;
+  for (const auto& [kind, t] : clock.seconds) {
+    // Per op kind: its recompute time as a share of the policy's step, its recompute FLOPs as a share of the
+    // store-all step's forward + backward FLOPs (these sum to flop_overhead).
+    c["recompute_time_share." + kind] = wall > 0 ? t / wall : 0.0;
+    c["recompute_flop_share." + kind] =
+        base > 0 ? static_cast<double>(clock.flops.at(kind)) / clockSteps / base : 0.0;
+  }
   c["time_overhead_wall"] = median(wallRatios);
   c["step_wall_seconds"] = median(engWall);
   c["store_all_step_wall_seconds"] = median(refWall);

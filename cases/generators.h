@@ -22,7 +22,21 @@ struct GenLimits {
   bool doubleType = true;
   bool counterRng = true;
   bool statefulRng = true;
+  // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
+  // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
+  // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.
+  bool shrinkChoices = false;
 };
+
+// One of `values`, uniformly; with `shrinks`, shrinking toward values[0] (RapidCheck's elementOf never shrinks).
+template <class T>
+rc::Gen<T> genChoice(std::vector<T> values, bool shrinks) {
+  if (!shrinks) return rc::gen::elementOf(std::move(values));
+  const size_t n = values.size();
+  // Size 100: every index as likely at any RapidCheck size (inRange scales with size).
+  return rc::gen::map(rc::gen::resize(100, rc::gen::inRange<size_t>(0, n)),
+                      [values = std::move(values)](size_t i) { return values[i]; });
+}
 
 inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   std::vector<BlockKind> kinds;
@@ -30,9 +44,11 @@ inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   if (lim.residualBn) kinds.push_back(BlockKind::kResidualBn);
   if (lim.transformer) kinds.push_back(BlockKind::kTransformer);
   return rc::gen::build<BlockSpec>(
-      rc::gen::set(&BlockSpec::kind, rc::gen::elementOf(kinds)),
-      rc::gen::set(&BlockSpec::activation, rc::gen::element(Activation::kRelu, Activation::kGelu, Activation::kTanh)),
-      rc::gen::set(&BlockSpec::heads, rc::gen::element(1, 2)));
+      rc::gen::set(&BlockSpec::kind, genChoice(kinds, lim.shrinkChoices)),
+      rc::gen::set(&BlockSpec::activation,
+                   genChoice(std::vector<Activation>{Activation::kRelu, Activation::kGelu, Activation::kTanh},
+                             lim.shrinkChoices)),
+      rc::gen::set(&BlockSpec::heads, genChoice(std::vector<int>{1, 2}, lim.shrinkChoices)));
 }
 
 // Canonicalises fields a block kind ignores, so equal models compare and print equal.
@@ -55,9 +71,10 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      rc::gen::inRange<int64_t>(2, 5),   // batch (>= 2: BatchNorm needs two rows)
                      rc::gen::inRange<int64_t>(1, 5),   // seq
                      rc::gen::inRange<int64_t>(1, 5),   // width / 2
-                     rc::gen::elementOf(dropouts), rc::gen::elementOf(rngs), rc::gen::elementOf(dtypes),
-                     rc::gen::inRange(1, lim.maxSteps + 1), rc::gen::inRange<uint64_t>(0, 1000),
-                     rc::gen::element(LossKind::kCrossEntropy, LossKind::kMse)),
+                     genChoice(dropouts, lim.shrinkChoices), genChoice(rngs, lim.shrinkChoices),
+                     genChoice(dtypes, lim.shrinkChoices), rc::gen::inRange(1, lim.maxSteps + 1),
+                     rc::gen::inRange<uint64_t>(0, 1000),
+                     genChoice(std::vector<LossKind>{LossKind::kCrossEntropy, LossKind::kMse}, lim.shrinkChoices)),
       [maxBlocks = lim.maxBlocks](const auto& t) {
         CaseSpec c;
         const auto& [blocks, batch, seq, halfWidth, dropout, rng, dtype, steps, seed, loss] = t;

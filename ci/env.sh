@@ -4,6 +4,16 @@ export PATH="/usr/local/cuda/bin:$PATH"
 CKPT_BUILD="${CKPT_BUILD:-$CKPT_ROOT/build}"
 CKPT_JOBS="${CKPT_JOBS:-$(nproc)}"
 
+# Runs a command and then prints "ci/test: NAME N s", whether it passed or not (CI's time is budgeted per step).
+ckpt_timed() {
+  local name="$1" t0 rc=0
+  shift
+  t0=$(date +%s)
+  "$@" || rc=$?
+  echo "ci/test: $name $(( $(date +%s) - t0 )) s"
+  return $rc
+}
+
 ckpt_configure_build() {
   cmake -S "$CKPT_ROOT" -B "$CKPT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$CKPT_BUILD" -j "$CKPT_JOBS"

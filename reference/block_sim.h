@@ -3,7 +3,9 @@
 // Any change to the allocation order in block.h must be made here too (tests/block_sim_test.cpp checks both
 // agree on every block kind, keep mask and dtype).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "reference/block.h"
@@ -101,9 +103,23 @@ BlockProgram blockProgram(const Block<T>& b, Shape x) {
   return p;
 }
 
+// The buffers one saved context references, held inline (an op saves at most its two inputs, its output and one
+// extra), so a planner holding 10^6 tapes does not allocate per context.
+struct SimContext {
+  std::array<int, 4> buffers{};
+  int size = 0;
+  void push_back(int b) {
+    if (size == static_cast<int>(buffers.size())) throw std::logic_error("SimContext: more than 4 buffers");
+    buffers[static_cast<size_t>(size++)] = b;
+  }
+  const int* begin() const { return buffers.data(); }
+  const int* end() const { return buffers.data() + size; }
+  void clear() { size = 0; }
+};
+
 // The abstract tape: for each node, the buffers its context references (-1 free slots), plus kept values.
 struct SimTape {
-  std::vector<std::vector<int>> contexts;  // empty vector + !present = dropped
+  std::vector<SimContext> contexts;  // empty + !present = dropped
   std::vector<bool> present;
   std::vector<int> kept;  // per node, buffer id or -1
   int input = -1;

@@ -7,7 +7,8 @@ DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, 
 
 Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed SVG ids and metadata, inputs
 read in order). Every file is written to a temporary name and renamed into place.
-Exit codes as ckptcheck's: 0 written, 2 bad input (one line naming what), 3 missing dependency or I/O error.
+Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
+naming what), 3 missing dependency or I/O error.
 """
 import argparse
 import base64
@@ -21,7 +22,7 @@ import statistics
 import sys
 import tempfile
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFRA = 0, 2, 3
+EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 ENGINE_TAX_GOAL = 0.03          # the issue's goal for every policy on the catalogue
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
@@ -143,7 +144,15 @@ class StepRow:
         self.samples = int(e.get("samples", 0))
         self.planned_ok = e.get("planned_equals_measured", 1) == 1
         self.bitwise = e.get("bitwise_equal")  # None: not checked by this bench
-        self.time_model_ratio = e.get("time_model_ratio")
+        share = e.get("recompute_time_share")
+        self.recompute_share = None if share is None else float(share)
+        # Per op kind: (recompute time as a fraction of the reference step, recompute FLOP share).
+        self.recompute_kinds = {}
+        for k, v in e.items():
+            if k.startswith("recompute_time_share."):
+                kind = k.split(".", 1)[1]
+                self.recompute_kinds[kind] = (float(v) * self.time_ratio,
+                                              float(e.get("recompute_flop_share." + kind, 0.0)))
         self.verdict = None
 
     @property
@@ -155,14 +164,14 @@ class StepRow:
         return self.time_ratio - (1.0 + self.flop_overhead)
 
     @property
-    def executor_tax(self):
-        """The part of the engine tax the executor adds beyond running the instructions (bench's time model)."""
-        return None if self.time_model_ratio is None else self.time_ratio - self.time_model_ratio
+    def op_cost_tax(self):
+        """Engine tax from the recomputed ops themselves: their time (in reference steps) minus their FLOP share."""
+        return None if self.recompute_share is None else self.time_ratio * self.recompute_share - self.flop_overhead
 
     @property
-    def op_cost_tax(self):
-        """The part of the engine tax from recomputed ops costing more time per FLOP than the step's average."""
-        return None if self.time_model_ratio is None else self.time_model_ratio - (1.0 + self.flop_overhead)
+    def rest_tax(self):
+        """Engine tax from everything but the recomputed ops: executor bookkeeping, allocation, cache effects."""
+        return None if self.recompute_share is None else self.time_ratio * (1.0 - self.recompute_share) - 1.0
 
     @property
     def is_full_recompute(self):
@@ -229,7 +238,9 @@ class Verify:
         d = self.doc
         props = d.get("properties", [])
         held = [p for p in props if isinstance(p, dict) and p.get("holds")]
-        s = (f"`ckptcheck verify`: {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
+        engine = d.get("engine", "correct")
+        s = "`ckptcheck verify`" + ("" if engine == "correct" else f" of the broken engine '{engine}'")
+        s += (f": seed {d.get('seed', '?')}, {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
              f"{d.get('catalogue_cases', '?')} catalogue), {d.get('policy_runs', '?')} case × policy runs")
         cpm = d.get("cases_per_minute")
         if isinstance(cpm, (int, float)):
@@ -248,8 +259,13 @@ class Verify:
 # Formatting (one place, so the tables, the summary and the terminal agree)
 
 
-def fmt_mib(b):
-    return f"{b / MIB:.2f} MiB"
+def fmt_bytes(b):
+    """Three significant digits in the largest binary unit below the value: 15.9 KiB, 6.09 MiB, 9.16 GiB."""
+    for unit, size in (("GiB", MIB * 1024), ("MiB", MIB), ("KiB", 1024.0)):
+        if b >= size:
+            v = b / size
+            return f"{v:.3g} {unit}" if v >= 100 else (f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}")
+    return f"{int(b)} B"
 
 
 def fmt_ratio(x):
@@ -478,7 +494,7 @@ def figures(rep):
     # 3. Measured vs theoretical overhead per policy, and the engine tax split per policy.
     rows = list(rep.all_rows())
     if rows:
-        split = any(r.time_model_ratio is not None for r in rows)
+        split = any(r.recompute_share is not None for r in rows)
         if split:
             fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12.5, 5.2), gridspec_kw={"width_ratios": [1.25, 1]})
         else:
@@ -509,10 +525,12 @@ def figures(rep):
         ax.legend(fontsize=6.5, loc="upper left")
         if split:
             ys = list(range(len(fams)))
-            ex = [median_of([r.executor_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
+            ex = [median_of([r.rest_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
             oc = [median_of([r.op_cost_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
-            ax2.barh([y - 0.2 for y in ys], oc, height=0.38, color="tab:orange", label="op-cost part (time model − FLOPs)")
-            ax2.barh([y + 0.2 for y in ys], ex, height=0.38, color="tab:blue", label="executor part (measured − time model)")
+            ax2.barh([y - 0.2 for y in ys], oc, height=0.38, color="tab:orange",
+                     label="recomputed ops beyond their FLOP share")
+            ax2.barh([y + 0.2 for y in ys], ex, height=0.38, color="tab:blue",
+                     label="rest: executor, allocation, cache")
             ax2.axvline(ENGINE_TAX_GOAL, color="0.3", ls=":", lw=1, label=f"goal {ENGINE_TAX_GOAL}")
             ax2.axvline(0, color="0.3", lw=0.8)
             ax2.set_yticks(ys)
@@ -524,9 +542,8 @@ def figures(rep):
         fig.tight_layout()
         save(fig, "fig-overhead", "Measured vs theoretical overhead",
              "Left: each marker is a (case, policy); error bars span the interquartile range of the interleaved "
-             "samples; the height above the solid diagonal is the engine tax. Right (when the bench has its time "
-             "model): the engine tax split into what recomputed ops cost beyond their FLOP share and what the "
-             "executor adds.")
+             "samples; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
+             "the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per policy).")
     return figs
 
 
@@ -542,7 +559,7 @@ def svg_clean(svg):
 
 
 STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
-               "time ratio (IQR)", "engine tax", "executor part", "frontier", "bitwise"]
+               "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]
 
 
 def opt_tax(x):
@@ -556,9 +573,9 @@ def step_cells(rep, r):
     if not r.planned_ok:
         bitwise += " (measured ≠ planned)"
     name = r.display + (" (full recompute)" if r.is_full_recompute else "")
-    return [name, fmt_mib(r.peak), str(r.peak), fmt_ratio(r.memory_ratio), str(r.forward_evals),
+    return [name, fmt_bytes(r.peak), str(r.peak), fmt_ratio(r.memory_ratio), str(r.forward_evals),
             fmt_overhead(r.flop_overhead), f"{fmt_ratio(r.time_ratio)} ({fmt_ratio(r.q1)}–{fmt_ratio(r.q3)})",
-            fmt_tax(r.engine_tax), opt_tax(r.executor_tax), frontier, bitwise]
+            fmt_tax(r.engine_tax), opt_tax(r.op_cost_tax), opt_tax(r.rest_tax), frontier, bitwise]
 
 
 def md_table(header, rows):
@@ -576,27 +593,27 @@ def case_summary(rep, case):
     if rows:
         full = rows[0].store_all_peak
         layers = rows[0].layers
-        lines.append(f"{layers} blocks; store-all peaks at {fmt_mib(full)} ({full} bytes) with no recompute.")
+        lines.append(f"{layers} blocks; store-all peaks at {fmt_bytes(full)} ({full} bytes) with no recompute.")
     if pts:
         least = pts[0]
-        lines.append(f"The smallest feasible budget is {fmt_mib(least.budget)} "
+        lines.append(f"The smallest feasible budget is {fmt_bytes(least.budget)} "
                      f"({fmt_pct(least.budget / least.store_all_peak) if least.store_all_peak else '?'} of store-all), "
                      f"where optimal pays FLOP overhead {fmt_overhead(least.flop_overhead)} "
                      f"({least.forward_evals} forward evaluations).")
         free = next((p for p in pts if p.flops_recompute == 0), None)
         if free is not None:
-            lines.append(f"Recompute becomes free at {fmt_mib(free.budget)} "
+            lines.append(f"Recompute becomes free at {fmt_bytes(free.budget)} "
                          f"({fmt_pct(free.budget / free.store_all_peak) if free.store_all_peak else '?'} of store-all).")
     on, off = [], []
     for r in rows:
         if not pts:
             break
         text, flag = rep.frontier_status(r)
-        item = f"{r.display} at {fmt_mib(r.peak)} (FLOP overhead {fmt_overhead(r.flop_overhead)})"
+        item = f"{r.display} at {fmt_bytes(r.peak)} (FLOP overhead {fmt_overhead(r.flop_overhead)})"
         if flag:
             on.append(item + ("" if text == "on the frontier" else f", {text}"))
         elif flag is False:
-            off.append(f"{r.display} at {fmt_mib(r.peak)}: {text}")
+            off.append(f"{r.display} at {fmt_bytes(r.peak)}: {text}")
     if on:
         lines.append("On the frontier: " + "; ".join(on) + ".")
     if off:
@@ -616,33 +633,52 @@ def tax_rows(rep):
         ok = all(r.engine_tax <= ENGINE_TAX_GOAL for r in rs)
         out.append([fam, str(len(rs)), fmt_tax(statistics.median([r.engine_tax for r in rs])),
                     f"{fmt_tax(worst.engine_tax)} ({worst.case})", "yes" if ok else "no",
-                    opt_tax(median_of([r.executor_tax for r in rs])), opt_tax(median_of([r.op_cost_tax for r in rs]))])
+                    opt_tax(median_of([r.op_cost_tax for r in rs])), opt_tax(median_of([r.rest_tax for r in rs]))])
     return out
 
 
 TAX_HEADER = ["policy", "cases", "median engine tax", "worst (case)", f"≤ {ENGINE_TAX_GOAL} everywhere",
-              "median executor part", "median op-cost part"]
+              "median recomputed-ops part", "median rest"]
 
-TAX_NOTE = ("The engine tax splits in two (bench_engine's time model times every block's forward, forward with tape "
-            "and backward alone, and sums them over the schedule): the *op-cost part* = time-model ratio − (1 + FLOP "
-            "overhead) is what recomputed ops cost beyond their FLOP share (Philox dropout, erf/tanh and other "
-            "element-wise ops take far more time per FLOP than the matrix products that dominate the FLOP count); the "
-            "*executor part* = measured time ratio − time-model ratio is what the executor adds beyond running the "
-            "instructions (bookkeeping, allocation, cache effects of a different order of work).")
+TAX_NOTE = ("The engine tax splits exactly in two. bench_engine clocks, in separate instrumented steps, the time spent "
+            "inside the forward calls of recomputed ops (share *s* of the policy's step). *Recomputed ops* = time ratio "
+            "× s − FLOP overhead: what the recomputation costs beyond its FLOP share, because element-wise ops "
+            "(Philox dropout, libm GELU/tanh, attention's softmax) take far more time per FLOP than the matrix "
+            "products that dominate the FLOP count. *Rest* = time ratio × (1 − s) − 1: everything else the step "
+            "spends beyond the reference step — the executor's bookkeeping, allocation and page faults, and cache "
+            "effects (a recomputed tape is hot in cache when its backward runs, which can make this negative). The "
+            "store-all row runs the reference's own instructions through the executor: its tax is the executor's "
+            "fixed cost.")
 
 
 def full_recompute_rows(rep):
     out = []
     for r in rep.all_rows():
         if r.is_full_recompute:
-            model = "—" if r.time_model_ratio is None else fmt_pct(r.time_model_ratio - 1.0)
-            out.append([r.case, fmt_pct(r.time_ratio - 1.0), model, fmt_pct(r.flop_overhead),
+            ops = "—" if r.recompute_share is None else fmt_pct(r.time_ratio * r.recompute_share)
+            out.append([r.case, fmt_pct(r.time_ratio - 1.0), ops, fmt_pct(r.flop_overhead),
                         fmt_pct(FULL_RECOMPUTE_THEORY), fmt_tax(r.engine_tax)])
     return out
 
 
-FULL_HEADER = ["case", "measured overhead", "time-model overhead", "FLOP overhead (this model)", "textbook theory",
-               "engine tax"]
+FULL_HEADER = ["case", "measured overhead", "time in recomputed ops", "FLOP overhead (this model)",
+               "textbook theory", "engine tax"]
+
+
+def recompute_kind_rows(rep):
+    """Per case, the full-recompute row's recompute time and FLOPs per op kind."""
+    out = []
+    for r in rep.all_rows():
+        if not r.is_full_recompute or not r.recompute_kinds:
+            continue
+        for kind, (t, f) in sorted(r.recompute_kinds.items(), key=lambda kv: -kv[1][0]):
+            per = f"{t / f:.1f}" if f > 0 else "—"
+            out.append([r.case, kind, fmt_pct(t), fmt_pct(f), per])
+    return out
+
+
+KIND_HEADER = ["case", "op kind", "recompute time (% of reference step)", "recompute FLOPs (% of step FLOPs)",
+               "time ÷ FLOP share"]
 
 
 def planner_rows(rep):
@@ -653,7 +689,7 @@ def planner_rows(rep):
         row = [str(L)]
         for f in fams:
             p = next((p for p in rep.planner[f] if p.layers == L), None)
-            row.append(f"{fmt_mib(p.peak)} / {p.forward_evals} / {fmt_time(p.seconds)}" if p else "—")
+            row.append(f"{fmt_bytes(p.peak)} / {p.forward_evals} / {fmt_time(p.seconds)}" if p else "—")
         rows.append(row)
     return ["L"] + fams, rows
 
@@ -685,12 +721,16 @@ def headline(rep):
              f"{fmt_tax(statistics.median([r.engine_tax for r in rows]))}, worst {fmt_tax(worst.engine_tax)} "
              f"({worst.display} on {worst.case}); goal ≤ {ENGINE_TAX_GOAL}: "
              + ("met everywhere." if not over else f"not met in {len(over)} of {len(rows)}."))
-        ex = [r.executor_tax for r in rows if r.executor_tax is not None]
-        if ex:
-            worst_ex = max((r for r in rows if r.executor_tax is not None), key=lambda r: r.executor_tax)
-            s += (f" Of it, the executor's own part (measured − time model) has median {fmt_tax(statistics.median(ex))} "
-                  f"and worst {fmt_tax(worst_ex.executor_tax)} ({worst_ex.display} on {worst_ex.case}); the rest is "
-                  f"recomputed ops costing more time than their FLOP share.")
+        ops = [r.op_cost_tax for r in rows if r.op_cost_tax is not None]
+        if ops:
+            rest = [r.rest_tax for r in rows if r.rest_tax is not None]
+            store = [r for r in rows if r.policy == "store-all"]
+            s += (f" Split: recomputed ops costing more time than their FLOP share, median {fmt_tax(statistics.median(ops))}; "
+                  f"everything else (executor, allocation, cache), median {fmt_tax(statistics.median(rest))}")
+            if store:
+                s += (f"; the executor running store-all's own schedule: "
+                      + ", ".join(f"{fmt_tax(r.engine_tax)} ({r.case})" for r in store))
+            s += "."
         lines.append(s)
     fr = [r for r in rows if r.is_full_recompute]
     if fr:
@@ -727,10 +767,11 @@ def findings_lines(rep):
 
 DEFINITIONS = ("Definitions: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the store-all step); "
                "*time ratio* = policy step time / reference store-all step time (thread CPU time, median of "
-               "interleaved samples; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead); *executor "
-               "part* = the share of the engine tax the executor adds beyond running the instructions (see Engine tax "
-               "per policy); *frontier*: on = no more recompute than the optimal policy at the same budget; *bitwise*: "
-               "loss, every gradient and all state after the step bitwise equal to the reference.")
+               "interleaved samples; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
+               "*recomputed ops* (their time beyond their FLOP share) and *rest* (everything else: executor, "
+               "allocation, cache; see Engine tax per policy); *frontier*: on = no more recompute than the optimal "
+               "policy at the same budget; *bitwise*: loss, every gradient and all state after the step bitwise equal "
+               "to the reference (the bench's own step and, when given, `ckptcheck verify`).")
 
 
 def document(rep, figs):
@@ -750,7 +791,13 @@ def document(rep, figs):
     if fr:
         d += [("h2", "Full recomputation vs the 33% theory"), ("table", FULL_HEADER, fr, None),
               ("p", "The textbook 33% assumes a backward costs twice a forward and time follows FLOPs; the FLOP column "
-                    "is this model's own ratio, the time-model column what its recomputed blocks cost in time.")]
+                    "is this model's own ratio, *time in recomputed ops* what recomputing its blocks took, in "
+                    "reference steps.")]
+        kinds = recompute_kind_rows(rep)
+        if kinds:
+            d += [("h3", "Where full recomputation's time goes, per op kind"), ("table", KIND_HEADER, kinds, None),
+                  ("p", "A time ÷ FLOP share above 1 means the op kind costs more time per FLOP than the step's "
+                        "average, so recomputing it costs more than its FLOPs predict.")]
     if rep.planner:
         header, rows = planner_rows(rep)
         d += [("h2", "Planner scaling"),
@@ -823,7 +870,7 @@ def html_table(header, rows, classify=None):
 def step_class(column, c):
     if column == "bitwise":
         return "bad" if "DIFFERS" in c or "≠" in c else ("good" if c == "equal" else "")
-    if column in ("engine tax", "executor part"):
+    if column in ("engine tax", "rest"):
         try:
             return "bad" if float(c) > ENGINE_TAX_GOAL else ""
         except ValueError:
@@ -859,13 +906,13 @@ def render_html(rep, figs):
 
 
 def terminal_table(rep):
-    header = ["case", "policy", "peak MiB", "×store-all", "fwd evals", "FLOP ovh", "time ratio", "engine tax",
-              "executor", "bitwise"]
+    header = ["case", "policy", "peak", "×store-all", "fwd evals", "FLOP ovh", "time ratio", "engine tax",
+              "ops", "rest", "bitwise"]
     rows = []
     for r in rep.all_rows():
-        rows.append([r.case, r.display, f"{r.peak / MIB:.2f}", fmt_ratio(r.memory_ratio), str(r.forward_evals),
+        rows.append([r.case, r.display, fmt_bytes(r.peak), fmt_ratio(r.memory_ratio), str(r.forward_evals),
                      fmt_overhead(r.flop_overhead), fmt_ratio(r.time_ratio), fmt_tax(r.engine_tax),
-                     opt_tax(r.executor_tax),
+                     opt_tax(r.op_cost_tax), opt_tax(r.rest_tax),
                      (r.verdict or "—") + ("" if r.planned_ok else " (measured≠planned)")])
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
 
@@ -903,6 +950,9 @@ def main(argv):
     ap.add_argument("--verify", help="ckptcheck verify --json output")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when a benchmarked step is not bitwise equal, its measurements differ from the plan, "
+                         "a benchmark reported an error, or the verify JSON has a finding")
     a = ap.parse_args(argv)
     try:
         bench = Bench()
@@ -927,6 +977,15 @@ def main(argv):
         print(terminal_table(rep))
     print(f"ckptcheck report: wrote {os.path.join(a.out, 'report.md')} and {os.path.join(a.out, 'report.html')} "
           f"({len(figs)} figures)", file=sys.stderr)
+    if a.check:
+        failed = [f"{r.case}/{r.display}" for r in rep.all_rows()
+                  if (r.verdict or "").startswith("DIFFERS") or not r.planned_ok]
+        failed += [n for n, _ in bench.errors]
+        if verify is not None and verify.findings:
+            failed.append(f"{len(verify.findings)} verify finding(s)")
+        if failed:
+            print("ckptcheck report: verification failed: " + ", ".join(failed), file=sys.stderr)
+            return EXIT_FINDING
     return EXIT_OK
 
 

@@ -100,6 +100,9 @@ const std::vector<Entry>& manifest() {
   return m;
 }
 
+// gtest prints a failing parameter: the manifest line, not its bytes.
+void PrintTo(const Entry& e, std::ostream* os) { *os << "MANIFEST line " << e.line << ": " << e.text; }
+
 class BadInput : public ::testing::TestWithParam<Entry> {};
 
 TEST_P(BadInput, exitsTwoWithOneLineNamingTheProblem) {

@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "cases/case_json.h"
@@ -19,6 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// A case costs microseconds: 3000 per property unless RC_PARAMS says otherwise (RapidCheck reads it at first use).
+[[maybe_unused]] const bool kManyCases = setenv("RC_PARAMS", "max_success=3000", /*overwrite=*/0) == 0;
 
 std::string readText(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -4,7 +4,7 @@
 // gradient accumulation), dropout and attention-dropout masks and outputs for both generator models and odd
 // offsets, LayerNorm parameter gradients, cross-entropy and MSE input gradients. Within kHostRtol
 // (tests/cuda_tolerance.h) where a sum runs in another order (LayerNorm/BatchNorm statistics, softmax sums,
-// GEMMs, the losses' means).
+// column sums, GEMMs, the losses' means). GEMM arguments are also checked against cuBLAS's column-major contract.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -113,7 +113,8 @@ TYPED_TEST(HostKernels, ElementwiseBodiesAreBitwiseTheReference) {
   }
 }
 
-TYPED_TEST(HostKernels, ColumnSumsAreBitwiseEigensColwiseSum) {
+// Linear's bias gradient: rows summed in order here, in Eigen's own (blocked) order by colwise().sum().
+TYPED_TEST(HostKernels, ColumnSumsMatchEigensColwiseSum) {
   using T = TypeParam;
   HostExec hx;
   for (int64_t rows : {1, 2, 7, 64, 130}) {

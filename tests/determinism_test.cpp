@@ -41,25 +41,36 @@ bool hasVerify() {
   return r.exitCode() == 0;
 }
 
-std::string verifyJson(int threads, const fs::path& dir) {
-  const CliResult r = runCkptcheck({"verify", "--cases", "24", "--seed", "11", "--no-catalogue", "--max-blocks", "6",
-                                    "--json", "--threads", std::to_string(threads), "--out", (dir / "findings").string()},
-                                   {}, dir, 600);
+std::string verifyJson(int threads, const fs::path& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"verify", "--seed", "11", "--no-catalogue", "--json", "--threads", std::to_string(threads),
+                                   "--out", (dir / "findings").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = runCkptcheck(args, {}, dir, 600);
   EXPECT_TRUE(r.exitCode() == 0 || r.exitCode() == 1) << r.process.describe() << "\n" << r.err;
   return r.out;
 }
 
-TEST(Determinism, verifyJsonIsByteIdenticalForAnyThreadCountApartFromTiming) {
-  if (!hasVerify()) GTEST_SKIP() << "this ckptcheck has no verify subcommand yet";
+// Clean (every case passes) and with a mutant (a finding, shrunk: the shrink path must not depend on threads).
+void expectSameForAnyThreadCount(const std::vector<std::string>& extra, int expectFindings) {
   ScratchDir dir("determinism-verify");
-  const std::string one = verifyJson(1, dir.path()), again = verifyJson(1, dir.path()), two = verifyJson(2, dir.path()),
-                    three = verifyJson(3, dir.path());
+  const std::string one = verifyJson(1, dir.path(), extra);
   const json a = json::parse(one, nullptr, false);
   ASSERT_TRUE(a.is_object()) << one;
+  ASSERT_EQ(a["findings"].size(), static_cast<size_t>(expectFindings)) << one;
   const std::string ref = withoutTiming(a).dump(1);
-  EXPECT_EQ(withoutTiming(json::parse(again)).dump(1), ref) << "same seed, same threads, another run";
-  EXPECT_EQ(withoutTiming(json::parse(two)).dump(1), ref) << "2 threads";
-  EXPECT_EQ(withoutTiming(json::parse(three)).dump(1), ref) << "3 threads";
+  EXPECT_EQ(withoutTiming(json::parse(verifyJson(1, dir.path(), extra))).dump(1), ref) << "same seed, another run";
+  for (int threads : {2, 3, 8})
+    EXPECT_EQ(withoutTiming(json::parse(verifyJson(threads, dir.path(), extra))).dump(1), ref) << threads << " threads";
+}
+
+TEST(Determinism, verifyJsonIsByteIdenticalForAnyThreadCountApartFromTiming) {
+  if (!hasVerify()) GTEST_SKIP() << "this ckptcheck has no verify subcommand yet";
+  expectSameForAnyThreadCount({"--cases", "150", "--max-blocks", "8"}, 0);
+}
+
+TEST(Determinism, verifyFindingIsTheSameForAnyThreadCount) {
+  if (!hasVerify()) GTEST_SKIP() << "this ckptcheck has no verify subcommand yet";
+  expectSameForAnyThreadCount({"--cases", "300", "--max-blocks", "8", "--mutant", "state-updated-twice"}, 1);
 }
 
 // A Python that runs the numpy adapter.

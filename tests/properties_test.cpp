@@ -17,9 +17,10 @@
 namespace ckpt {
 namespace {
 
-// A random case under every policy family, run by the correct engine; the spread of inputs is tagged.
+// A random case under every policy family, run by the correct engine; the spread of inputs is tagged. The case
+// and the policy parameters are separate picks, so a counterexample prints the case alone as pasteable JSON.
 Trial randomTrial() {
-  const VerifyCase c = *genVerifyCase();
+  const VerifyCase c{*genCase(verifyLimits()), *genPolicyDraw()};
   bool bn = false;
   for (const auto& b : c.spec.blocks) bn |= b.kind == BlockKind::kResidualBn;
   RC_CLASSIFY(c.spec.blocks.size() <= 4, "1-4 blocks");

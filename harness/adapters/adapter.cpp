@@ -325,12 +325,14 @@ void AdapterClient::runServe(const std::string& caseDir, const std::string& outD
   try {
     r = json::parse(reply);
   } catch (const json::parse_error&) {
-    server_->stop(1.0);
-    throw AdapterError("adapter '" + spec_.label + "' serve: the reply is not JSON: " + reply.substr(0, 200));
   }
-  if (r.value("ok", false)) return;
-  const std::string msg = r.value("error", std::string("(no message)"));
-  if (r.value("bad_request", false))
+  if (!r.is_object()) {
+    server_->stop(1.0);
+    throw AdapterError("adapter '" + spec_.label + "' serve: the reply is not a JSON object: " + reply.substr(0, 200));
+  }
+  if (r.contains("ok") && r.at("ok").is_boolean() && r.at("ok").get<bool>()) return;
+  const std::string msg = r.contains("error") && r.at("error").is_string() ? r.at("error").get<std::string>() : "(no message)";
+  if (r.contains("bad_request") && r.at("bad_request").is_boolean() && r.at("bad_request").get<bool>())
     throw InputError("adapter '" + spec_.label + "' refused the request: " + oneLine(msg));
   throw AdapterError("adapter '" + spec_.label + "' run (" + mode + ") failed: " + oneLine(msg) + logTail(err));
 }

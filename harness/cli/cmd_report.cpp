@@ -1,7 +1,8 @@
 // ckptcheck report: bench_engine's JSON (and optionally `ckptcheck verify --json`) into DIR/report.md and a
 // self-contained DIR/report.html with plots. The tables, summary and figures are made by reports/make_report.py
 // (matplotlib); this subcommand checks the arguments, finds the script and a Python that has matplotlib, runs it
-// and passes its exit code on (0 written, 2 bad input, 3 missing dependency or I/O error).
+// and passes its exit code on (0 written, 1 written but --check found a failed verification, 2 bad input,
+// 3 missing dependency or I/O error).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ struct Options {
   std::string verify;
   std::string out;
   bool quiet = false;
+  bool check = false;
 };
 
 // reports/make_report.py: under $CKPT_SOURCE_DIR when set, else in the source tree this binary was built from.
@@ -72,7 +74,7 @@ int runScript(const std::vector<std::string>& args) {
     return kExitInfra;
   }
   const int code = WEXITSTATUS(status);
-  if (code == kExitOk || code == kExitBadInput) return code;
+  if (code == kExitOk || code == kExitFinding || code == kExitBadInput) return code;
   if (code == 127) std::cerr << "ckptcheck report: " << args[0] << " not found (set CKPT_REPORT_PYTHON)\n";
   return kExitInfra;
 }
@@ -86,6 +88,9 @@ void addReport(CLI::App& app, int& exitCode) {
   cmd->add_option("--verify", o->verify, "ckptcheck verify --json output: adds the bitwise verdicts");
   cmd->add_option("--out", o->out, "Output directory (report.md, report.html, fig-*.svg)")->required();
   cmd->add_flag("--quiet", o->quiet, "Do not print the summary table");
+  cmd->add_flag("--check", o->check,
+                "Exit 1 when a benchmarked step is not bitwise equal or not as planned, a benchmark failed, or the "
+                "verify JSON has a finding (the report is written either way)");
   cmd->callback([o, &exitCode] {
     for (const auto& b : o->bench)
       if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
@@ -103,6 +108,7 @@ void addReport(CLI::App& app, int& exitCode) {
     args.push_back("--out");
     args.push_back(o->out);
     if (!o->quiet) args.push_back("--print-summary");
+    if (o->check) args.push_back("--check");
     std::cout.flush();
     exitCode = runScript(args);
   });

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cases/case_json.h"
+#include "cases/input_error.h"
 #include "harness/cli/commands.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
@@ -15,6 +17,7 @@
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
 #include "harness/exit_codes.h"
+#include "harness/mutants/catalog.h"
 #include "reference/trainer.h"
 
 namespace ckpt::cli {
@@ -22,6 +25,7 @@ namespace {
 
 struct Options {
   std::string casePath;
+  std::string mutant;  // a broken engine from harness/mutants/ (replays a `verify --mutant` finding)
   std::string policy;
   std::string rng;
   int steps = 0;
@@ -61,7 +65,8 @@ double millis(F&& f) {
 }
 
 template <class T>
-nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps, int repeat) {
+nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps, int repeat,
+                       const EngineVariant& engine) {
   const ChainCost cost = caseChainCost(spec);
   const Schedule schedule = makeSchedule(policy, cost);
   const Plan plan = planSchedule(schedule, cost);
@@ -73,7 +78,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
     Chain<T> engChain = buildChain<T>(spec);
     std::vector<StepResult<T>> a, b;
     const double ra = millis([&] { a = trainReference(refChain, steps); });
-    const double rb = millis([&] { b = executeSteps(engChain, schedule, steps); });
+    const double rb = millis([&] { b = executeSteps(engChain, schedule, steps, engine); });
     refMs = r == 0 ? ra : std::min(refMs, ra);
     engMs = r == 0 ? rb : std::min(engMs, rb);
     if (r == 0) {
@@ -150,6 +155,7 @@ void addRun(CLI::App& app, int& exitCode) {
   cmd->add_option("--repeat", o->repeat, "Run both N times and report the fastest wall times (default 1)")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", o->json, "Machine-readable output");
+  cmd->add_option("--mutant", o->mutant, "Run a broken engine from `ckptcheck mutants` instead of the correct one");
   cmd->add_option("--max-activation-bytes", o->maxActivationBytes, kMaxActivationBytesHelp);
   cmd->callback([o, &exitCode] {
     CaseSpec spec = loadCase(o->casePath);
@@ -157,8 +163,14 @@ void addRun(CLI::App& app, int& exitCode) {
     const PolicySpec policy = parsePolicy(o->policy);
     guardCase(spec, {policy}, memoryLimit(o->maxActivationBytes));
     const int steps = o->steps > 0 ? o->steps : spec.steps;
-    const nlohmann::json j =
-        withScalar(spec.dtype, [&](auto t) { return runJson<decltype(t)>(spec, policy, steps, o->repeat); });
+    std::unique_ptr<EngineVariant> engine = std::make_unique<EngineVariant>();
+    if (!o->mutant.empty()) {
+      const Mutant* m = findMutant(o->mutant);
+      if (!m) throw InputError("unknown mutant '" + o->mutant + "' (known: " + mutantNames() + ")");
+      engine = m->make();
+    }
+    const nlohmann::json j = withScalar(
+        spec.dtype, [&](auto t) { return runJson<decltype(t)>(spec, policy, steps, o->repeat, *engine); });
     if (o->json) std::cout << j.dump(2) << "\n";
     else printText(j);
     exitCode = j["bitwise_equal"].get<bool>() && j["planned_equals_measured"].get<bool>() ? kExitOk : kExitFinding;

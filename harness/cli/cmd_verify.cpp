@@ -66,6 +66,8 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (a->json) std::cout << toJson(r, rp).dump(2) << "\n";
     else std::cout << toText(r, rp);
     if (!a->junit.empty()) {
+      const auto parent = std::filesystem::path(a->junit).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
       std::ofstream os(a->junit);
       os << toJUnit(r, rp);
       if (!os) throw std::runtime_error("cannot write the JUnit report '" + a->junit + "'");

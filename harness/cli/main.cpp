@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
       std::string known;
       for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
         known += (known.empty() ? "" : ", ") + sub->get_name();
-      msg = "unknown subcommand '" + app.remaining().front() + "' (expected one of: " + known + ")";
+      const std::string word = app.remaining().front();
+      msg = word.rfind('-', 0) == 0 ? "option '" + word + "' needs a subcommand before it (one of: " + known + ")"
+                                    : "unknown subcommand '" + word + "' (expected one of: " + known + ")";
     }
     std::cerr << "ckptcheck: " << oneLine(msg) << "\n";
     return ckpt::kExitBadInput;

@@ -65,7 +65,12 @@ std::string findingName(const VerifyReport& r) {
 
 std::string describeCase(const CaseSpec& c) {
   std::string kinds;
-  for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) kinds += (i ? ", " : "") + std::string(blockKindName(c.blocks[i].kind));
+  for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) {
+    const BlockSpec& b = c.blocks[i];
+    kinds += (i ? ", " : "") + std::string(blockKindName(b.kind));
+    if (b.kind == BlockKind::kMlp) kinds += std::string("/") + activationName(b.activation);
+    if (b.kind == BlockKind::kTransformer) kinds += "/" + std::to_string(b.heads) + "h";
+  }
   if (c.blocks.size() > 6) kinds += ", ...";
   std::ostringstream d;
   d << c.dropout;
@@ -109,7 +114,7 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   s << "ckptcheck verify: " << engineName(r) << ", seed " << r.seed << ", " << r.randomCases << " random case(s)";
   if (r.catalogueCases) s << " + " << r.catalogueCases << " catalogue case(s)";
   s << ", " << r.policyRuns << " policy runs";
-  if (r.searchSeconds > 0)
+  if (r.randomCases > 0 && r.searchSeconds > 0)
     s << "; " << fixed(r.casesPerMinute, 0) << " random cases/min on " << r.threads << " thread(s)";
   s << "\n";
   for (Property p : kProperties) {

@@ -18,6 +18,12 @@
 
 namespace ckpt {
 
+GenLimits verifyLimits() {
+  GenLimits l;
+  l.shrinkChoices = true;
+  return l;
+}
+
 rc::Gen<VerifyCase> genVerifyCase(const GenLimits& limits) {
   return rc::gen::map(rc::gen::pair(genCase(limits), genPolicyDraw()),
                       [](const std::pair<CaseSpec, PolicyDraw>& p) { return VerifyCase{p.first, p.second}; });
@@ -361,9 +367,31 @@ VerifyReport runVerify(const VerifyOptions& o) {
     for (const auto& e : std::filesystem::directory_iterator(dir))
       if (e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      const VerifyCase c{loadCase(file.string()), kCatalogueDraw};
-      const Outcome out = evaluate(c, o.policies, *engine);
+    // Every catalogue case in parallel; the finding is the first failing one in name order.
+    std::vector<VerifyCase> cases;
+    for (const auto& file : files) cases.push_back({loadCase(file.string()), kCatalogueDraw});
+    std::vector<std::optional<Outcome>> outcomes(cases.size());
+    std::atomic<size_t> nextCase{0};
+    auto catalogueWorker = [&] {
+      for (size_t k = nextCase++; k < cases.size(); k = nextCase++) {
+        try {
+          outcomes[k] = evaluate(cases[k], o.policies, *engine);
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(errorMutex);
+          if (error.empty()) error = "catalogue case " + files[k].stem().string() + ": " + e.what();
+        }
+      }
+    };
+    std::vector<std::thread> catalogueThreads;
+    for (int k = 1; k < std::min<int>(r.threads, static_cast<int>(cases.size())); ++k)
+      catalogueThreads.emplace_back(catalogueWorker);
+    catalogueWorker();
+    for (auto& t : catalogueThreads) t.join();
+    if (!error.empty()) throw std::runtime_error(error);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const auto& file = files[k];
+      const VerifyCase& c = cases[k];
+      const Outcome& out = *outcomes[k];
       count(r, out);
       ++r.catalogueCases;
       if (out.failed()) {

@@ -25,7 +25,9 @@ struct VerifyCase {
   CaseSpec spec;
   PolicyDraw draw;
 };
-rc::Gen<VerifyCase> genVerifyCase(const GenLimits& limits = {});
+// The cases verify runs: genCase with every choice shrinking (GenLimits::shrinkChoices), and a policy draw.
+GenLimits verifyLimits();
+rc::Gen<VerifyCase> genVerifyCase(const GenLimits& limits = verifyLimits());
 void showValue(const VerifyCase& c, std::ostream& os);
 
 struct VerifyOptions {
@@ -36,7 +38,7 @@ struct VerifyOptions {
   bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
   std::string catalogueDir;            // empty = found (catalogueDirectory())
   int threads = 0;                     // 0 = one per hardware thread
-  GenLimits limits;
+  GenLimits limits = verifyLimits();
   int maxShrinkTrials = 2000;          // cases tried while shrinking
   std::string reproduce;               // "S:i:path": check that one case only
 };

@@ -1,0 +1,192 @@
+// The CI examples users copy (ci/examples/): they parse as YAML with the structure their CI system needs (a job
+// that runs a script and publishes a JUnit report), every ckptcheck subcommand and flag they run exists (checked
+// against `ckptcheck SUB --help`), every CMake option they pass is one of ours, and the verify command they run
+// writes a well-formed JUnit report.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path sourceDir() {
+  const char* root = std::getenv("CKPT_SOURCE_DIR");
+  return root ? fs::path(root) : fs::path(CKPT_TEST_SOURCE_DIR);
+}
+
+std::string readFile(const fs::path& p) {
+  std::ifstream is(p);
+  std::stringstream s;
+  s << is.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command; returns its exit status and stdout (stderr joined).
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return {-1, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+bool havePythonYaml() { return run("python3 -c 'import yaml'").first == 0; }
+
+// The file as JSON, through python3's yaml (PyYAML); null when it does not parse.
+nlohmann::json yamlAsJson(const fs::path& p) {
+  const auto [rc, out] =
+      run("python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1])), default=str))' '" +
+          p.string() + "'");
+  if (rc != 0) return nullptr;
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+struct Invocation {
+  std::string subcommand;
+  std::vector<std::string> flags;
+  std::string line;
+};
+
+// Every `.../ckptcheck SUB ...` the file runs, with the --flags it passes.
+std::vector<Invocation> ckptcheckInvocations(const std::string& text) {
+  std::vector<Invocation> out;
+  const std::regex call(R"(bin/ckptcheck\s+([a-z-]+)([^;\n]*))");
+  for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it) {
+    Invocation inv{(*it)[1].str(), {}, it->str()};
+    const std::string args = (*it)[2].str();
+    const std::regex flag(R"((^|\s)(--[a-z][a-z-]*))");
+    for (std::sregex_iterator f(args.begin(), args.end(), flag); f != end; ++f) inv.flags.push_back((*f)[2].str());
+    out.push_back(inv);
+  }
+  return out;
+}
+
+// The -DNAME=... options a file passes to CMake.
+std::set<std::string> cmakeOptions(const std::string& text) {
+  std::set<std::string> out;
+  const std::regex opt(R"(-D([A-Z_][A-Z0-9_]*)=)");
+  for (std::sregex_iterator it(text.begin(), text.end(), opt), end; it != end; ++it) out.insert((*it)[1].str());
+  return out;
+}
+
+class CiExample : public ::testing::TestWithParam<std::string> {
+ protected:
+  fs::path path() const { return sourceDir() / "ci" / "examples" / GetParam(); }
+};
+
+TEST_P(CiExample, parsesWithAJobThatRunsVerifyAndPublishesJUnit) {
+  const std::string text = readFile(path());
+  ASSERT_FALSE(text.empty()) << path();
+  EXPECT_NE(text.find("verify"), std::string::npos);
+  EXPECT_NE(text.find("--junit"), std::string::npos);
+  if (!havePythonYaml()) {
+    // Without PyYAML: the line structure of the two formats.
+    EXPECT_EQ(text.find('\t'), std::string::npos) << "YAML forbids tabs for indentation";
+    if (GetParam() == "github-actions.yml") {
+      for (const char* key : {"\non:", "\njobs:", "    steps:", "report_paths:"}) EXPECT_NE(text.find(key), std::string::npos) << key;
+    } else {
+      for (const char* key : {"  script:", "  artifacts:", "      junit:"}) EXPECT_NE(text.find(key), std::string::npos) << key;
+    }
+    return;
+  }
+  const nlohmann::json y = yamlAsJson(path());
+  ASSERT_TRUE(y.is_object()) << "does not parse as YAML: " << path();
+  if (GetParam() == "github-actions.yml") {
+    // PyYAML reads the key `on` as the boolean true (YAML 1.1); GitHub reads it as "on".
+    EXPECT_TRUE(y.contains("on") || y.contains("True") || y.contains("true"));
+    ASSERT_TRUE(y.contains("jobs") && y["jobs"].is_object() && !y["jobs"].empty());
+    const auto& job = y["jobs"].begin().value();
+    ASSERT_TRUE(job.contains("steps") && job["steps"].is_array());
+    bool verify = false, publish = false;
+    for (const auto& step : job["steps"]) {
+      if (step.contains("run") && step["run"].get<std::string>().find("ckptcheck verify") != std::string::npos) verify = true;
+      if (step.contains("with") && step["with"].contains("report_paths")) publish = true;
+    }
+    EXPECT_TRUE(verify) << "no step runs ckptcheck verify";
+    EXPECT_TRUE(publish) << "no step publishes the JUnit report";
+  } else {
+    ASSERT_TRUE(y.contains("ckptcheck"));
+    const auto& job = y["ckptcheck"];
+    ASSERT_TRUE(job.contains("script") && job["script"].is_array());
+    bool verify = false;
+    for (const auto& line : job["script"]) verify |= line.get<std::string>().find("ckptcheck verify") != std::string::npos;
+    EXPECT_TRUE(verify) << "the script does not run ckptcheck verify";
+    ASSERT_TRUE(job.contains("artifacts") && job["artifacts"].contains("reports"));
+    EXPECT_TRUE(job["artifacts"]["reports"].contains("junit"));
+    EXPECT_EQ(job["artifacts"].value("when", ""), "always") << "the report must be kept when the job fails";
+  }
+}
+
+TEST_P(CiExample, everyCkptcheckSubcommandAndFlagExists) {
+  const auto calls = ckptcheckInvocations(readFile(path()));
+  ASSERT_FALSE(calls.empty());
+  std::set<std::string> subcommands;
+  for (const auto& c : calls) {
+    subcommands.insert(c.subcommand);
+    const auto [rc, help] = run(std::string("'") + CKPT_CLI + "' " + c.subcommand + " --help");
+    ASSERT_EQ(rc, 0) << "ckptcheck " << c.subcommand << " --help failed:\n" << help;
+    // An unknown subcommand gets the top-level help, whose usage line does not name it.
+    ASSERT_NE(help.find(" " + c.subcommand + " [OPTIONS]"), std::string::npos)
+        << c.line << "\n  ckptcheck has no subcommand " << c.subcommand;
+    for (const auto& flag : c.flags) {
+      const std::regex word("(^|[\\s,])" + flag + "([\\s,=]|$)");
+      EXPECT_TRUE(std::regex_search(help, word)) << c.line << "\n  " << flag << " is not an option of ckptcheck "
+                                                 << c.subcommand;
+    }
+  }
+  EXPECT_TRUE(subcommands.count("verify"));
+}
+
+TEST_P(CiExample, passesOnlyOurCMakeOptions) {
+  const std::string cmake = readFile(sourceDir() / "CMakeLists.txt");
+  for (const auto& opt : cmakeOptions(readFile(path()))) {
+    if (opt == "CMAKE_BUILD_TYPE") continue;
+    EXPECT_NE(cmake.find("option(" + opt + " "), std::string::npos) << opt << " is not an option of CMakeLists.txt";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, CiExample, ::testing::Values("github-actions.yml", "gitlab-ci.yml"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == "github-actions.yml" ? std::string("github") : std::string("gitlab");
+                         });
+
+// The verify command of the examples, with few cases: exit 0 and a JUnit report with one test case per property.
+TEST(CiExamples, verifyWritesAWellFormedJUnitReport) {
+  const fs::path dir = fs::temp_directory_path() / ("ckptcheck-ci-examples-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "reports");
+  const fs::path xml = dir / "reports" / "ckptcheck-verify.xml";
+  const auto [rc, out] = run(std::string("'") + CKPT_CLI + "' verify --cases 5 --seed 1 --no-catalogue --junit '" +
+                             xml.string() + "' --out '" + (dir / "reports" / "findings").string() + "'");
+  EXPECT_EQ(rc, 0) << out;
+  const std::string report = readFile(xml);
+  EXPECT_NE(report.find("<testsuites"), std::string::npos);
+  size_t cases = 0;
+  for (size_t at = report.find("<testcase "); at != std::string::npos; at = report.find("<testcase ", at + 1)) ++cases;
+  EXPECT_EQ(cases, 4u);
+  if (run("python3 -c 'import xml'").first == 0) {
+    const auto [xrc, xout] = run("python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '" + xml.string() + "'");
+    EXPECT_EQ(xrc, 0) << "not well-formed XML: " << xout;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ckpt

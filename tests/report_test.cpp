@@ -1,0 +1,206 @@
+// `ckptcheck report` (reports/make_report.py) on a fixed small benchmark JSON, tests/data/report/bench_small.json
+// (bench_engine's output for the tiny case under every policy, planner scaling at three depths and tiny's
+// frontier), and a verify JSON with one finding on tiny under recursive (tests/data/report/verify_small.json):
+// both report files and the figures are written, every table and figure is there, numbers are carried over
+// exactly, the finding marks its row, a second run writes the same bytes, the HTML needs no network, and bad
+// input exits 2 with one line naming the file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path sourceDir() {
+  const char* root = std::getenv("CKPT_SOURCE_DIR");
+  return root && *root ? fs::path(root) : fs::path(CKPT_TEST_SOURCE_DIR);
+}
+fs::path data(const std::string& name) { return sourceDir() / "tests" / "data" / "report" / name; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Run {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the ckptcheck binary with `args`, stdout and stderr captured.
+Run ckptcheck(const std::vector<std::string>& args, const fs::path& scratch) {
+  fs::create_directories(scratch);
+  std::string cmd = quote(CKPT_CKPTCHECK_BIN);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((scratch / "stdout").string()) + " 2>" + quote((scratch / "stderr").string());
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(scratch / "stdout");
+  r.err = slurp(scratch / "stderr");
+  return r;
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("ckpt_report_test_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    first_ = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
+                        data("verify_small.json").string(), "--out", (root_ / "a").string()},
+                       root_ / "run-a");
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static std::string md() { return slurp(root_ / "a" / "report.md"); }
+  static std::string html() { return slurp(root_ / "a" / "report.html"); }
+  // The Markdown table row of a policy in the tiny case's table.
+  static std::string row(const std::string& policy) {
+    std::istringstream in(md());
+    std::string line;
+    bool inTiny = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("## ", 0) == 0) inTiny = line == "## tiny";
+      if (inTiny && line.rfind("| " + policy + " |", 0) == 0) return line;
+    }
+    return "";
+  }
+
+  static fs::path root_;
+  static Run first_;
+};
+fs::path ReportTest::root_;
+Run ReportTest::first_;
+
+TEST_F(ReportTest, writesBothReportsAndEveryFigure) {
+  ASSERT_EQ(first_.exitCode, 0) << first_.err;
+  for (const char* f : {"report.md", "report.html", "fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg"})
+    EXPECT_TRUE(fs::is_regular_file(root_ / "a" / f)) << f;
+  for (const char* f : {"fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg"})
+    EXPECT_NE(slurp(root_ / "a" / f).find("<svg"), std::string::npos) << f;
+}
+
+TEST_F(ReportTest, hasEveryTableAndSection) {
+  const std::string m = md();
+  for (const char* h : {"# ckptcheck overhead report", "## Summary", "## Run", "## tiny", "## Engine tax per policy",
+                        "## Full recomputation vs the 33% theory", "### Where full recomputation's time goes, per op kind",
+                        "## Planner scaling", "## Figures", "## Findings"})
+    EXPECT_NE(m.find(std::string("\n") + h + "\n"), std::string::npos) << h;
+  EXPECT_NE(m.find("| policy | peak activation | bytes | × store-all | forward evals | FLOP overhead | time ratio (IQR) | "
+                   "engine tax | recomputed ops | rest | frontier | bitwise |"),
+            std::string::npos);
+  for (const char* fig : {"![Peak memory vs L](fig-memory-vs-layers.svg)", "![Memory vs recompute per case](fig-frontier.svg)",
+                          "![Measured vs theoretical overhead](fig-overhead.svg)"})
+    EXPECT_NE(m.find(fig), std::string::npos) << fig;
+}
+
+TEST_F(ReportTest, carriesNumbersOverExactly) {
+  // Values of tests/data/report/bench_small.json. revolve:slots=2 on tiny: peak 14080 bytes (13.75 KiB) of
+  // store-all's 16256 (0.866), 5 forward evaluations, flop_overhead 0.053928905..., time_overhead 1.25 (IQR 1.2-1.3), so the engine
+  // tax is 1.25 - 1.053928905 = +0.196; recompute_time_share 0.16 gives 1.25 * 0.16 - 0.0539 = +0.146 for the
+  // recomputed ops and 1.25 * 0.84 - 1 = +0.050 for the rest.
+  const std::string r = row("revolve:slots=2");
+  ASSERT_FALSE(r.empty()) << md();
+  EXPECT_EQ(r, "| revolve:slots=2 | 13.8 KiB | 14080 | 0.866 | 5 | 0.0539 | 1.250 (1.200–1.300) | +0.196 | +0.146 | "
+               "+0.050 | on | equal |");
+  const std::string s = row("store-all");
+  EXPECT_EQ(s, "| store-all | 15.9 KiB | 16256 | 1.000 | 3 | 0.0000 | 1.010 (0.990–1.030) | +0.010 | +0.000 | +0.010 | "
+               "on | equal |");
+  // Planner scaling: recursive at L = 1000 peaks at 524288 bytes (512 KiB) with 5932 forward evaluations.
+  EXPECT_NE(md().find("| 512 KiB / 5932 / "), std::string::npos);
+  // Context carried into the Run section.
+  EXPECT_NE(md().find("- commit: 1234abc"), std::string::npos);
+  EXPECT_NE(md().find("- benchmark mode: short"), std::string::npos);
+}
+
+TEST_F(ReportTest, verifyFindingMarksItsRowAndIsListed) {
+  EXPECT_EQ(row("recursive").substr(row("recursive").rfind("| ", row("recursive").size() - 3)),
+            "| DIFFERS (verify: property 1) |");
+  EXPECT_NE(md().find("property 1 (bitwise-equal); catalogue case tiny; policy recursive"), std::string::npos);
+  EXPECT_NE(first_.out.find("DIFFERS (verify: property 1)"), std::string::npos) << first_.out;
+}
+
+TEST_F(ReportTest, printsTheSummaryTable) {
+  EXPECT_NE(first_.out.find("case  policy"), std::string::npos) << first_.out;
+  EXPECT_NE(first_.out.find("tiny  revolve:slots=2"), std::string::npos) << first_.out;
+  EXPECT_NE(first_.out.find("Engine tax"), std::string::npos) << first_.out;
+}
+
+TEST_F(ReportTest, htmlIsSelfContained) {
+  const std::string h = html();
+  EXPECT_EQ(h.find("http"), std::string::npos);
+  EXPECT_EQ(h.find("<script"), std::string::npos);
+  EXPECT_EQ(h.find("<link"), std::string::npos);
+  size_t figures = 0;
+  for (size_t at = h.find("src=\"data:image/svg+xml;base64,"); at != std::string::npos;
+       at = h.find("src=\"data:image/svg+xml;base64,", at + 1))
+    ++figures;
+  EXPECT_EQ(figures, 3u);
+  EXPECT_NE(h.find("<td>14080</td>"), std::string::npos);
+}
+
+TEST_F(ReportTest, secondRunWritesTheSameBytes) {
+  const Run again = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
+                               data("verify_small.json").string(), "--out", (root_ / "b").string()},
+                              root_ / "run-b");
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  for (const auto& e : fs::directory_iterator(root_ / "a"))
+    EXPECT_EQ(slurp(e.path()), slurp(root_ / "b" / e.path().filename())) << e.path().filename();
+  EXPECT_EQ(first_.out, again.out);
+}
+
+TEST_F(ReportTest, checkExitsOneOnAFindingAndZeroWithout) {
+  const Run withFinding = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
+                                     data("verify_small.json").string(), "--out", (root_ / "c").string(), "--check",
+                                     "--quiet"},
+                                    root_ / "run-c");
+  EXPECT_EQ(withFinding.exitCode, 1) << withFinding.err;
+  EXPECT_TRUE(fs::is_regular_file(root_ / "c" / "report.html"));  // written anyway
+  EXPECT_EQ(withFinding.out, "");                                  // --quiet
+  const Run clean = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--out",
+                               (root_ / "d").string(), "--check", "--quiet"},
+                              root_ / "run-d");
+  EXPECT_EQ(clean.exitCode, 0) << clean.err;
+}
+
+TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
+  const fs::path scratch = root_ / "bad";
+  fs::create_directories(scratch);
+  const Run missing = ckptcheck({"report", "--bench", (scratch / "nope.json").string(), "--out", (scratch / "o").string()},
+                                scratch / "r1");
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
+
+  std::ofstream(scratch / "notjson.json") << "{ not json";
+  const Run notJson = ckptcheck({"report", "--bench", (scratch / "notjson.json").string(), "--out", (scratch / "o").string()},
+                                scratch / "r2");
+  EXPECT_EQ(notJson.exitCode, 2);
+  EXPECT_NE(notJson.err.find("notjson.json"), std::string::npos) << notJson.err;
+  EXPECT_EQ(std::count(notJson.err.begin(), notJson.err.end(), '\n'), 1) << notJson.err;
+
+  std::ofstream(scratch / "other.json") << R"({"benchmarks": [{"name": "BM_Other/1", "real_time": 1}]})";
+  const Run other = ckptcheck({"report", "--bench", (scratch / "other.json").string(), "--out", (scratch / "o").string()},
+                              scratch / "r3");
+  EXPECT_EQ(other.exitCode, 2);
+  EXPECT_FALSE(fs::exists(scratch / "o" / "report.md"));
+}
+
+}  // namespace
