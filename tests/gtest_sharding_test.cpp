@@ -1,7 +1,10 @@
 // GoogleTest's sharding variables are honoured, so CI systems can spread the suite over machines: running a test
 // binary as GTEST_TOTAL_SHARDS=N, GTEST_SHARD_INDEX=0..N-1 runs every test exactly once over the shards.
 // (gtest itself implements it; this guards against a main() or a runner that would bypass it.)
+// `ckptcheck verify --shard I/N` splits its cases the same way: the shards together check what one run checks.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <sstream>
@@ -46,6 +49,38 @@ TEST(GtestSharding, shardsPartitionTheSuite) {
     united.insert(part.begin(), part.end());
   }
   EXPECT_EQ(united, whole);  // a multiset: nothing twice, nothing lost
+}
+
+nlohmann::json verify(const std::vector<std::string>& extra) {
+  ScratchDir dir("verify-shard");
+  std::vector<std::string> args = {"verify", "--cases", "40", "--seed", "3", "--max-blocks", "6", "--json", "--threads", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = runCkptcheck(args, {}, dir.path(), 600);
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+TEST(VerifyShard, shardsTogetherCheckWhatOneRunChecks) {
+  if (runCkptcheck({"verify", "--help"}).exitCode() != 0) GTEST_SKIP() << "no verify subcommand";
+  const nlohmann::json whole = verify({});
+  ASSERT_TRUE(whole.is_object());
+  const int n = 3;
+  int64_t random = 0, catalogue = 0, runs = 0;
+  std::vector<int64_t> checked(4, 0);
+  for (int i = 0; i < n; ++i) {
+    const nlohmann::json part = verify({"--shard", std::to_string(i) + "/" + std::to_string(n)});
+    ASSERT_TRUE(part.is_object());
+    EXPECT_EQ(part.value("shard", ""), std::to_string(i) + "/" + std::to_string(n));
+    EXPECT_LT(part["random_cases"].get<int64_t>(), whole["random_cases"].get<int64_t>());
+    random += part["random_cases"].get<int64_t>();
+    catalogue += part["catalogue_cases"].get<int64_t>();
+    runs += part["policy_runs"].get<int64_t>();
+    for (size_t k = 0; k < 4; ++k) checked[k] += part["properties"][k]["checked"].get<int64_t>();
+  }
+  EXPECT_EQ(random, whole["random_cases"].get<int64_t>());
+  EXPECT_EQ(catalogue, whole["catalogue_cases"].get<int64_t>());
+  EXPECT_EQ(runs, whole["policy_runs"].get<int64_t>()) << "the same cases ran the same policies";
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(checked[k], whole["properties"][k]["checked"].get<int64_t>()) << "property " << k + 1;
 }
 
 }  // namespace

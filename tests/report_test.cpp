@@ -39,20 +39,20 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-struct Run {
+struct CliRun {
   int exitCode = -1;
   std::string out;
   std::string err;
 };
 
 // Runs the ckptcheck binary with `args`, stdout and stderr captured.
-Run ckptcheck(const std::vector<std::string>& args, const fs::path& scratch) {
+CliRun ckptcheck(const std::vector<std::string>& args, const fs::path& scratch) {
   fs::create_directories(scratch);
   std::string cmd = quote(CKPT_CKPTCHECK_BIN);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((scratch / "stdout").string()) + " 2>" + quote((scratch / "stderr").string());
   const int status = std::system(cmd.c_str());
-  Run r;
+  CliRun r;
   r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(scratch / "stdout");
   r.err = slurp(scratch / "stderr");
@@ -85,10 +85,10 @@ class ReportTest : public ::testing::Test {
   }
 
   static fs::path root_;
-  static Run first_;
+  static CliRun first_;
 };
 fs::path ReportTest::root_;
-Run ReportTest::first_;
+CliRun ReportTest::first_;
 
 TEST_F(ReportTest, writesBothReportsAndEveryFigure) {
   ASSERT_EQ(first_.exitCode, 0) << first_.err;
@@ -158,7 +158,7 @@ TEST_F(ReportTest, htmlIsSelfContained) {
 }
 
 TEST_F(ReportTest, secondRunWritesTheSameBytes) {
-  const Run again = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
+  const CliRun again = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
                                data("verify_small.json").string(), "--out", (root_ / "b").string()},
                               root_ / "run-b");
   ASSERT_EQ(again.exitCode, 0) << again.err;
@@ -168,14 +168,14 @@ TEST_F(ReportTest, secondRunWritesTheSameBytes) {
 }
 
 TEST_F(ReportTest, checkExitsOneOnAFindingAndZeroWithout) {
-  const Run withFinding = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
+  const CliRun withFinding = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
                                      data("verify_small.json").string(), "--out", (root_ / "c").string(), "--check",
                                      "--quiet"},
                                     root_ / "run-c");
   EXPECT_EQ(withFinding.exitCode, 1) << withFinding.err;
   EXPECT_TRUE(fs::is_regular_file(root_ / "c" / "report.html"));  // written anyway
   EXPECT_EQ(withFinding.out, "");                                  // --quiet
-  const Run clean = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--out",
+  const CliRun clean = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--out",
                                (root_ / "d").string(), "--check", "--quiet"},
                               root_ / "run-d");
   EXPECT_EQ(clean.exitCode, 0) << clean.err;
@@ -184,20 +184,20 @@ TEST_F(ReportTest, checkExitsOneOnAFindingAndZeroWithout) {
 TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
   const fs::path scratch = root_ / "bad";
   fs::create_directories(scratch);
-  const Run missing = ckptcheck({"report", "--bench", (scratch / "nope.json").string(), "--out", (scratch / "o").string()},
+  const CliRun missing = ckptcheck({"report", "--bench", (scratch / "nope.json").string(), "--out", (scratch / "o").string()},
                                 scratch / "r1");
   EXPECT_EQ(missing.exitCode, 2);
   EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
 
   std::ofstream(scratch / "notjson.json") << "{ not json";
-  const Run notJson = ckptcheck({"report", "--bench", (scratch / "notjson.json").string(), "--out", (scratch / "o").string()},
+  const CliRun notJson = ckptcheck({"report", "--bench", (scratch / "notjson.json").string(), "--out", (scratch / "o").string()},
                                 scratch / "r2");
   EXPECT_EQ(notJson.exitCode, 2);
   EXPECT_NE(notJson.err.find("notjson.json"), std::string::npos) << notJson.err;
   EXPECT_EQ(std::count(notJson.err.begin(), notJson.err.end(), '\n'), 1) << notJson.err;
 
   std::ofstream(scratch / "other.json") << R"({"benchmarks": [{"name": "BM_Other/1", "real_time": 1}]})";
-  const Run other = ckptcheck({"report", "--bench", (scratch / "other.json").string(), "--out", (scratch / "o").string()},
+  const CliRun other = ckptcheck({"report", "--bench", (scratch / "other.json").string(), "--out", (scratch / "o").string()},
                               scratch / "r3");
   EXPECT_EQ(other.exitCode, 2);
   EXPECT_FALSE(fs::exists(scratch / "o" / "report.md"));

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <pwd.h>
 #include <sstream>
 #include <unistd.h>
 
@@ -74,7 +75,12 @@ std::string adapterSourceDir() {
 
 std::string adapterPython() {
   if (const char* env = std::getenv("CKPT_PYTHON"); env && *env) return env;
-  if (const char* home = std::getenv("HOME"); home && *home) {
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    const passwd* pw = getpwuid(getuid());
+    home = pw ? pw->pw_dir : nullptr;
+  }
+  if (home && *home) {
     const fs::path venv = fs::path(home) / ".cache" / "ckptcheck" / "venv" / "bin" / "python";
     std::error_code ec;
     if (fs::exists(venv, ec)) return venv.string();

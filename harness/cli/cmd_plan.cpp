@@ -7,6 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/resource_guard.h"
 
 namespace ckpt::cli {
 namespace {
@@ -72,8 +73,9 @@ void addPlan(CLI::App& app, int& exitCode) {
   cmd->callback([o, &exitCode] {
     if (o->casePath.empty() && o->layers == 0) throw InputError("plan: give --case FILE or --layers L");
     const PolicySpec policy = parsePolicy(o->policy);
-    const ChainCost cost = o->casePath.empty() ? homogeneousChainCost(homogeneousSpec(*o), o->layers)
-                                               : caseChainCost(loadCase(o->casePath));
+    const CaseSpec spec = o->casePath.empty() ? homogeneousSpec(*o) : loadCase(o->casePath);
+    guardPlanning(spec);  // planning builds one block of each kind
+    const ChainCost cost = o->casePath.empty() ? homogeneousChainCost(spec, o->layers) : caseChainCost(spec);
     const Schedule s = makeSchedule(policy, cost);
     const Plan p = planSchedule(s, cost);
     const nlohmann::json j = planJson(s, p, cost.layers());

@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "harness/cli/commands.h"
+#include "cases/input_error.h"
+#include "harness/engine/resource_guard.h"
 #include "harness/exit_codes.h"
 #include "harness/mutants/catalog.h"
 #include "harness/verify/policy_draw.h"
@@ -23,7 +25,25 @@ struct Args {
   bool json = false;
   std::string junit;
   std::string out;
+  std::string shard;
 };
+
+// "I/N" with 0 <= I < N.
+void parseShard(const std::string& text, VerifyOptions& o) {
+  const size_t slash = text.find('/');
+  try {
+    size_t used = 0;
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    o.shardIndex = std::stoi(text.substr(0, slash), &used);
+    if (used != slash) throw std::invalid_argument("index");
+    o.shardCount = std::stoi(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1) throw std::invalid_argument("count");
+  } catch (const std::exception&) {
+    throw InputError("--shard '" + text + "': expected I/N with 0 <= I < N, e.g. 0/4");
+  }
+  if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)
+    throw InputError("--shard '" + text + "': expected I/N with 0 <= I < N, e.g. 0/4");
+}
 
 std::string defaultFindingsDir() {
   const char* tmp = std::getenv("TMPDIR");
@@ -56,7 +76,12 @@ void addVerify(CLI::App& app, int& exitCode) {
   cmd->add_option("--max-steps", a->o.limits.maxSteps, "Most training steps of a random case (default 3)")->check(CLI::Range(1, 10));
   cmd->add_option("--shrink-trials", a->o.maxShrinkTrials, "Most cases tried while shrinking (default 2000)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--shard", a->shard,
+                  "Check only shard I of N (0 <= I < N): random case i and catalogue case k when i, k = I mod N; the N "
+                  "shards together check what one run checks");
+  cmd->add_option("--max-activation-bytes", a->o.maxActivationBytes, kMaxActivationBytesHelp);
   cmd->callback([a, &exitCode] {
+    if (!a->shard.empty()) parseShard(a->shard, a->o);
     if (!a->policies.empty()) a->o.policies = splitPolicyList(a->policies);
     a->o.catalogue = !a->noCatalogue;
     const VerifyReport r = runVerify(a->o);

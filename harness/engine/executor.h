@@ -10,6 +10,7 @@
 // step, block and node only. Recomputes never update module state. Every decision point is a hook of
 // EngineVariant (engine_variant.h); the default variant is the correct engine.
 #pragma once
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -22,13 +23,34 @@
 
 namespace ckpt {
 
+// Wall time the executor spent re-running forwards (block-level recomputes and op-level rebuilds of dropped
+// contexts), accumulated over steps: a report splits a policy's step time into the reference's work, this, and
+// the engine's own bookkeeping, which must stay invisible next to the math.
+struct ExecutorTimes {
+  double recomputeMs = 0;
+};
+
 namespace detail {
+
+class Stopwatch {
+ public:
+  explicit Stopwatch(ExecutorTimes* t) : t_(t), start_(t ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point()) {}
+  ~Stopwatch() {
+    if (t_) t_->recomputeMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+
+ private:
+  ExecutorTimes* t_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 template <class T>
 class StepRunner final : public StepView {
  public:
-  StepRunner(Chain<T>& c, const Schedule& s, int step, const EngineVariant& v)
-      : c_(c), s_(s), step_(step), v_(v), x_(static_cast<size_t>(c.size()) + 1),
+  StepRunner(Chain<T>& c, const Schedule& s, int step, const EngineVariant& v, ExecutorTimes* times)
+      : c_(c), s_(s), step_(step), v_(v), times_(times), x_(static_cast<size_t>(c.size()) + 1),
         checkpoint_(static_cast<size_t>(c.size()) + 1, 0), g_(static_cast<size_t>(c.size()) + 1),
         tapes_(static_cast<size_t>(c.size())), tapeRecomputed_(static_cast<size_t>(c.size()), 0),
         forwarded_(static_cast<size_t>(c.size()), 0), rngAtFirst_(static_cast<size_t>(c.size())) {}
@@ -125,7 +147,11 @@ class StepRunner final : public StepView {
     }
     const int ops = v_.forwardBlock(i, recompute);
     if (ops < 0 || ops >= c_.size()) throw std::logic_error("engine variant ran block " + std::to_string(ops));
-    Tensor<T> y = blockForward(c_.blocks[at(ops)], input, tape, s_.keepFor(i), env);
+    Tensor<T> y;
+    {
+      Stopwatch watch(recompute ? times_ : nullptr);
+      y = blockForward(c_.blocks[at(ops)], input, tape, s_.keepFor(i), env);
+    }
     ++meter_->forwardEvals;
     if (recompute) v_.rngAfterRecompute(c_.rng, live);
     x_[at(i) + 1] = std::move(y);
@@ -156,6 +182,7 @@ class StepRunner final : public StepView {
     for (const auto& ctx : tape.contexts) dropped |= !ctx.has_value();
     if (dropped) {
       meter_->phase = Phase::kRecompute;
+      Stopwatch watch(times_);
       recomputeDropped(c_.blocks[at(i)], tape, v_.recomputeEnv(BlockEnv{&c_.rng, step_, i, true, {}}));
     }
     meter_->phase = Phase::kBackward;
@@ -167,6 +194,7 @@ class StepRunner final : public StepView {
   const Schedule& s_;
   int step_;
   const EngineVariant& v_;
+  ExecutorTimes* times_;
   ActivationMeter* meter_ = nullptr;
   std::vector<Tensor<T>> x_;                      // boundaries x_0..x_L
   std::vector<char> checkpoint_;                  // x_i came from a first forward (or is x_0)
@@ -180,21 +208,23 @@ class StepRunner final : public StepView {
 }  // namespace detail
 
 // One training step of `schedule` (which must have passed validateSchedule; executeSteps checks it) on `chain`:
-// zero gradients, run the instructions, collect the results and measurements, SGD update.
+// zero gradients, run the instructions, collect the results and measurements, SGD update. `times`, when given,
+// accumulates the recompute wall time.
 template <class T>
 StepResult<T> executeStep(Chain<T>& chain, const Schedule& schedule, int step,
-                          const EngineVariant& variant = EngineVariant()) {
+                          const EngineVariant& variant = EngineVariant(), ExecutorTimes* times = nullptr) {
   ActivationMeter meter;  // declared before the runner: its tensors are released into it
-  detail::StepRunner<T> runner(chain, schedule, step, variant);
+  detail::StepRunner<T> runner(chain, schedule, step, variant, times);
   return runner.run(meter);
 }
 
 template <class T>
 std::vector<StepResult<T>> executeSteps(Chain<T>& chain, const Schedule& schedule, int steps,
-                                        const EngineVariant& variant = EngineVariant()) {
+                                        const EngineVariant& variant = EngineVariant(),
+                                        ExecutorTimes* times = nullptr) {
   validateSchedule(schedule, chainCost(chain));
   std::vector<StepResult<T>> rs;
-  for (int s = 0; s < steps; ++s) rs.push_back(executeStep(chain, schedule, s, variant));
+  for (int s = 0; s < steps; ++s) rs.push_back(executeStep(chain, schedule, s, variant, times));
   return rs;
 }
 

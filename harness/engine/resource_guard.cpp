@@ -168,6 +168,22 @@ void guardCaseSizes(const CaseSpec& c, const MemoryLimit& limit) {
   }
 }
 
+void guardPlanning(const CaseSpec& c) {
+  const Real scalar = c.dtype == DType::kFloat ? 4 : 8;
+  std::vector<BlockSpec> distinct;
+  Real params = 0;
+  for (const BlockSpec& b : c.blocks) {
+    if (std::find(distinct.begin(), distinct.end(), b) != distinct.end()) continue;
+    distinct.push_back(b);
+    params += static_cast<Real>(blockParameterCount(b, c.width));
+  }
+  const Real bytes = 2 * params * scalar;
+  const Real limit = static_cast<Real>(machineMemoryBytes() / 2);
+  if (bytes > limit)
+    throw InputError("case '" + c.name + "': planning builds one block of each kind, whose parameters and gradients take " +
+                     figure(bytes) + ", over half of this machine's memory " + figure(limit));
+}
+
 void guardCase(const CaseSpec& c, const std::vector<PolicySpec>& policies, const MemoryLimit& limit) {
   guardCaseSizes(c, limit);
   const ChainCost cost = caseChainCost(c);

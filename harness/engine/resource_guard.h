@@ -41,6 +41,10 @@ int64_t machineMemoryBytes();
 // Parameter elements of one block of the case (weights and biases; BatchNorm's running statistics are buffers).
 int64_t blockParameterCount(const BlockSpec& b, int64_t width);
 
+// What planning alone allocates: caseChainCost builds one block of each distinct kind (parameters and their
+// gradients) to read its op metadata. Refuses (InputError) when that exceeds half of this machine's memory, so
+// `ckptcheck plan` on a huge width is refused instead of being killed for memory.
+void guardPlanning(const CaseSpec& c);
 // Stage 1 (spec only). Throws InputError naming the case, the figure and the limit.
 void guardCaseSizes(const CaseSpec& c, const MemoryLimit& limit);
 // Stage 2: plans store-all (the reference every command runs beside a policy) and each policy given, and

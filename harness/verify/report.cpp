@@ -165,6 +165,7 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
   j["engine"] = r.mutant.empty() ? "correct" : r.mutant;
   j["mutant"] = r.mutant.empty() ? nlohmann::json() : nlohmann::json(r.mutant);
   j["threads"] = r.threads;
+  if (r.shardCount > 1) j["shard"] = std::to_string(r.shardIndex) + "/" + std::to_string(r.shardCount);
   j["cases_run"] = r.randomCases + r.catalogueCases;
   j["random_cases"] = r.randomCases;
   j["catalogue_cases"] = r.catalogueCases;

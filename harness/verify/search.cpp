@@ -13,6 +13,7 @@
 #include "cases/case_json.h"
 #include "cases/input_error.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/resource_guard.h"
 #include "harness/mutants/catalog.h"
 #include "harness/verify/policy_draw.h"
 
@@ -246,12 +247,19 @@ VerifyReport runVerify(const VerifyOptions& o) {
   }
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
+  if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)
+    throw InputError("--shard " + std::to_string(o.shardIndex) + "/" + std::to_string(o.shardCount) +
+                     ": expected I/N with 0 <= I < N");
+  const MemoryLimit memory = memoryLimit(o.maxActivationBytes);
+  auto inShard = [&](int64_t i) { return i % o.shardCount == o.shardIndex; };
   const auto gen = genVerifyCase(o.limits);
 
   VerifyReport r;
   r.seed = o.seed;
   r.mutant = o.mutant;
   r.threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  r.shardIndex = o.shardIndex;
+  r.shardCount = o.shardCount;
 
   if (!o.reproduce.empty()) {
     const Parsed p = parseReproduce(o.reproduce);
@@ -300,6 +308,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
     for (;;) {
       const int64_t i = next++;
       if (i >= o.cases || i > firstFail.load()) return;
+      if (!inShard(i)) continue;
       try {
         Outcome out = evaluate(gen(randomFor(o.seed, i), sizeFor(i)).value(), o.policies, *engine);
         Summary& sum = summaries[static_cast<size_t>(i)];
@@ -331,6 +340,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
   const int64_t fail = firstFail.load();
   const int64_t last = fail == std::numeric_limits<int64_t>::max() ? o.cases : fail + 1;
   for (int64_t i = 0; i < last; ++i) {
+    if (!inShard(i)) continue;
     const Summary& sum = summaries[static_cast<size_t>(i)];
     for (size_t k = 0; k < 4; ++k) {
       ++r.perProperty[k].checked;
@@ -338,9 +348,10 @@ VerifyReport runVerify(const VerifyOptions& o) {
     }
     r.policyRuns += sum.policyRuns;
   }
-  r.randomCases = last;
+  r.randomCases = 0;
+  for (int64_t i = 0; i < last; ++i) r.randomCases += inShard(i) ? 1 : 0;
   r.searchSeconds = secondsSince(searchStart);
-  r.casesPerMinute = r.searchSeconds > 0 ? 60.0 * static_cast<double>(last) / r.searchSeconds : 0.0;
+  r.casesPerMinute = r.searchSeconds > 0 ? 60.0 * static_cast<double>(r.randomCases) / r.searchSeconds : 0.0;
 
   if (fail != std::numeric_limits<int64_t>::max()) {
     const Outcome& out = failures.at(fail);
@@ -367,9 +378,16 @@ VerifyReport runVerify(const VerifyOptions& o) {
     for (const auto& e : std::filesystem::directory_iterator(dir))
       if (e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end());
+    std::vector<std::filesystem::path> shard;
+    for (size_t k = 0; k < files.size(); ++k)
+      if (inShard(static_cast<int64_t>(k))) shard.push_back(files[k]);
+    files = std::move(shard);
     // Every catalogue case in parallel; the finding is the first failing one in name order.
     std::vector<VerifyCase> cases;
-    for (const auto& file : files) cases.push_back({loadCase(file.string()), kCatalogueDraw});
+    for (const auto& file : files) {
+      cases.push_back({loadCase(file.string()), kCatalogueDraw});
+      guardCase(cases.back().spec, {}, memory);
+    }
     std::vector<std::optional<Outcome>> outcomes(cases.size());
     std::atomic<size_t> nextCase{0};
     auto catalogueWorker = [&] {

@@ -41,6 +41,11 @@ struct VerifyOptions {
   GenLimits limits = verifyLimits();
   int maxShrinkTrials = 2000;          // cases tried while shrinking
   std::string reproduce;               // "S:i:path": check that one case only
+  // --shard I/N: this run checks random case i and catalogue file f (sorted by name) only when i % N == I, resp.
+  // f % N == I, so N runs with I = 0..N-1 together check exactly what one unsharded run checks.
+  int shardIndex = 0;
+  int shardCount = 1;
+  std::string maxActivationBytes;      // the resource guard's limit for catalogue cases ("" = default)
 };
 
 struct PropertyCount {
@@ -63,6 +68,7 @@ struct VerifyReport {
   uint64_t seed = 0;
   std::string mutant;
   int threads = 1;
+  int shardIndex = 0, shardCount = 1;
   int64_t randomCases = 0;      // random cases checked (up to and including a failing one)
   int64_t catalogueCases = 0;
   int64_t policyRuns = 0;       // (case, policy) pairs run by the engine

@@ -27,7 +27,7 @@ import sys
 def adapter_python():
     if os.environ.get("CKPT_PYTHON"):
         return os.environ["CKPT_PYTHON"]
-    venv = os.path.join(os.environ.get("HOME", ""), ".cache", "ckptcheck", "venv", "bin", "python")
+    venv = os.path.join(os.path.expanduser("~"), ".cache", "ckptcheck", "venv", "bin", "python")
     return venv if os.path.exists(venv) else "python3"
 
 
