@@ -99,7 +99,7 @@ TEST_F(ReportTest, writesBothReportsAndEveryFigure) {
 }
 
 TEST_F(ReportTest, hasEveryTableAndSection) {
-  const std::string m = md();
+  const std::string m = "\n" + md();
   for (const char* h : {"# ckptcheck overhead report", "## Summary", "## Run", "## tiny", "## Engine tax per policy",
                         "## Full recomputation vs the 33% theory", "### Where full recomputation's time goes, per op kind",
                         "## Planner scaling", "## Figures", "## Findings"})

@@ -11,6 +11,7 @@
 // EngineVariant (engine_variant.h); the default variant is the correct engine.
 #pragma once
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -23,27 +24,43 @@
 
 namespace ckpt {
 
-// Wall time the executor spent re-running forwards (block-level recomputes and op-level rebuilds of dropped
+// Time the executor spent re-running forwards (block-level recomputes and op-level rebuilds of dropped
 // contexts), accumulated over steps: a report splits a policy's step time into the reference's work, this, and
-// the engine's own bookkeeping, which must stay invisible next to the math.
+// the engine's own bookkeeping, which must stay invisible next to the math. CPU time is kept besides wall time
+// because it barely moves when other processes share the cores.
 struct ExecutorTimes {
-  double recomputeMs = 0;
+  double recomputeMs = 0;     // wall
+  double recomputeCpuMs = 0;  // this process's CPU time
 };
+
+// This process's CPU time in milliseconds.
+inline double processCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 namespace detail {
 
 class Stopwatch {
  public:
-  explicit Stopwatch(ExecutorTimes* t) : t_(t), start_(t ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point()) {}
+  explicit Stopwatch(ExecutorTimes* t) : t_(t) {
+    if (!t_) return;
+    wall_ = std::chrono::steady_clock::now();
+    cpu_ = processCpuMs();
+  }
   ~Stopwatch() {
-    if (t_) t_->recomputeMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    if (!t_) return;
+    t_->recomputeMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_).count();
+    t_->recomputeCpuMs += processCpuMs() - cpu_;
   }
   Stopwatch(const Stopwatch&) = delete;
   Stopwatch& operator=(const Stopwatch&) = delete;
 
  private:
   ExecutorTimes* t_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_ = 0;
 };
 
 template <class T>
