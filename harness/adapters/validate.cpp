@@ -51,6 +51,7 @@ struct CaseOutcome {
   }
   json differences = json::array();
 };
+constexpr const char* kStateOnly = "bitwise:state";  // CaseOutcome::signature of check 1 when only state differs
 
 // The worst check-2 error seen, per dtype.
 struct ReferenceStats {
@@ -646,13 +647,19 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   Session s{o, client, caps, work, {}, 0, std::nullopt, err};
   std::string replayBase = "ckptcheck validate " + shellJoin(spec.replayArgs);
 
-  auto checksJson = [&](const std::optional<CaseOutcome>& failed, int passed) {
+  std::vector<CaseOutcome> failures;  // the reported findings and faults, each at its smallest case
+  auto checksJson = [&](int passed) {
     json checks = json::array();
     auto add = [&](const char* name, bool reported, const std::string& holdsDetail) {
       json c = {{"name", name}};
-      if (failed && failed->check == name) {
-        c["status"] = verdictName(failed->verdict);
-        c["detail"] = failed->message;
+      std::vector<const CaseOutcome*> mine;
+      for (const auto& f : failures)
+        if (f.check == name) mine.push_back(&f);
+      if (!mine.empty()) {
+        c["status"] = verdictName(mine.front()->verdict);
+        std::string d;
+        for (const auto* f : mine) d += (d.empty() ? "" : " | ") + f->message;
+        c["detail"] = d;
       } else if (!reported) {
         c["status"] = "skipped";
         c["detail"] = "the adapter does not report it";
@@ -662,23 +669,23 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
       }
       checks.push_back(c);
     };
-    const std::string n = failed ? "no violation in " + std::to_string(s.evaluations) + " evaluated case(s)"
-                                 : "on " + std::to_string(passed) + " case(s)";
+    const std::string n = failures.empty() ? "on " + std::to_string(passed) + " case(s)"
+                                           : "no violation in " + std::to_string(s.evaluations) + " evaluated case(s)";
     add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
     add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
     add(kForwardCalls, caps.reportsForwardCalls, "forward calls per block as the mode implies " + n);
     add(kSavedBytes, caps.reportsMemory, "checkpoint saves no more activation bytes than plain " + n);
-    if (failed && failed->check == kAdapter) checks.push_back({{"name", kAdapter}, {"status", "adapter-fault"}, {"detail", failed->message}});
+    add(kAdapter, true, "every run followed the protocol");
     return checks;
   };
 
-  // Writes the failing case and its outcome into the report; returns the exit code.
-  auto report1 = [&](const CaseSpec& c, const CaseOutcome& oc, const fs::path& dir, int passed) {
+  // Adds a failing case and its outcome to the report: the case file, the replay command, the differences.
+  auto record = [&](const CaseSpec& c, const CaseOutcome& oc, const fs::path& dir) {
     fs::create_directories(dir);
     const fs::path caseFile = dir / "case.json";
     std::ofstream(caseFile) << caseToJson(c).dump(2) << "\n";
     const std::string replay = replayBase + " --case " + shellQuote(caseFile.string()) + " --out " +
-                               shellQuote((outDir / "replay").string());
+                               shellQuote((dir / "replay").string());
     json f;
     f["check"] = oc.check;
     f["message"] = oc.message;
@@ -691,15 +698,20 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
     f["run_dir"] = dir.string();
-    if (oc.verdict == Verdict::kFinding) {
-      report["findings"].push_back(f);
-      report["result"] = "finding";
-    } else {
-      report["fault"] = f;
-      report["result"] = "adapter-fault";
+    if (oc.verdict == Verdict::kFinding) report["findings"].push_back(f);
+    else report["fault"] = f;
+    failures.push_back(oc);
+  };
+  // Finishes the report; an adapter fault outranks a finding.
+  auto conclude = [&](int passed) {
+    bool fault = false, finding = false;
+    for (const auto& f : failures) {
+      fault = fault || f.verdict == Verdict::kFault;
+      finding = finding || f.verdict == Verdict::kFinding;
     }
     report["cases_passed"] = passed;
-    return finish(oc.verdict == Verdict::kFinding ? kExitFinding : kExitInfra, checksJson(oc, passed));
+    report["result"] = fault ? "adapter-fault" : finding ? "finding" : "holds";
+    return finish(fault ? kExitInfra : finding ? kExitFinding : kExitOk, checksJson(passed));
   };
   auto stats = [&] {
     report["evaluations"] = s.evaluations;
@@ -745,11 +757,12 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     const fs::path dir = outDir / "case";
     const CaseOutcome oc = evaluate(s, c, dir);
     stats();
-    if (oc.verdict != Verdict::kHolds) return report1(c, oc, dir, 0);
-    report["result"] = "holds";
-    report["cases_passed"] = 1;
+    if (oc.verdict != Verdict::kHolds) {
+      record(c, oc, dir);
+      return conclude(0);
+    }
     if (!o.keepWork) fs::remove_all(dir);
-    return finish(kExitOk, checksJson(std::nullopt, 1));
+    return conclude(1);
   }
 
   report["mode"] = "random";
@@ -764,7 +777,8 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     const CaseOutcome oc = evaluate(s, smoke, dir);
     if (oc.verdict == Verdict::kFault) {
       stats();
-      return report1(smoke, oc, dir, 0);
+      record(smoke, oc, dir);
+      return conclude(0);
     }
     if (!o.keepWork) fs::remove_all(dir);
   }
@@ -786,6 +800,7 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   meta.description = meta.id;
   int counter = 0;
   std::optional<std::string> firstFailure;
+  std::optional<CaseSpec> stateOnly;
   SilentListener listener;
   const auto result = rc::detail::checkTestable(
       [&] {
@@ -802,6 +817,12 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
         }
         if (!o.keepWork) fs::remove_all(dir);
         if (oc.verdict == Verdict::kHolds) return;
+        // A case where only state differs (BatchNorm's running statistics, the generator) is kept aside and
+        // shrunk separately below: the search goes on for a case whose loss or gradients differ, which says more.
+        if (oc.signature() == kStateOnly) {
+          if (!stateOnly) stateOnly = c;
+          return;
+        }
         // Shrinking keeps the failure the search found: a smaller case that fails another way (only the
         // generator's state differs where gradients did) counts as passing, so the counterexample shows the
         // first failure at its smallest rather than drifting to a different, less telling one.
@@ -812,12 +833,6 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   stats();
   if (s.fatalInput) throw InputError(*s.fatalInput);
 
-  if (result.template is<rc::detail::SuccessResult>()) {
-    const auto& r = result.template get<rc::detail::SuccessResult>();
-    report["result"] = "holds";
-    report["cases_passed"] = r.numSuccess;
-    return finish(kExitOk, checksJson(std::nullopt, r.numSuccess));
-  }
   if (result.template is<rc::detail::GaveUpResult>()) {
     throw InputError("validate: gave up: too many generated cases were outside the adapter's capabilities (" +
                      result.template get<rc::detail::GaveUpResult>().description + ")");
@@ -825,34 +840,43 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   if (result.template is<rc::detail::Error>())
     throw std::runtime_error("validate: RapidCheck error: " + result.template get<rc::detail::Error>().description);
 
-  const auto& failure = result.template get<rc::detail::FailureResult>();
-  CaseSpec shrunk;
-  bool parsed = false;
-  for (const auto& [type, value] : failure.counterExample) {
-    try {
-      shrunk = parseCaseText(value, "counterexample");
-      parsed = true;
-    } catch (const InputError&) {
+  // Runs a case found failing once more (it must fail again, else the adapter is not deterministic), shrinks it
+  // further keeping how it fails, and records the smallest into `dir`, a directory that stays for people to look
+  // at.
+  auto finalize = [&](CaseSpec c, const std::string& foundAs, const fs::path& dir) {
+    CaseOutcome oc = evaluate(s, c, work / ("confirm-" + dir.filename().string()));
+    if (oc.verdict == Verdict::kHolds) {
+      oc.verdict = Verdict::kFault;
+      oc.check = kAdapter;
+      oc.message = "the adapter is not deterministic: a case failed during the search (" + foundAs +
+                   ") but passed when run again";
+      record(c, oc, dir);
+      return;
     }
+    c = shrinkFurther(s, c, oc.signature(), lim, work / ("shrink-" + dir.filename().string()));
+    record(c, evaluate(s, c, dir), dir);
+  };
+
+  int passed = 0;
+  if (result.template is<rc::detail::SuccessResult>()) {
+    passed = result.template get<rc::detail::SuccessResult>().numSuccess;
+  } else {
+    const auto& failure = result.template get<rc::detail::FailureResult>();
+    passed = failure.numSuccess;
+    std::optional<CaseSpec> shrunk;
+    for (const auto& [type, value] : failure.counterExample) {
+      try {
+        shrunk = parseCaseText(value, "counterexample");
+      } catch (const InputError&) {
+      }
+    }
+    if (!shrunk) throw std::runtime_error("validate: cannot read back the shrunk counterexample: " + failure.description);
+    const bool fault = !firstFailure || *firstFailure == kReference || *firstFailure == kAdapter;
+    finalize(*shrunk, failure.description, outDir / (fault ? "fault" : "finding"));
   }
-  if (!parsed) throw std::runtime_error("validate: cannot read back the shrunk counterexample: " + failure.description);
-  // Run the shrunk case again: it must fail again (else the adapter is not deterministic), and how it fails
-  // decides what the further shrinking must keep.
-  CaseOutcome oc = evaluate(s, shrunk, work / "shrunk");
-  if (oc.verdict == Verdict::kHolds) {
-    stats();
-    oc.verdict = Verdict::kFault;
-    oc.check = kAdapter;
-    oc.message = "the adapter is not deterministic: the shrunk case failed during the search (" + failure.description +
-                 ") but passed when run again";
-    return report1(shrunk, oc, outDir / "finding", failure.numSuccess);
-  }
-  shrunk = shrinkFurther(s, shrunk, oc.signature(), lim, work / "shrink");
-  // The final run goes into a directory that stays, for the report and for people to look at.
-  const fs::path dir = outDir / (oc.verdict == Verdict::kFinding ? "finding" : "fault");
-  oc = evaluate(s, shrunk, dir);
+  if (stateOnly) finalize(*stateOnly, "only state differed", outDir / "finding-state");
   stats();
-  return report1(shrunk, oc, dir, failure.numSuccess);
+  return conclude(passed);
 }
 
 }  // namespace ckpt
