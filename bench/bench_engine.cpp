@@ -142,7 +142,7 @@ class ChainSnapshot {
 // clocks its forward calls made while the executor's meter is in the recompute phase (block recomputes and
 // op-level rebuilds of dropped contexts), per op kind, with their FLOPs. Separate instrumented steps give
 //   recompute_time_share = time inside recomputed op forwards / the whole step,
-// which splits the engine tax (time ratio R, FLOP overhead F) exactly in two:
+// (the median over the instrumented steps), which splits the engine tax (time ratio R, FLOP overhead F) in two:
 //   R * share - F        recomputed ops cost more (or less) time than their FLOP share of the step
 //                        (Philox dropout, libm activations: far more time per FLOP than the GEMMs);
 //   R * (1 - share) - 1  everything else the policy's step spends beyond the reference step: executor
@@ -189,23 +189,42 @@ class TimedOp final : public Op<T> {
 };
 
 // Runs `steps` instrumented steps of the schedule (after one to warm up) from the chain's starting weights;
-// returns the recompute clock and the steps' total wall time, both summed over the steps.
+// returns the median over the steps of the share of the step inside recomputed op forwards, and per op kind its
+// share of that time and its recompute FLOPs in one step.
+struct RecomputeProfile {
+  double share = 0;
+  std::map<std::string, double> kindShare;  // of the step's time
+  std::map<std::string, int64_t> kindFlops;
+};
+
 template <class T>
-std::pair<RecomputeClock, double> clockRecompute(const CaseSpec& spec, const Schedule& schedule, int steps) {
+RecomputeProfile profileRecompute(const CaseSpec& spec, const Schedule& schedule, int steps) {
   RecomputeClock clock;
   Chain<T> c = buildChain<T>(spec);
   for (auto& b : c.blocks)
     for (auto& n : b.nodes) n.op = std::make_unique<TimedOp<T>>(std::move(n.op), &clock);
   ChainSnapshot<T> start(c);
+  std::vector<double> shares;
+  RecomputeClock total;
   double wall = 0;
   for (int i = 0; i < steps + 1; ++i) {
     start.restore();
-    if (i == 1) clock = RecomputeClock();  // the first step warms up
+    clock = RecomputeClock();
     const auto t0 = Clock::now();
     executeStep(c, schedule, 0);
-    if (i > 0) wall += seconds(t0, Clock::now());
+    const double w = seconds(t0, Clock::now());
+    if (i == 0) continue;  // warm-up
+    shares.push_back(w > 0 ? clock.total() / w : 0.0);
+    wall += w;
+    for (const auto& [k, t] : clock.seconds) total.seconds[k] += t;
+    total.flops = clock.flops;  // the same every step
   }
-  return {clock, wall};
+  RecomputeProfile p;
+  p.share = median(shares);
+  const double all = total.total();
+  for (const auto& [k, t] : total.seconds) p.kindShare[k] = all > 0 ? p.share * t / all : 0.0;
+  p.kindFlops = total.flops;
+  return p;
 }
 
 template <class T>
@@ -292,15 +311,13 @@ void stepBenchmark(benchmark::State& state, const Mode& mode, const CaseSpec& sp
   c["step_seconds"] = median(engStep);
   c["store_all_step_seconds"] = median(refStep);
   // Where the recompute time goes (see RecomputeClock).
-  const int clockSteps = std::max(3, stepsPerSample);
-  const auto [clock, wall] = clockRecompute<T>(spec, schedule, clockSteps);
-  c["recompute_time_share"] = wall > 0 ? clock.total() / wall : 0.0;
-  for (const auto& [kind, t] : clock.seconds) {
+  const RecomputeProfile prof = profileRecompute<T>(spec, schedule, std::max(5, 3 * stepsPerSample));
+  c["recompute_time_share"] = prof.share;
+  for (const auto& [kind, t] : prof.kindShare) {
     // Per op kind: its recompute time as a share of the policy's step, its recompute FLOPs as a share of the
     // store-all step's forward + backward FLOPs (these sum to flop_overhead).
-    c["recompute_time_share." + kind] = wall > 0 ? t / wall : 0.0;
-    c["recompute_flop_share." + kind] =
-        base > 0 ? static_cast<double>(clock.flops.at(kind)) / clockSteps / base : 0.0;
+    c["recompute_time_share." + kind] = t;
+    c["recompute_flop_share." + kind] = base > 0 ? static_cast<double>(prof.kindFlops.at(kind)) / base : 0.0;
   }
   c["time_overhead_wall"] = median(wallRatios);
   c["step_wall_seconds"] = median(engWall);

@@ -435,13 +435,14 @@ def figures(rep):
             def anchor(fam_name):
                 pts = rep.planner.get(fam_name)
                 return pts[-1] if pts else None
+            # Slope guides, drawn at half the height of the curve they describe so both stay visible.
             u = anchor("uniform") or anchor("revolve")
             if u:
-                c = u.peak / math.sqrt(u.layers)
+                c = 0.5 * u.peak / math.sqrt(u.layers)
                 ax.plot(guide_l, [c * math.sqrt(x) for x in guide_l], ls="--", color="0.45", lw=1, label="∝ √L (guide)")
             r = anchor("recursive")
             if r:
-                c = r.peak / math.log2(r.layers)
+                c = 0.5 * r.peak / math.log2(r.layers)
                 ax.plot(guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2, label="∝ log L (guide)")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -455,8 +456,9 @@ def figures(rep):
         ax2.set_ylabel("forward evaluations / L")
         ax2.set_title("Forward evaluations per layer (1 = no recompute)")
         save(fig, "fig-memory-vs-layers", "Peak memory vs L",
-             "Planner only, homogeneous chains of the scaling block. Dashed: √L; dotted: log L, each anchored at the "
-             "largest L of uniform and recursive.")
+             "Planner only, homogeneous chains of the scaling block (bench_engine: mlp-deep's first block). Slope "
+             "guides at half height: dashed ∝ √L (uniform's largest L), dotted ∝ log L (recursive's largest L). "
+             "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.")
 
     # 2. Memory vs recompute FLOPs per case: the optimal frontier and every policy on it.
     cases = [c for c in rep.cases if rep.frontier.get(c) or rep.steps.get(c)]
@@ -586,39 +588,44 @@ def md_table(header, rows):
 
 
 def case_summary(rep, case):
-    """Sentences with numbers: which policy is on the frontier at which budget."""
+    """Sentences with numbers: where the frontier runs and which policy is on it at which budget. Numbers in
+    brackets are FLOP overheads."""
     rows = rep.steps.get(case, [])
     pts = rep.frontier.get(case, [])
-    lines = []
+    parts = []
+    head = []
     if rows:
-        full = rows[0].store_all_peak
-        layers = rows[0].layers
-        lines.append(f"{layers} blocks; store-all peaks at {fmt_bytes(full)} ({full} bytes) with no recompute.")
+        head.append(f"{rows[0].layers} blocks, store-all {fmt_bytes(rows[0].store_all_peak)}")
     if pts:
         least = pts[0]
-        lines.append(f"The smallest feasible budget is {fmt_bytes(least.budget)} "
-                     f"({fmt_pct(least.budget / least.store_all_peak) if least.store_all_peak else '?'} of store-all), "
-                     f"where optimal pays FLOP overhead {fmt_overhead(least.flop_overhead)} "
-                     f"({least.forward_evals} forward evaluations).")
+        share = f" ({fmt_pct(least.budget / least.store_all_peak)} of store-all)" if least.store_all_peak else ""
+        head.append(f"the optimal frontier runs from {fmt_bytes(least.budget)}{share} at "
+                    f"{fmt_overhead(least.flop_overhead)} to no recompute at {fmt_bytes(pts[-1].budget)}")
         free = next((p for p in pts if p.flops_recompute == 0), None)
-        if free is not None:
-            lines.append(f"Recompute becomes free at {fmt_bytes(free.budget)} "
-                         f"({fmt_pct(free.budget / free.store_all_peak) if free.store_all_peak else '?'} of store-all).")
-    on, off = [], []
-    for r in rows:
-        if not pts:
-            break
-        text, flag = rep.frontier_status(r)
-        item = f"{r.display} at {fmt_bytes(r.peak)} (FLOP overhead {fmt_overhead(r.flop_overhead)})"
-        if flag:
-            on.append(item + ("" if text == "on the frontier" else f", {text}"))
-        elif flag is False:
-            off.append(f"{r.display} at {fmt_bytes(r.peak)}: {text}")
+        if free is not None and free.store_all_peak and free.budget < free.store_all_peak:
+            head.append(f"recompute is free from {fmt_bytes(free.budget)}")
+    if head:
+        parts.append("; ".join(head) + ".")
+    on, below, off = [], [], []
+    for r in rows if pts else []:
+        opt, exact = rep.optimal_at(r.case, r.peak)
+        if opt is None:
+            continue
+        item = f"{r.display} at {fmt_bytes(r.peak)} ({fmt_overhead(r.flop_overhead)}"
+        if r.flops_recompute == opt.flops_recompute and exact:
+            on.append(item + ")")
+        elif r.flops_recompute < opt.flops_recompute:
+            below.append(item + f" vs optimal's {fmt_overhead(opt.flop_overhead)})")
+        else:
+            off.append(item + f" vs optimal's {'≤ ' if not exact else ''}{fmt_overhead(opt.flop_overhead)})")
     if on:
-        lines.append("On the frontier: " + "; ".join(on) + ".")
+        parts.append("On the frontier: " + ", ".join(on) + ".")
+    if below:
+        parts.append("Below the block-level frontier (op-level recompute, outside the optimal DP's family): "
+                     + ", ".join(below) + ".")
     if off:
-        lines.append("Off the frontier: " + "; ".join(off) + ".")
-    return " ".join(lines)
+        parts.append("Off it, recomputing more than optimal at the same budget: " + ", ".join(off) + ".")
+    return " ".join(parts)
 
 
 def median_of(xs):
@@ -779,7 +786,8 @@ def document(rep, figs):
     d = [("h1", "ckptcheck overhead report"), ("h2", "Summary"), ("ul", headline(rep))]
     per_case = [f"**{c}**: {case_summary(rep, c)}" for c in rep.cases if case_summary(rep, c)]
     if per_case:
-        d.append(("ul", per_case))
+        d += [("p", "Per case: which policy is on the memory/recompute frontier at which budget (FLOP overheads in "
+                    "brackets; the optimal policy at a policy's own peak is the comparison)."), ("ul", per_case)]
     d += [("h2", "Run"), ("ul", context_lines(rep)), ("p", DEFINITIONS)]
     for case in rep.cases:
         rows = rep.steps.get(case, [])

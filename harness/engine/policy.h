@@ -22,7 +22,7 @@ struct PolicySpec {
   std::string text;                           // canonical string
 };
 
-// Throws InputError naming the bad part: "policy 'uniform:k=0': k must be >= 1".
+// Throws InputError naming the bad part: "policy 'revolve': needs slots=C (C >= 1)".
 PolicySpec parsePolicy(const std::string& text);
 Schedule makeSchedule(const PolicySpec& p, const ChainCost& c);
 // Every policy name, with a default parameterisation usable on any chain (for "every policy" loops).

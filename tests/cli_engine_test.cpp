@@ -1,0 +1,100 @@
+// The `plan` and `run` subcommands' contract, as reports and CI read it: JSON field names and types, exit codes
+// (0 all holds, 1 a finding, 2 bad input), and --help on both.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace ckpt {
+namespace {
+
+std::string catalogue(const std::string& name) {
+  const char* root = std::getenv("CKPT_SOURCE_DIR");
+  return (std::filesystem::path(root ? root : CKPT_TEST_SOURCE_DIR) / "cases" / "catalog" / (name + ".json")).string();
+}
+
+// Runs ckptcheck with `args`; returns its exit status and stdout (stderr separately discarded or joined).
+std::pair<int, std::string> ckptcheck(const std::string& args, bool joinStderr = false) {
+  std::string out;
+  FILE* f = popen((std::string(CKPT_CLI) + " " + args + (joinStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  if (!f) return {-1, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+void expectCostFields(const nlohmann::json& j) {
+  EXPECT_TRUE(j["peak_activation_bytes"].is_number_integer());
+  EXPECT_TRUE(j["forward_evals"].is_number_integer());
+  for (const char* phase : {"forward", "recompute", "backward"}) EXPECT_TRUE(j["flops"][phase].is_number_integer()) << phase;
+}
+
+TEST(CliPlan, homogeneousChainJson) {
+  const auto [rc, out] = ckptcheck("plan --layers 1000 --policy uniform --json");
+  ASSERT_EQ(rc, 0);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["policy"], "uniform:k=32");
+  EXPECT_EQ(j["layers"], 1000);
+  expectCostFields(j);
+  EXPECT_EQ(j["forward_evals"], 1000 + 968);  // the last segment [968, 1000) is never recomputed
+  EXPECT_TRUE(j["flop_overhead"].is_number());
+  EXPECT_FALSE(j.contains("schedule"));
+}
+
+TEST(CliPlan, caseWithSchedule) {
+  const auto [rc, out] = ckptcheck("plan --case " + catalogue("tiny") + " --policy store-all --json --schedule");
+  ASSERT_EQ(rc, 0);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["layers"], 3);
+  EXPECT_EQ(j["flops"]["recompute"], 0);
+  EXPECT_EQ(j["schedule"]["instructions"].size(), 10u);
+}
+
+TEST(CliRun, bitwiseEqualAndPlannedEqualsMeasured) {
+  const auto [rc, out] = ckptcheck("run --case " + catalogue("tiny") + " --policy uniform+selective --steps 2 --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["bitwise_equal"], true);
+  EXPECT_TRUE(j["differences"].is_array());
+  EXPECT_TRUE(j["differences"].empty());
+  expectCostFields(j["planned"]);
+  expectCostFields(j["measured"]);
+  EXPECT_EQ(j["planned"], j["measured"]);
+  EXPECT_EQ(j["planned_equals_measured"], true);
+  EXPECT_TRUE(j["flop_overhead"].is_number());
+  EXPECT_TRUE(j["wall_ms"]["reference"].is_number());
+  EXPECT_TRUE(j["wall_ms"]["policy"].is_number());
+  EXPECT_TRUE(j["time_ratio"].is_number());
+}
+
+TEST(CliRun, counterRngOverride) {
+  const auto [rc, out] = ckptcheck("run --case " + catalogue("tiny") + " --policy recursive --rng counter --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["rng"], "counter");
+}
+
+TEST(CliEngine, badInputExitsTwoWithOneLine) {
+  auto [rc, out] = ckptcheck("plan --layers 10 --policy revolve", true);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "ckptcheck: policy 'revolve': needs slots=C (C >= 1)\n");
+  rc = ckptcheck("run --case " + catalogue("tiny") + " --policy nope").first;
+  EXPECT_EQ(rc, 2);
+  rc = ckptcheck("plan --policy uniform").first;
+  EXPECT_EQ(rc, 2);
+}
+
+TEST(CliEngine, helpOnBothSubcommands) {
+  EXPECT_EQ(ckptcheck("plan --help").first, 0);
+  EXPECT_EQ(ckptcheck("run --help").first, 0);
+}
+
+}  // namespace
+}  // namespace ckpt
