@@ -7,6 +7,7 @@
 //                                 mlp-deep case's first block, L = 10 .. 10^5
 //   BM_Frontier/<case>/<budget>   the optimal policy's plan at a budget: geometric budgets from the smallest
 //                                 feasible to store-all's peak, plus every BM_Step policy's own peak
+// bench/README.md lists the counters; reports/make_report.py reads them.
 //
 // Time overhead. A sample is one reference step and one policy step back to back (several of each for steps
 // shorter than Mode::sampleSeconds), in alternating order, each from the same starting weights (both chains are
@@ -36,8 +37,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cases/case_json.h"
@@ -206,7 +207,6 @@ RecomputeProfile profileRecompute(const CaseSpec& spec, const Schedule& schedule
   ChainSnapshot<T> start(c);
   std::vector<double> shares;
   RecomputeClock total;
-  double wall = 0;
   for (int i = 0; i < steps + 1; ++i) {
     start.restore();
     clock = RecomputeClock();
@@ -215,7 +215,6 @@ RecomputeProfile profileRecompute(const CaseSpec& spec, const Schedule& schedule
     const double w = seconds(t0, Clock::now());
     if (i == 0) continue;  // warm-up
     shares.push_back(w > 0 ? clock.total() / w : 0.0);
-    wall += w;
     for (const auto& [k, t] : clock.seconds) total.seconds[k] += t;
     total.flops = clock.flops;  // the same every step
   }

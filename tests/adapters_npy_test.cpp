@@ -1,10 +1,11 @@
 // The .npy reader and writer of the adapter protocol: round trips, and every malformed file rejected with a message
 // that names the file and the problem.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include "harness/adapters/npy.h"
 
@@ -125,11 +126,13 @@ TEST(Npy, rejectsMalformedFiles) {
 
 TEST(Npy, readsVersion2AndPythonStyleHeaders) {
   // Version 2.0 (4-byte header length), double quotes, no trailing comma, a Python 2 long.
-  const NpyArray a = parseNpy(handMade("{\"descr\": \"<i8\", \"fortran_order\": False, \"shape\": (3L,)}", 24, 2), "v2.npy");
+  const NpyArray a =
+      parseNpy(handMade("{\"descr\": \"<i8\", \"fortran_order\": False, \"shape\": (3L,)}", 24, 2), "v2.npy");
   EXPECT_EQ(a.type, NpyType::kInt64);
   EXPECT_EQ(a.shape, (std::vector<int64_t>{3}));
   // One-byte types in any byte order.
-  EXPECT_EQ(parseNpy(handMade("{'descr': '<u1', 'fortran_order': False, 'shape': (5,), }", 5), "u.npy").type, NpyType::kUInt8);
+  EXPECT_EQ(parseNpy(handMade("{'descr': '<u1', 'fortran_order': False, 'shape': (5,), }", 5), "u.npy").type,
+            NpyType::kUInt8);
 }
 
 TEST(Npy, missingFileNamesThePath) {
@@ -144,7 +147,8 @@ TEST(Npy, missingFileNamesThePath) {
 RC_GTEST_PROP(Npy, anyShapeAndValuesRoundTripBitwise, (const std::vector<double>& values, uint8_t split)) {
   const int64_t n = static_cast<int64_t>(values.size());
   const int64_t rows = n == 0 ? 0 : 1 + split % n;
-  std::vector<int64_t> shape = (rows > 0 && n % rows == 0) ? std::vector<int64_t>{rows, n / rows} : std::vector<int64_t>{n};
+  std::vector<int64_t> shape =
+      (rows > 0 && n % rows == 0) ? std::vector<int64_t>{rows, n / rows} : std::vector<int64_t>{n};
   const std::string p = tempPath("prop.npy");
   writeNpy<double>(p, shape, values.data());
   const NpyArray a = readNpy(p);

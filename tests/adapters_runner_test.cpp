@@ -1,11 +1,12 @@
 // The adapter plumbing without any framework: command-line splitting, the process runner (exit codes, signals,
 // timeouts that kill the whole process group), the serve-mode pipe, and the case/output directory formats read
 // back bitwise.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 
 #include "cases/input_error.h"
 #include "harness/adapters/adapter.h"
@@ -48,7 +49,8 @@ TEST(CommandLine, quotingRoundTrips) {
 
 TEST(Runner, reportsExitCodesAndCapturesOutput) {
   const fs::path d = tempDir("exit");
-  const ProcessResult r = runProcess({"sh", "-c", "echo out; echo err >&2; exit 3"}, (d / "o").string(), (d / "e").string(), 10);
+  const ProcessResult r =
+      runProcess({"sh", "-c", "echo out; echo err >&2; exit 3"}, (d / "o").string(), (d / "e").string(), 10);
   EXPECT_TRUE(r.started);
   EXPECT_EQ(r.exitCode, 3);
   EXPECT_FALSE(r.ok());
@@ -88,7 +90,8 @@ TEST(Serve, answersOneLinePerRequestUntilItExits) {
   std::string err;
   // Echoes each request with a prefix; exits on "quit".
   ASSERT_TRUE(p.start({"sh", "-c", "while read l; do [ \"$l\" = quit ] && exit 0; echo \"got $l\"; done"},
-                      (d / "err").string(), err)) << err;
+                      (d / "err").string(), err))
+      << err;
   std::string reply;
   ASSERT_TRUE(p.request("one", reply, 5, err)) << err;
   EXPECT_EQ(reply, "got one");
@@ -114,7 +117,8 @@ CaseSpec smallCase(LossKind loss) {
   c.batch = 2;
   c.seq = 2;
   c.width = 4;
-  c.blocks = {{BlockKind::kMlp, Activation::kTanh, 1}, {BlockKind::kResidualBn, Activation::kGelu, 1},
+  c.blocks = {{BlockKind::kMlp, Activation::kTanh, 1},
+              {BlockKind::kResidualBn, Activation::kGelu, 1},
               {BlockKind::kTransformer, Activation::kGelu, 2}};
   c.loss = loss;
   c.steps = 2;
@@ -184,7 +188,8 @@ TEST(CaseDir, outputsReadBackBitwise) {
     readRunResults<float>(d.string(), layout, 2);
     FAIL();
   } catch (const AdapterError& e) {
-    EXPECT_NE(std::string(e.what()).find("b0.fc.weight.npy: shape (16,), expected (4, 4)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("b0.fc.weight.npy: shape (16,), expected (4, 4)"), std::string::npos)
+        << e.what();
   }
   fs::remove(d / "step1" / "grads" / "b0.fc.weight.npy");
   EXPECT_THROW(readRunResults<float>(d.string(), layout, 2), AdapterError);

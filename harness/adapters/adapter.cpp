@@ -1,11 +1,12 @@
 #include "harness/adapters/adapter.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <pwd.h>
 #include <sstream>
-#include <unistd.h>
 
 #include "cases/input_error.h"
 
@@ -52,13 +53,16 @@ std::set<std::string> stringSet(const json& j, const std::string& key, bool requ
   return s;
 }
 
-bool flag(const json& j, const std::string& key) { return j.contains(key) && j.at(key).is_boolean() && j.at(key).get<bool>(); }
+bool flag(const json& j, const std::string& key) {
+  return j.contains(key) && j.at(key).is_boolean() && j.at(key).get<bool>();
+}
 
 }  // namespace
 
 std::string adapterSourceDir() {
   if (const char* env = std::getenv("CKPT_SOURCE_DIR"); env && *env) {
-    if (!holdsAdapters(env)) throw InputError(std::string("CKPT_SOURCE_DIR='") + env + "' holds no harness/adapters/common");
+    if (!holdsAdapters(env))
+      throw InputError(std::string("CKPT_SOURCE_DIR='") + env + "' holds no harness/adapters/common");
     return env;
   }
 #if defined(CKPT_SOURCE_DIR_DEFAULT)
@@ -92,8 +96,7 @@ std::vector<std::string> builtinAdapterNames() { return kBuiltins; }
 
 void addOption(AdapterSpec& spec, const std::string& kv) {
   const size_t eq = kv.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw InputError("adapter option '" + kv + "': expected KEY=VALUE");
+  if (eq == std::string::npos || eq == 0) throw InputError("adapter option '" + kv + "': expected KEY=VALUE");
   spec.options[kv.substr(0, eq)] = kv.substr(eq + 1);
 }
 
@@ -167,8 +170,8 @@ void Capabilities::checkOptions(const std::map<std::string, std::string>& opts) 
     if (it == options.end()) {
       std::string all;
       for (const auto& [n, _] : options) all += (all.empty() ? "" : ", ") + n;
-      throw InputError("adapter option '" + k + "': " + framework + " adapter has no such option (it has: " +
-                       (all.empty() ? "none" : all) + ")");
+      throw InputError("adapter option '" + k + "': " + framework +
+                       " adapter has no such option (it has: " + (all.empty() ? "none" : all) + ")");
     }
     const OptionSpec& o = it->second;
     if (o.isInt) {
@@ -216,10 +219,12 @@ Capabilities parseCapabilities(const json& j) {
     for (const auto& [k, v] : j.at("options").items()) {
       OptionSpec o;
       if (v.is_object()) {
-        if (v.contains("values") && v.at("values").is_string() && v.at("values").get<std::string>() == "int") o.isInt = true;
+        if (v.contains("values") && v.at("values").is_string() && v.at("values").get<std::string>() == "int")
+          o.isInt = true;
         else if (v.contains("values") && v.at("values").is_array())
           for (const auto& x : v.at("values")) o.values.push_back(x.is_string() ? x.get<std::string>() : x.dump());
-        if (v.contains("default")) o.defaultValue = v.at("default").is_string() ? v.at("default").get<std::string>() : v.at("default").dump();
+        if (v.contains("default"))
+          o.defaultValue = v.at("default").is_string() ? v.at("default").get<std::string>() : v.at("default").dump();
         o.doc = v.value("doc", "");
       }
       c.options[k] = o;
@@ -279,8 +284,7 @@ const Capabilities& AdapterClient::capabilities() {
   std::vector<std::string> argv = spec_.argv;
   argv.push_back("capabilities");
   const ProcessResult r = runProcess(argv, out, err, timeout_);
-  if (!r.ok())
-    throw AdapterError("adapter '" + spec_.label + "' capabilities query: " + r.describe() + logTail(err));
+  if (!r.ok()) throw AdapterError("adapter '" + spec_.label + "' capabilities query: " + r.describe() + logTail(err));
   std::ifstream in(out);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -288,7 +292,8 @@ const Capabilities& AdapterClient::capabilities() {
   try {
     j = json::parse(ss.str());
   } catch (const json::parse_error& e) {
-    throw AdapterError("adapter '" + spec_.label + "' capabilities: not JSON (" + oneLine(e.what()) + ")" + logTail(out));
+    throw AdapterError("adapter '" + spec_.label + "' capabilities: not JSON (" + oneLine(e.what()) + ")" +
+                       logTail(out));
   }
   caps_ = parseCapabilities(j);
   return *caps_;
@@ -310,8 +315,7 @@ void AdapterClient::runProcessMode(const std::string& caseDir, const std::string
   const ProcessResult r = runProcess(argv, (fs::path(outDir) / "adapter.stdout").string(), err, timeout_);
   if (r.started && !r.timedOut && r.signal == 0 && r.exitCode == 2)
     throw InputError("adapter '" + spec_.label + "' refused the request (exit code 2): " + oneLine(fileTail(err, 400)));
-  if (!r.ok())
-    throw AdapterError("adapter '" + spec_.label + "' run (" + mode + ") " + r.describe() + logTail(err));
+  if (!r.ok()) throw AdapterError("adapter '" + spec_.label + "' run (" + mode + ") " + r.describe() + logTail(err));
 }
 
 void AdapterClient::runServe(const std::string& caseDir, const std::string& outDir, const std::string& mode) {
@@ -323,7 +327,8 @@ void AdapterClient::runServe(const std::string& caseDir, const std::string& outD
     std::string why;
     if (!server_->start(argv, err, why)) throw AdapterError("adapter '" + spec_.label + "' serve: " + why);
   }
-  json req = {{"command", "run"}, {"case_dir", caseDir}, {"out_dir", outDir}, {"mode", mode}, {"options", spec_.options}};
+  json req = {
+      {"command", "run"}, {"case_dir", caseDir}, {"out_dir", outDir}, {"mode", mode}, {"options", spec_.options}};
   std::string reply, why;
   if (!server_->request(req.dump(), reply, timeout_, why))
     throw AdapterError("adapter '" + spec_.label + "' serve (" + mode + "): " + why + logTail(err));
@@ -337,7 +342,8 @@ void AdapterClient::runServe(const std::string& caseDir, const std::string& outD
     throw AdapterError("adapter '" + spec_.label + "' serve: the reply is not a JSON object: " + reply.substr(0, 200));
   }
   if (r.contains("ok") && r.at("ok").is_boolean() && r.at("ok").get<bool>()) return;
-  const std::string msg = r.contains("error") && r.at("error").is_string() ? r.at("error").get<std::string>() : "(no message)";
+  const std::string msg =
+      r.contains("error") && r.at("error").is_string() ? r.at("error").get<std::string>() : "(no message)";
   if (r.contains("bad_request") && r.at("bad_request").is_boolean() && r.at("bad_request").get<bool>())
     throw InputError("adapter '" + spec_.label + "' refused the request: " + oneLine(msg));
   throw AdapterError("adapter '" + spec_.label + "' run (" + mode + ") failed: " + oneLine(msg) + logTail(err));
@@ -349,8 +355,10 @@ RunMeta AdapterClient::run(const std::string& caseDir, const std::string& outDir
   fs::create_directories(outDir);
   ++runs_;
   const std::string absCase = fs::absolute(caseDir).string(), absOut = fs::absolute(outDir).string();
-  if (allowServe_ && capabilities().serve) runServe(absCase, absOut, mode);
-  else runProcessMode(absCase, absOut, mode);
+  if (allowServe_ && capabilities().serve)
+    runServe(absCase, absOut, mode);
+  else
+    runProcessMode(absCase, absOut, mode);
   return readRunMeta(absOut, steps, blocks);
 }
 

@@ -27,11 +27,11 @@ std::string adapterPython();
 std::vector<std::string> builtinAdapterNames();
 
 struct AdapterSpec {
-  std::string name;                          // built-in name, or "custom"
-  std::vector<std::string> argv;             // the command
+  std::string name;               // built-in name, or "custom"
+  std::vector<std::string> argv;  // the command
   std::map<std::string, std::string> options;
-  std::string label;                         // "torch:preserve_rng_state=0" or the command line
-  std::vector<std::string> replayArgs;       // how `ckptcheck validate` is told to use it again
+  std::string label;                    // "torch:preserve_rng_state=0" or the command line
+  std::vector<std::string> replayArgs;  // how `ckptcheck validate` is told to use it again
 };
 
 // "NAME" or "NAME:k=v,k=v"; throws InputError on an unknown name or a malformed option.

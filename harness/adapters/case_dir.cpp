@@ -6,7 +6,8 @@ nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
   using nlohmann::json;
   auto list = [](const std::vector<TensorLayout>& ts) {
     json a = json::array();
-    for (const auto& t : ts) a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.integral ? "int64" : "case"}});
+    for (const auto& t : ts)
+      a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.integral ? "int64" : "case"}});
     return a;
   };
   json j;
@@ -14,8 +15,10 @@ nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
   j["params"] = list(l.params);
   j["state"] = list(l.state);
   j["input"] = {{"shape", {l.rows, l.width}}};
-  if (loss == LossKind::kCrossEntropy) j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
-  else j["target"] = {{"shape", {l.rows, l.width}}};
+  if (loss == LossKind::kCrossEntropy)
+    j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
+  else
+    j["target"] = {{"shape", {l.rows, l.width}}};
   return j;
 }
 

@@ -51,7 +51,8 @@ CaseLayout caseLayout(Chain<T>& chain) {
       }
       for (auto* s : n.op->buffers()) {
         const bool counter = s->name.find("num_batches_tracked") != std::string::npos;
-        TensorLayout t{s->name, counter ? std::vector<int64_t>{} : std::vector<int64_t>{s->value.rows() * s->value.cols()},
+        TensorLayout t{s->name,
+                       counter ? std::vector<int64_t>{} : std::vector<int64_t>{s->value.rows() * s->value.cols()},
                        s->value.rows(), s->value.cols(), counter};
         l.state.push_back(t);
       }
@@ -140,10 +141,13 @@ std::vector<StepResult<T>> readRunResults(const std::string& outDir, const CaseL
     StepResult<T> r;
     r.loss = readTensor<T>((d / "loss.npy").string(), {}, 1, 1, false)(0, 0);
     for (const auto& t : layout.params)
-      r.grads.push_back({t.name, readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, false)});
-    r.inputGrad = readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows, layout.width, false);
+      r.grads.push_back(
+          {t.name, readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, false)});
+    r.inputGrad =
+        readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows, layout.width, false);
     for (const auto& t : layout.state)
-      r.state.push_back({t.name, readTensor<T>((d / "state" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, true)});
+      r.state.push_back(
+          {t.name, readTensor<T>((d / "state" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, true)});
     const fs::path rng = d / "rng_state.npy";
     if (fs::exists(rng)) {
       NpyArray a;

@@ -135,8 +135,10 @@ const TypeInfo& info(NpyType t) {
 std::optional<NpyType> typeFromDescr(std::string d) {
   if (d.size() != 3) return std::nullopt;
   // Byte order is irrelevant for one-byte types; '=' (native) is little-endian on every host this builds on.
-  if (d[2] == '1') d[0] = '|';
-  else if (d[0] == '=') d[0] = '<';
+  if (d[2] == '1')
+    d[0] = '|';
+  else if (d[0] == '=')
+    d[0] = '<';
   for (const auto& ti : kTypes)
     if (d == ti.descr) return ti.type;
   return std::nullopt;
@@ -161,8 +163,8 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 }
 
 void writeNpy(const std::string& path, NpyType type, const std::vector<int64_t>& shape, const void* data) {
-  std::string header = std::string("{'descr': '") + npyDescr(type) + "', 'fortran_order': False, 'shape': " +
-                       shapeText(shape) + ", }";
+  std::string header =
+      std::string("{'descr': '") + npyDescr(type) + "', 'fortran_order': False, 'shape': " + shapeText(shape) + ", }";
   // magic (6) + version (2) + header length (2) + header, padded with spaces and ended by '\n' to 64 bytes.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -262,17 +264,24 @@ std::vector<T> npyValues(const NpyArray& a, const std::string& origin, bool allo
     if (n) std::memcpy(v.data(), a.bytes.data(), n * sizeof(T));
     return v;
   }
-  const bool integral = a.type == NpyType::kInt64 || a.type == NpyType::kInt32 || a.type == NpyType::kUInt8 ||
-                        a.type == NpyType::kBool;
+  const bool integral =
+      a.type == NpyType::kInt64 || a.type == NpyType::kInt32 || a.type == NpyType::kUInt8 || a.type == NpyType::kBool;
   if (!integral || !allowIntegral)
     throw NpyError(origin + ": dtype " + npyDescr(a.type) + " where the case's dtype " + npyDescr(npyTypeOf<T>()) +
                    " is required");
   switch (a.type) {
-    case NpyType::kInt64: convert(int64_t{}); break;
-    case NpyType::kInt32: convert(int32_t{}); break;
+    case NpyType::kInt64:
+      convert(int64_t{});
+      break;
+    case NpyType::kInt32:
+      convert(int32_t{});
+      break;
     case NpyType::kUInt8:
-    case NpyType::kBool: convert(uint8_t{}); break;
-    default: break;
+    case NpyType::kBool:
+      convert(uint8_t{});
+      break;
+    default:
+      break;
   }
   return v;
 }

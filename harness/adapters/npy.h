@@ -24,15 +24,17 @@ struct NpyArray {
   NpyType type = NpyType::kFloat64;
   std::vector<int64_t> shape;  // () for a scalar
   std::vector<unsigned char> bytes;
-  int64_t count() const;       // product of shape (1 for a scalar)
+  int64_t count() const;  // product of shape (1 for a scalar)
 };
 
 std::string shapeText(const std::vector<int64_t>& shape);  // "(2, 3)", "(4,)", "()"
 
 template <class T>
 constexpr NpyType npyTypeOf() {
-  if constexpr (sizeof(T) == 4) return NpyType::kFloat32;
-  else return NpyType::kFloat64;
+  if constexpr (sizeof(T) == 4)
+    return NpyType::kFloat32;
+  else
+    return NpyType::kFloat64;
 }
 
 void writeNpy(const std::string& path, NpyType type, const std::vector<int64_t>& shape, const void* data);

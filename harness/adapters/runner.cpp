@@ -1,16 +1,17 @@
 #include "harness/adapters/runner.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "cases/input_error.h"
 
@@ -56,8 +57,10 @@ void killGroup(pid_t pid, int& status, double grace) {
 }
 
 void fillResult(ProcessResult& r, int status) {
-  if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  if (WIFEXITED(status))
+    r.exitCode = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.signal = WTERMSIG(status);
 }
 
 struct SpawnSetup {
@@ -82,8 +85,10 @@ struct SpawnSetup {
     posix_spawnattr_destroy(&attr);
   }
   void output(int fd, const std::string& path) {
-    if (path.empty()) posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0);
-    else posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (path.empty())
+      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0);
+    else
+      posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   }
 };
 
@@ -144,7 +149,8 @@ std::string shellJoin(const std::vector<std::string>& argv) {
 
 std::string ProcessResult::describe() const {
   if (!started) return "could not be started: " + startError;
-  if (timedOut) return "timed out after " + std::to_string(static_cast<int>(seconds + 0.5)) + " s (process group killed)";
+  if (timedOut)
+    return "timed out after " + std::to_string(static_cast<int>(seconds + 0.5)) + " s (process group killed)";
   if (signal) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return "exit code " + std::to_string(exitCode);
 }
@@ -274,8 +280,10 @@ void ServeProcess::stop(double graceSeconds) {
   toChild_ = -1;
   if (pid_ > 0) {
     int status = 0;
-    if (!waitUntil(pid_, status, Clock::now() + toDuration(graceSeconds))) killGroup(pid_, status, 1.0);
-    else kill(-pid_, SIGKILL);
+    if (!waitUntil(pid_, status, Clock::now() + toDuration(graceSeconds)))
+      killGroup(pid_, status, 1.0);
+    else
+      kill(-pid_, SIGKILL);
   }
   pid_ = -1;
   if (fromChild_ >= 0) close(fromChild_);

@@ -4,8 +4,9 @@
 //  - ServeProcess: a long-lived `serve` child answering one JSON line per request (PROTOCOL.md), which saves
 //    the interpreter start-up (a second or more for PyTorch or JAX) on every case.
 #pragma once
-#include <string>
 #include <sys/types.h>
+
+#include <string>
 #include <vector>
 
 namespace ckpt {

@@ -1,5 +1,7 @@
 #include "harness/adapters/validate.h"
 
+#include <rapidcheck.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <iostream>
 #include <limits>
 #include <random>
-#include <rapidcheck.h>
 #include <sstream>
 
 #include "cases/case_json.h"
@@ -126,11 +127,13 @@ RefError compareWithReference(const std::vector<StepResult<T>>& ref, const std::
     for (const auto& t : r.grads) gradScale = std::max(gradScale, maxAbs(t.value));
     for (const auto& t : r.state) stateScale = std::max(stateScale, maxAbs(t.value));
     for (size_t k = 0; k < r.grads.size(); ++k)
-      see(maxAbsDiff(r.grads[k].value, g.grads[k].value), maxAbs(r.grads[k].value), gradScale, "grad " + r.grads[k].name, step);
+      see(maxAbsDiff(r.grads[k].value, g.grads[k].value), maxAbs(r.grads[k].value), gradScale,
+          "grad " + r.grads[k].name, step);
     see(maxAbsDiff(r.inputGrad, g.inputGrad), maxAbs(r.inputGrad), gradScale, "input_grad", step);
     // The adapter's state holds the reference's buffers in order, then possibly its generator (not comparable).
     for (size_t k = 0; k < r.state.size(); ++k)
-      see(maxAbsDiff(r.state[k].value, g.state[k].value), maxAbs(r.state[k].value), stateScale, "state " + r.state[k].name, step);
+      see(maxAbsDiff(r.state[k].value, g.state[k].value), maxAbs(r.state[k].value), stateScale,
+          "state " + r.state[k].name, step);
   }
   return e;
 }
@@ -162,8 +165,7 @@ std::string blockSummary(const CaseSpec& c) {
     if (c.blocks[i].kind == BlockKind::kMlp) s << "(" << activationName(c.blocks[i].activation) << ")";
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
-    << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), "
-    << lossKindName(c.loss);
+    << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss);
   return s.str();
 }
 
@@ -214,7 +216,8 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
       o.check = kReference;
       o.message = std::string("the adapter's plain run (dropout off, ") + dtypeName(off.dtype) +
                   ") is not the case's model: step " + std::to_string(e.step) + " " + e.tensor +
-                  " is off by relative error " + fmt(e.error) + " from ckptcheck's reference (tolerance " + fmt(tol) + ")";
+                  " is off by relative error " + fmt(e.error) + " from ckptcheck's reference (tolerance " + fmt(tol) +
+                  ")";
       return o;
     }
   } catch (const AdapterError& e) {
@@ -341,7 +344,8 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
 }
 
 // Greedy: accept the first simpler case that fails the same way (CaseOutcome::signature), until none does.
-CaseSpec shrinkFurther(Session& s, CaseSpec c, const std::string& signature, const GenLimits& lim, const fs::path& scratch) {
+CaseSpec shrinkFurther(Session& s, CaseSpec c, const std::string& signature, const GenLimits& lim,
+                       const fs::path& scratch) {
   for (bool changed = true; changed;) {
     changed = false;
     for (const CaseSpec& d : simplerCases(c, lim)) {
@@ -361,9 +365,12 @@ CaseSpec shrinkFurther(Session& s, CaseSpec c, const std::string& signature, con
 
 std::string verdictName(Verdict v) {
   switch (v) {
-    case Verdict::kHolds: return "holds";
-    case Verdict::kFinding: return "finding";
-    case Verdict::kFault: return "adapter-fault";
+    case Verdict::kHolds:
+      return "holds";
+    case Verdict::kFinding:
+      return "finding";
+    case Verdict::kFault:
+      return "adapter-fault";
   }
   return "?";
 }
@@ -400,7 +407,8 @@ json timingTyped(Session& s, CaseSpec spec, const fs::path& dir) {
       const auto plain = readRunResults<T>((dir / "plain").string(), layout, spec.steps);
       const auto ck = readRunResults<T>((dir / "checkpoint").string(), layout, spec.steps);
       bitwise = compareSteps(plain, ck).bitwiseEqual;
-      if (cm.raw.contains("segments") && cm.raw.at("segments").is_number_integer()) segments = cm.raw.at("segments").get<int>();
+      if (cm.raw.contains("segments") && cm.raw.at("segments").is_number_integer())
+        segments = cm.raw.at("segments").get<int>();
       segments = std::clamp(segments, 1, L);
       options = cm.raw.value("options", json::object());
     }
@@ -447,7 +455,8 @@ json timingTyped(Session& s, CaseSpec spec, const fs::path& dir) {
 void writeMarkdown(const fs::path& path, const json& r) {
   std::ofstream md(path);
   md << "# ckptcheck validate: " << r["adapter"]["label"].get<std::string>() << "\n\n";
-  md << "- framework: " << r["adapter"]["framework"].get<std::string>() << " " << r["adapter"]["version"].get<std::string>() << "\n";
+  md << "- framework: " << r["adapter"]["framework"].get<std::string>() << " "
+     << r["adapter"]["version"].get<std::string>() << "\n";
   md << "- result: **" << r["result"].get<std::string>() << "** after " << r["cases_passed"] << " passing case(s) of "
      << r["cases_requested"] << " requested, " << r["evaluations"] << " evaluations, " << r["adapter_runs"]
      << " adapter runs\n";
@@ -461,14 +470,16 @@ void writeMarkdown(const fs::path& path, const json& r) {
     for (const auto& f : r["findings"]) {
       md << "\n### " << f["check"].get<std::string>() << ": " << f["summary"].get<std::string>() << "\n\n";
       md << f["message"].get<std::string>() << "\n\n";
-      md << "- shrunk case: `" << f["case_file"].get<std::string>() << "` (" << f["case_summary"].get<std::string>() << ")\n";
+      md << "- shrunk case: `" << f["case_file"].get<std::string>() << "` (" << f["case_summary"].get<std::string>()
+         << ")\n";
       md << "- replay: `" << f["replay"].get<std::string>() << "`\n";
       if (f.contains("first_difference")) {
         const auto& d = f["first_difference"];
         md << "- first differing tensor: step " << d["step"] << " `" << d["tensor"].get<std::string>() << "`";
         if (d.contains("ulp_distance"))
           md << " at index " << d["first_index"] << ": plain " << d["expected"].get<std::string>() << ", checkpoint "
-             << d["actual"].get<std::string>() << ", " << d["ulp_distance"] << " ULP; " << d["count"] << " element(s) differ";
+             << d["actual"].get<std::string>() << ", " << d["ulp_distance"] << " ULP; " << d["count"]
+             << " element(s) differ";
         md << "\n";
       }
       if (f.contains("differences") && f["differences"].size() > 1) {
@@ -485,30 +496,42 @@ void writeMarkdown(const fs::path& path, const json& r) {
     if (r["fault"].contains("case_file")) md << "\n- case: `" << r["fault"]["case_file"].get<std::string>() << "`\n";
   }
   if (r.contains("timing") && !r["timing"].empty()) {
-    md << "\n## Step-time overhead of checkpointing\n\n| case | blocks | segments | " << r["adapter"]["framework"].get<std::string>()
-       << " plain ms | checkpoint ms | overhead | ckptcheck plain ms | uniform ms | overhead |\n|---|---|---|---|---|---|---|---|---|\n";
+    md << "\n## Step-time overhead of checkpointing\n\n| case | blocks | segments | "
+       << r["adapter"]["framework"].get<std::string>()
+       << " plain ms | checkpoint ms | overhead | ckptcheck plain ms | uniform ms | overhead "
+          "|\n|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& t : r["timing"]) {
       auto pct = [](double x) { return fmt(100 * x) + " %"; };
       md << "| " << t["case"].get<std::string>() << " | " << t["blocks"] << " | " << t["segments"] << " | "
-         << fmt(t["framework"]["plain_step_ms"].get<double>()) << " | " << fmt(t["framework"]["checkpoint_step_ms"].get<double>())
-         << " | " << pct(t["framework"]["overhead"].get<double>()) << " | " << fmt(t["ckptcheck"]["plain_step_ms"].get<double>())
-         << " | " << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " | " << pct(t["ckptcheck"]["overhead"].get<double>())
-         << " |\n";
+         << fmt(t["framework"]["plain_step_ms"].get<double>()) << " | "
+         << fmt(t["framework"]["checkpoint_step_ms"].get<double>()) << " | "
+         << pct(t["framework"]["overhead"].get<double>()) << " | " << fmt(t["ckptcheck"]["plain_step_ms"].get<double>())
+         << " | " << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " | "
+         << pct(t["ckptcheck"]["overhead"].get<double>()) << " |\n";
     }
   }
-  md << "\nReference tolerance (check 2): relative " << r["tolerance"]["float"] << " (float), " << r["tolerance"]["double"]
-     << " (double); worst seen: " << r["reference_error"].dump() << "\n";
+  md << "\nReference tolerance (check 2): relative " << r["tolerance"]["float"] << " (float), "
+     << r["tolerance"]["double"] << " (double); worst seen: " << r["reference_error"].dump() << "\n";
 }
 
 std::string xmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -536,9 +559,12 @@ void writeJunit(const std::string& path, const json& r) {
     }
     x << ">\n";
     const std::string detail = xmlEscape(c["detail"].get<std::string>());
-    if (st == "finding") x << "      <failure message=\"" << detail << "\"/>\n";
-    else if (st == "adapter-fault") x << "      <error message=\"" << detail << "\"/>\n";
-    else x << "      <skipped message=\"" << detail << "\"/>\n";
+    if (st == "finding")
+      x << "      <failure message=\"" << detail << "\"/>\n";
+    else if (st == "adapter-fault")
+      x << "      <error message=\"" << detail << "\"/>\n";
+    else
+      x << "      <skipped message=\"" << detail << "\"/>\n";
     x << "    </testcase>\n";
   }
   x << "  </testsuite>\n</testsuites>\n";
@@ -565,8 +591,11 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   json report;
   report["tool"] = "ckptcheck validate";
   report["protocol"] = kProtocolVersion;
-  report["adapter"] = {{"label", spec.label}, {"command", spec.argv}, {"options", spec.options},
-                       {"framework", "unknown"}, {"version", "unknown"}};
+  report["adapter"] = {{"label", spec.label},
+                       {"command", spec.argv},
+                       {"options", spec.options},
+                       {"framework", "unknown"},
+                       {"version", "unknown"}};
   report["findings"] = json::array();
   report["fault"] = nullptr;
   report["timing"] = json::array();
@@ -589,17 +618,20 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
             << c["detail"].get<std::string>() << "\n";
       for (const auto& f : report["findings"]) {
         out << "finding (" << f["check"].get<std::string>() << "): " << f["message"].get<std::string>() << "\n"
-            << "  shrunk case: " << f["case_file"].get<std::string>() << " (" << f["case_summary"].get<std::string>() << ")\n"
+            << "  shrunk case: " << f["case_file"].get<std::string>() << " (" << f["case_summary"].get<std::string>()
+            << ")\n"
             << "  replay: " << f["replay"].get<std::string>() << "\n";
       }
       if (!report["fault"].is_null()) out << "adapter fault: " << report["fault"]["message"].get<std::string>() << "\n";
       for (const auto& t : report["timing"])
         out << "timing " << t["case"].get<std::string>() << " (" << t["blocks"] << " blocks, " << t["segments"]
-            << " segments): " << t["framework"]["name"].get<std::string>() << " plain " << fmt(t["framework"]["plain_step_ms"].get<double>())
-            << " ms, checkpoint " << fmt(t["framework"]["checkpoint_step_ms"].get<double>()) << " ms (+"
+            << " segments): " << t["framework"]["name"].get<std::string>() << " plain "
+            << fmt(t["framework"]["plain_step_ms"].get<double>()) << " ms, checkpoint "
+            << fmt(t["framework"]["checkpoint_step_ms"].get<double>()) << " ms (+"
             << fmt(100 * t["framework"]["overhead"].get<double>()) << " %); ckptcheck store-all "
-            << fmt(t["ckptcheck"]["plain_step_ms"].get<double>()) << " ms, " << t["ckptcheck"]["policy"].get<std::string>()
-            << " " << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " ms (+"
+            << fmt(t["ckptcheck"]["plain_step_ms"].get<double>()) << " ms, "
+            << t["ckptcheck"]["policy"].get<std::string>() << " "
+            << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " ms (+"
             << fmt(100 * t["ckptcheck"]["overhead"].get<double>()) << " %)\n";
       out << "report: " << (outDir / "validate.md").string() << "\n";
     }
@@ -639,10 +671,11 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
   if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
     throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
-  report["limits"] = {{"max_blocks", lim.maxBlocks}, {"max_steps", lim.maxSteps}, {"mlp", lim.mlp},
-                      {"residual_bn", lim.residualBn}, {"transformer", lim.transformer}, {"dropout", lim.dropout},
-                      {"float", lim.floatType}, {"double", lim.doubleType}, {"stateful_rng", lim.statefulRng},
-                      {"counter_rng", lim.counterRng}};
+  report["limits"] = {
+      {"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},      {"mlp", lim.mlp},
+      {"residual_bn", lim.residualBn}, {"transformer", lim.transformer}, {"dropout", lim.dropout},
+      {"float", lim.floatType},        {"double", lim.doubleType},       {"stateful_rng", lim.statefulRng},
+      {"counter_rng", lim.counterRng}};
 
   Session s{o, client, caps, work, {}, 0, std::nullopt, err};
   std::string replayBase = "ckptcheck validate " + shellJoin(spec.replayArgs);
@@ -684,8 +717,8 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     fs::create_directories(dir);
     const fs::path caseFile = dir / "case.json";
     std::ofstream(caseFile) << caseToJson(c).dump(2) << "\n";
-    const std::string replay = replayBase + " --case " + shellQuote(caseFile.string()) + " --out " +
-                               shellQuote((dir / "replay").string());
+    const std::string replay =
+        replayBase + " --case " + shellQuote(caseFile.string()) + " --out " + shellQuote((dir / "replay").string());
     json f;
     f["check"] = oc.check;
     f["message"] = oc.message;
@@ -698,8 +731,10 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
     f["run_dir"] = dir.string();
-    if (oc.verdict == Verdict::kFinding) report["findings"].push_back(f);
-    else report["fault"] = f;
+    if (oc.verdict == Verdict::kFinding)
+      report["findings"].push_back(f);
+    else
+      report["fault"] = f;
     failures.push_back(oc);
   };
   // Finishes the report; an adapter fault outranks a finding.
@@ -727,7 +762,8 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     if (const std::string why = caps.unsupported(c); !why.empty())
       throw InputError("validate --timing-case " + path + ": the adapter does not support this case's " + why);
     try {
-      report["timing"].push_back(withScalar(c.dtype, [&](auto t) { return timingTyped<decltype(t)>(s, c, work / ("timing-" + c.name)); }));
+      report["timing"].push_back(
+          withScalar(c.dtype, [&](auto t) { return timingTyped<decltype(t)>(s, c, work / ("timing-" + c.name)); }));
     } catch (const AdapterError& e) {
       stats();
       report["result"] = "adapter-fault";
@@ -870,7 +906,8 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
       } catch (const InputError&) {
       }
     }
-    if (!shrunk) throw std::runtime_error("validate: cannot read back the shrunk counterexample: " + failure.description);
+    if (!shrunk)
+      throw std::runtime_error("validate: cannot read back the shrunk counterexample: " + failure.description);
     const bool fault = !firstFailure || *firstFailure == kReference || *firstFailure == kAdapter;
     finalize(*shrunk, failure.description, outDir / (fault ? "fault" : "finding"));
   }

@@ -27,19 +27,25 @@ void addValidate(CLI::App& app, int& exitCode) {
       ->check(CLI::Range(0, 100000));
   auto* s = cmd->add_option("--seed", *seed, "RapidCheck seed (default: random, printed in the report)");
   cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 6)")->check(CLI::Range(1, 40));
-  cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")->check(CLI::Range(1, 10));
-  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")->delimiter(',');
+  cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")
+      ->check(CLI::Range(1, 10));
+  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")
+      ->delimiter(',');
   cmd->add_option("--case", o->casePath, "Check exactly this case file instead of random ones (replay a finding)");
-  cmd->add_option("--out", o->outDir, "Report directory: validate.json, validate.md, the shrunk case (default validate-out)");
+  cmd->add_option("--out", o->outDir,
+                  "Report directory: validate.json, validate.md, the shrunk case (default validate-out)");
   cmd->add_flag("--json", o->json, "Print the JSON report instead of the summary");
   cmd->add_option("--junit", o->junitPath, "Also write a JUnit XML report to FILE");
-  cmd->add_option("--adapter-timeout", o->timeoutSeconds, "Seconds per adapter run before its process group is killed (default 120)")
+  cmd->add_option("--adapter-timeout", o->timeoutSeconds,
+                  "Seconds per adapter run before its process group is killed (default 120)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-serve", o->noServe, "Start the adapter once per run even if it offers serve mode");
   cmd->add_flag("--keep-work", o->keepWork, "Keep every case and run directory under OUT/work");
   cmd->add_flag("--verbose", o->verbose, "Print every case as it is checked");
-  cmd->add_option("--timing-case", o->timingCases, "Measure checkpointing's step-time overhead on this case file (repeatable)");
-  cmd->add_option("--timing-steps", o->timingSteps, "Steps per timing run; the first is warm-up (default 5)")->check(CLI::Range(2, 1000));
+  cmd->add_option("--timing-case", o->timingCases,
+                  "Measure checkpointing's step-time overhead on this case file (repeatable)");
+  cmd->add_option("--timing-steps", o->timingSteps, "Steps per timing run; the first is warm-up (default 5)")
+      ->check(CLI::Range(2, 1000));
   cmd->callback([o, seed, s, &exitCode] {
     if (s->count() > 0) o->seed = *seed;
     exitCode = runValidate(*o, std::cout, std::cerr);
