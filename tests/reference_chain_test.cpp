@@ -60,14 +60,17 @@ RC_GTEST_PROP(ReferenceChain, gradientsMatchFiniteDifferences, ()) {
   const RngState rng = c.rng.state();
   const Grads g = analyticGrads(c, rng);
   auto objective = [&] { return lossOf(c, rng); };
+  double scale = g.input.cwiseAbs().maxCoeff();
+  for (const auto& m : g.params) scale = std::max(scale, m.size() ? m.cwiseAbs().maxCoeff() : 0.0);
+  const double floor = std::max(test::kFdFloor, test::kFdChainFloor * scale);
   test::FdResult worst;
-  worst.merge(test::fdCompare(c.input.data(), c.input.size(), g.input.data(), objective));
+  worst.merge(test::fdCompare(c.input.data(), c.input.size(), g.input.data(), objective, test::kFdStep, floor));
   auto params = c.params();
   for (size_t p = 0; p < params.size(); ++p) {
     // A strided sample of each tensor keeps the property fast on wide layers.
     Mat<double>& v = params[p]->value;
     const int64_t stride = std::max<int64_t>(1, v.size() / 12);
-    for (int64_t i = 0; i < v.size(); i += stride) worst.merge(test::fdCompare(&v(i), 1, &g.params[p](i), objective));
+    for (int64_t i = 0; i < v.size(); i += stride) worst.merge(test::fdCompare(&v(i), 1, &g.params[p](i), objective, test::kFdStep, floor));
   }
   RC_ASSERT(worst.maxRel <= test::kFdTolerance);
 }
