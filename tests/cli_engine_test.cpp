@@ -2,6 +2,7 @@
 // (0 all holds, 1 a finding, 2 bad input), and --help on both.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,44 @@ TEST(CliEngine, badInputExitsTwoWithOneLine) {
   EXPECT_EQ(rc, 2);
   rc = ckptcheck("plan --policy uniform").first;
   EXPECT_EQ(rc, 2);
+}
+
+// The device executor behind `--device`: the same checks as on the CPU, against the device's own store-all.
+TEST(CliDevice, runOnTheEmulatedDeviceIsBitwiseAndPlannedEqualsMeasured) {
+  const auto [rc, out] =
+      ckptcheck("run --case " + catalogue("tiny") + " --policy uniform+selective --steps 2 --device cuda-emulated --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["device"], "cuda-emulated");
+  EXPECT_TRUE(j["bitwise_equal"].get<bool>());
+  EXPECT_TRUE(j["planned_equals_measured"].get<bool>());
+  EXPECT_EQ(j["planned"]["peak_activation_bytes"], j["measured"]["peak_activation_bytes"]);
+  EXPECT_GT(j["measured"]["flops"]["recompute"].get<int64_t>(), 0);
+}
+
+TEST(CliDevice, verifyOnTheEmulatedDeviceHolds) {
+  const auto [rc, out] = ckptcheck("verify --device cuda-emulated --cases 6 --seed 5 --max-blocks 4 --no-catalogue --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["device"], "cuda-emulated");
+  EXPECT_EQ(j["random_cases"], 6);
+  EXPECT_GT(j["policy_runs"].get<int64_t>(), 6);
+}
+
+// Without a GPU (CI) --device cuda is an infrastructure error (exit 3) with one line saying so, never a silent
+// fallback to the CPU; with one, it runs.
+TEST(CliDevice, cudaRunsOnAGpuAndIsRefusedWithoutOne) {
+  const auto info = nlohmann::json::parse(ckptcheck("info --json").second);
+  const bool gpu = info.contains("cuda") && info["cuda"].value("devices", 0) > 0;
+  const auto [rc, out] = ckptcheck("run --case " + catalogue("tiny") + " --policy recursive --device cuda --json", !gpu);
+  if (gpu) {
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["device"], "cuda");
+  } else {
+    EXPECT_EQ(rc, 3) << out;
+    EXPECT_NE(out.find("--device cuda: "), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
 }
 
 TEST(CliEngine, helpOnBothSubcommands) {

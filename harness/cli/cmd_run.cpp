@@ -13,6 +13,7 @@
 #include "harness/cli/commands.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
+#include "harness/engine/device_steps.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
@@ -32,6 +33,7 @@ struct Options {
   int repeat = 1;
   bool json = false;
   std::string maxActivationBytes;
+  std::string device = "cpu";
 };
 
 nlohmann::json costJson(int64_t peak, int64_t forwardEvals, const FlopCounts& f) {
@@ -71,21 +73,26 @@ Millis millis(F&& f) {
 
 template <class T>
 nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps, int repeat,
-                       const EngineVariant& engine) {
+                       const EngineVariant& engine, Device device) {
   const ChainCost cost = caseChainCost(spec);
   const Schedule schedule = makeSchedule(policy, cost);
   const Plan plan = planSchedule(schedule, cost);
+  const Schedule storeAll = storeAllSchedule(cost);
   std::vector<StepResult<T>> ref, eng;
   Millis refTime, engTime;
   ExecutorTimes engRecompute;
   // Runs alternate on fresh chains; the fastest of each is the time reported (the least disturbed by other load).
+  // On a device the reference is the device's store-all (times include building and uploading the chain).
   for (int r = 0; r < repeat; ++r) {
     Chain<T> refChain = buildChain<T>(spec);
     Chain<T> engChain = buildChain<T>(spec);
     std::vector<StepResult<T>> a, b;
     ExecutorTimes times;
-    const Millis ra = millis([&] { a = trainReference(refChain, steps); });
-    const Millis rb = millis([&] { b = executeSteps(engChain, schedule, steps, engine, &times); });
+    const bool cpu = device == Device::kCpu;
+    const Millis ra = millis([&] { a = cpu ? trainReference(refChain, steps) : deviceSteps<T>(device, spec, storeAll, steps); });
+    const Millis rb = millis([&] {
+      b = cpu ? executeSteps(engChain, schedule, steps, engine, &times) : deviceSteps<T>(device, spec, schedule, steps);
+    });
     if (r == 0 || ra.wall < refTime.wall) refTime.wall = ra.wall;
     if (r == 0 || ra.cpu < refTime.cpu) refTime.cpu = ra.cpu;
     if (r == 0 || rb.wall < engTime.wall) {
@@ -105,6 +112,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   const nlohmann::json mismatches = planMismatches(plan, eng);
   nlohmann::json j;
   j["case"] = spec.name;
+  j["device"] = deviceName(device);
   j["dtype"] = dtypeName(spec.dtype);
   j["rng"] = rngModelName(spec.rng);
   j["policy"] = schedule.policy;
@@ -124,14 +132,19 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["cpu_ms"] = {{"reference", refTime.cpu}, {"policy", engTime.cpu}, {"policy_recompute", engRecompute.recomputeCpuMs}};
   j["time_ratio"] = refTime.wall > 0 ? engTime.wall / refTime.wall : 0.0;
   j["cpu_ratio"] = refTime.cpu > 0 ? engTime.cpu / refTime.cpu : 0.0;
-  j["engine_tax"] = refTime.cpu > 0 ? (engTime.cpu - engRecompute.recomputeCpuMs - refTime.cpu) / refTime.cpu : 0.0;
+  // The device executor does not time its recompute separately, so there the tax is not known (null).
+  if (device == Device::kCpu)
+    j["engine_tax"] = refTime.cpu > 0 ? (engTime.cpu - engRecompute.recomputeCpuMs - refTime.cpu) / refTime.cpu : 0.0;
+  else
+    j["engine_tax"] = nullptr;
   return j;
 }
 
 void printText(const nlohmann::json& j) {
   std::cout << "case " << j["case"].get<std::string>() << " (" << j["dtype"].get<std::string>() << ", "
             << j["rng"].get<std::string>() << " rng, " << j["layers"] << " blocks), policy "
-            << j["policy"].get<std::string>() << ", " << j["steps"] << " steps\n";
+            << j["policy"].get<std::string>() << ", " << j["steps"] << " steps"
+            << (j["device"] == "cpu" ? "" : ", on " + j["device"].get<std::string>() + " against its own store-all") << "\n";
   std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
   int shown = 0;
   for (const auto& d : j["differences"]) {
@@ -161,8 +174,9 @@ void printText(const nlohmann::json& j) {
             << j["wall_ms"]["reference"].get<double>() << ", policy " << j["wall_ms"]["policy"].get<double>()
             << " (ratio " << j["time_ratio"].get<double>() << "); CPU ms reference " << j["cpu_ms"]["reference"].get<double>()
             << ", policy " << j["cpu_ms"]["policy"].get<double>() << " of which recompute "
-            << j["cpu_ms"]["policy_recompute"].get<double>() << " (ratio " << j["cpu_ratio"].get<double>()
-            << ", engine tax " << j["engine_tax"].get<double>() << ")\n";
+            << j["cpu_ms"]["policy_recompute"].get<double>() << " (ratio " << j["cpu_ratio"].get<double>();
+  if (j["engine_tax"].is_number()) std::cout << ", engine tax " << j["engine_tax"].get<double>();
+  std::cout << ")\n";
 }
 
 }  // namespace
@@ -180,7 +194,14 @@ void addRun(CLI::App& app, int& exitCode) {
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->add_option("--mutant", o->mutant, "Run a broken engine from `ckptcheck mutants` instead of the correct one");
   cmd->add_option("--max-activation-bytes", o->maxActivationBytes, kMaxActivationBytesHelp);
+  cmd->add_option("--device", o->device,
+                  "cpu (default: against the CPU reference trainer), cuda (the GPU backend, against GPU store-all) or "
+                  "cuda-emulated (the device code on the CPU, against its own store-all)");
   cmd->callback([o, &exitCode] {
+    const Device device = parseDevice(o->device);
+    if (device != Device::kCpu && !o->mutant.empty())
+      throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
+    requireDevice(device);
     CaseSpec spec = loadCase(o->casePath);
     if (!o->rng.empty()) spec.rng = o->rng == "counter" ? RngModel::kCounter : RngModel::kStateful;
     const PolicySpec policy = parsePolicy(o->policy);
@@ -193,7 +214,7 @@ void addRun(CLI::App& app, int& exitCode) {
       engine = m->make();
     }
     const nlohmann::json j = withScalar(
-        spec.dtype, [&](auto t) { return runJson<decltype(t)>(spec, policy, steps, o->repeat, *engine); });
+        spec.dtype, [&](auto t) { return runJson<decltype(t)>(spec, policy, steps, o->repeat, *engine, device); });
     if (o->json) std::cout << j.dump(2) << "\n";
     else printText(j);
     exitCode = j["bitwise_equal"].get<bool>() && j["planned_equals_measured"].get<bool>() ? kExitOk : kExitFinding;

@@ -26,6 +26,7 @@ struct Args {
   std::string junit;
   std::string out;
   std::string shard;
+  std::string device = "cpu";
 };
 
 // "I/N" with 0 <= I < N.
@@ -80,7 +81,11 @@ void addVerify(CLI::App& app, int& exitCode) {
                   "Check only shard I of N (0 <= I < N): random case i and catalogue case k when i, k = I mod N; the N "
                   "shards together check what one run checks");
   cmd->add_option("--max-activation-bytes", a->o.maxActivationBytes, kMaxActivationBytesHelp);
+  cmd->add_option("--device", a->device,
+                  "cpu (default), cuda (the GPU backend; each policy against GPU store-all) or cuda-emulated (the "
+                  "same device code on the CPU)");
   cmd->callback([a, &exitCode] {
+    a->o.device = parseDevice(a->device);
     if (!a->shard.empty()) parseShard(a->shard, a->o);
     if (!a->policies.empty()) a->o.policies = splitPolicyList(a->policies);
     a->o.catalogue = !a->noCatalogue;

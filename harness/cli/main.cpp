@@ -4,6 +4,7 @@
 
 #include "cases/input_error.h"
 #include "harness/cli/commands.h"
+#include "harness/engine/device_steps.h"
 #include "harness/exit_codes.h"
 
 namespace {
@@ -50,6 +51,9 @@ int main(int argc, char** argv) {
   } catch (const ckpt::InputError& e) {
     std::cerr << "ckptcheck: " << oneLine(e.what()) << "\n";
     return ckpt::kExitBadInput;
+  } catch (const ckpt::DeviceUnavailable& e) {
+    std::cerr << "ckptcheck: " << oneLine(e.what()) << "\n";
+    return ckpt::kExitInfra;
   } catch (const std::bad_alloc&) {
     std::cerr << "ckptcheck: out of memory\n";
     return ckpt::kExitInfra;

@@ -59,6 +59,25 @@ class InitialState {
 };
 
 template <class T>
+void runOnDevice(Trial& t, Device device) {
+  const int steps = t.spec.steps;
+  const std::vector<StepResult<T>> reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
+  for (PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty()) continue;
+    std::vector<StepResult<T>> got;
+    try {
+      got = deviceSteps<T>(device, t.spec, r.schedule, steps);
+    } catch (const std::invalid_argument& e) {
+      r.engineError = e.what();
+      continue;
+    }
+    r.ran = true;
+    r.comparison = compareSteps(reference, got);
+    for (const auto& g : got) r.measured.push_back({g.peakActivationBytes, g.forwardEvals, g.flops});
+  }
+}
+
+template <class T>
 void runEngines(Trial& t, const EngineVariant& engine) {
   const int steps = t.spec.steps;
   Chain<T> chain = buildChain<T>(t.spec);
@@ -127,7 +146,8 @@ Violation violation(Property p, const PolicyRun& r, std::string message) {
 
 }  // namespace
 
-Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine) {
+Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine,
+               Device device) {
   Trial t;
   t.spec = spec;
   t.cost = caseChainCost(spec);
@@ -143,7 +163,10 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
     }
     t.runs.push_back(std::move(r));
   }
-  withScalar(spec.dtype, [&](auto x) { runEngines<decltype(x)>(t, engine); });
+  withScalar(spec.dtype, [&](auto x) {
+    if (device == Device::kCpu) runEngines<decltype(x)>(t, engine);
+    else runOnDevice<decltype(x)>(t, device);
+  });
   return t;
 }
 

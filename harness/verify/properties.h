@@ -24,6 +24,7 @@
 #include "cases/case_spec.h"
 #include "harness/compare.h"
 #include "harness/engine/chain_cost.h"
+#include "harness/engine/device_steps.h"
 #include "harness/engine/engine_variant.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/schedule.h"
@@ -65,8 +66,10 @@ struct Trial {
   int optimalRival = -1;
 };
 
-// Trains the case with the reference and, from the same initial state, under every policy with `engine`.
-Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine);
+// Trains the case with the reference and, from the same initial state, under every policy with `engine`. On a
+// device (device_steps.h) the reference is the device's own store-all run and `engine` must be the correct one.
+Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine,
+               Device device = Device::kCpu);
 
 struct Violation {
   Property property = Property::kBitwiseEqual;

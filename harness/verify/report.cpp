@@ -46,7 +46,9 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-std::string engineName(const VerifyReport& r) { return r.mutant.empty() ? "correct engine" : "mutant " + r.mutant; }
+std::string engineName(const VerifyReport& r) {
+  return (r.mutant.empty() ? "correct engine" : "mutant " + r.mutant) + (r.device == "cpu" ? "" : " on " + r.device);
+}
 
 std::string findingName(const VerifyReport& r) {
   const Finding& f = *r.finding;
@@ -98,7 +100,8 @@ FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const 
     if (!os) throw std::runtime_error("cannot write '" + file.string() + "'");
   }
   out.caseFile = fs::absolute(file).string();
-  const std::string mutant = r.mutant.empty() ? "" : " --mutant " + shellQuote(r.mutant);
+  const std::string mutant = (r.mutant.empty() ? "" : " --mutant " + shellQuote(r.mutant)) +
+                             (r.device == "cpu" ? "" : " --device " + r.device);
   out.run = "ckptcheck run --case " + shellQuote(out.caseFile) + " --policy " + shellQuote(f.violation.policy) + mutant;
   if (!f.reproduce.empty()) {
     std::string policies;
@@ -164,6 +167,7 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
   j["seed"] = r.seed;
   j["engine"] = r.mutant.empty() ? "correct" : r.mutant;
   j["mutant"] = r.mutant.empty() ? nlohmann::json() : nlohmann::json(r.mutant);
+  j["device"] = r.device;
   j["threads"] = r.threads;
   if (r.shardCount > 1) j["shard"] = std::to_string(r.shardIndex) + "/" + std::to_string(r.shardCount);
   j["cases_run"] = r.randomCases + r.catalogueCases;

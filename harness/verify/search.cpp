@@ -81,13 +81,19 @@ struct Outcome {
   }
 };
 
-Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, const EngineVariant& engine) {
-  Trial t = runTrial(c.spec, policiesFor(c, families), engine);
+// What is under test: an engine (the correct one or a mutant) on a device.
+struct Subject {
+  const EngineVariant& engine;
+  Device device;
+};
+
+Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, const Subject& engine) {
+  Trial t = runTrial(c.spec, policiesFor(c, families), engine.engine, engine.device);
   t.optimalRival = c.draw.optimalRival;
   return t;
 }
 
-Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, const EngineVariant& engine) {
+Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, const Subject& engine) {
   const Trial t = trialOf(c, families, engine);
   Outcome o;
   for (const auto& r : t.runs) o.policyRuns += r.ran ? 1 : 0;
@@ -96,7 +102,7 @@ Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, 
 }
 
 std::optional<Violation> violates(const VerifyCase& c, Property p, const std::vector<std::string>& families,
-                                  const EngineVariant& engine) {
+                                  const Subject& engine) {
   try {
     return checkProperty(p, trialOf(c, families, engine));
   } catch (const InputError&) {
@@ -117,7 +123,7 @@ struct Shrunk {
   int trials = 0;
 };
 Shrunk shrink(rc::Shrinkable<VerifyCase> current, Violation v, const std::vector<std::string>& families,
-              const EngineVariant& engine, int maxTrials) {
+              const Subject& engine, int maxTrials) {
   Shrunk s{current.value(), std::move(v), {}, 0};
   bool progressed = true;
   while (progressed && s.trials < maxTrials) {
@@ -245,6 +251,10 @@ VerifyReport runVerify(const VerifyOptions& o) {
     if (!m) throw InputError("unknown mutant '" + o.mutant + "' (known: " + mutantNames() + ")");
     engine = m->make();
   }
+  if (!o.mutant.empty() && o.device != Device::kCpu)
+    throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
+  requireDevice(o.device);
+  const Subject subject{*engine, o.device};
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
   if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)
@@ -257,6 +267,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
   VerifyReport r;
   r.seed = o.seed;
   r.mutant = o.mutant;
+  r.device = deviceName(o.device);
   r.threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   r.shardIndex = o.shardIndex;
   r.shardCount = o.shardCount;
@@ -275,7 +286,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
       s = *pick;
     }
     const VerifyCase c = s.value();
-    const Outcome out = evaluate(c, o.policies, *engine);
+    const Outcome out = evaluate(c, o.policies, subject);
     count(r, out);
     r.randomCases = 1;
     if (out.failed()) {
@@ -310,7 +321,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
       if (i >= o.cases || i > firstFail.load()) return;
       if (!inShard(i)) continue;
       try {
-        Outcome out = evaluate(gen(randomFor(o.seed, i), sizeFor(i)).value(), o.policies, *engine);
+        Outcome out = evaluate(gen(randomFor(o.seed, i), sizeFor(i)).value(), o.policies, subject);
         Summary& sum = summaries[static_cast<size_t>(i)];
         for (size_t k = 0; k < 4; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
         sum.policyRuns = static_cast<int32_t>(out.policyRuns);
@@ -356,7 +367,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
   if (fail != std::numeric_limits<int64_t>::max()) {
     const Outcome& out = failures.at(fail);
     const rc::Shrinkable<VerifyCase> s = gen(randomFor(o.seed, fail), sizeFor(fail));
-    Shrunk sh = shrink(s, out.first(), o.policies, *engine, o.maxShrinkTrials);
+    Shrunk sh = shrink(s, out.first(), o.policies, subject, o.maxShrinkTrials);
     Finding f;
     f.violation = sh.violation;
     f.origin = "random case " + std::to_string(fail) + " of seed " + std::to_string(o.seed);
@@ -393,7 +404,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
     auto catalogueWorker = [&] {
       for (size_t k = nextCase++; k < cases.size(); k = nextCase++) {
         try {
-          outcomes[k] = evaluate(cases[k], o.policies, *engine);
+          outcomes[k] = evaluate(cases[k], o.policies, subject);
         } catch (const std::exception& e) {
           std::lock_guard<std::mutex> lock(errorMutex);
           if (error.empty()) error = "catalogue case " + files[k].stem().string() + ": " + e.what();
@@ -413,7 +424,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
       count(r, out);
       ++r.catalogueCases;
       if (out.failed()) {
-        Shrunk sh = shrink(catalogueShrinkable(c), out.first(), o.policies, *engine, o.maxShrinkTrials);
+        Shrunk sh = shrink(catalogueShrinkable(c), out.first(), o.policies, subject, o.maxShrinkTrials);
         Finding f;
         f.violation = sh.violation;
         f.origin = "catalogue case " + file.stem().string();

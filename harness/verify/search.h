@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cases/generators.h"
+#include "harness/engine/device_steps.h"
 #include "harness/verify/properties.h"
 
 namespace ckpt {
@@ -35,6 +36,7 @@ struct VerifyOptions {
   uint64_t seed = 1;
   std::vector<std::string> policies;   // families or policy strings (policy_draw.h); empty = every family
   std::string mutant;                  // empty = the correct engine
+  Device device = Device::kCpu;        // where the engine runs; on a device, its own store-all is the reference
   bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
   std::string catalogueDir;            // empty = found (catalogueDirectory())
   int threads = 0;                     // 0 = one per hardware thread
@@ -67,6 +69,7 @@ struct Finding {
 struct VerifyReport {
   uint64_t seed = 0;
   std::string mutant;
+  std::string device = "cpu";   // deviceName()
   int threads = 1;
   int shardIndex = 0, shardCount = 1;
   int64_t randomCases = 0;      // random cases checked (up to and including a failing one)
