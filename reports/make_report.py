@@ -255,6 +255,33 @@ class Verify:
         return s + "."
 
 
+class Frameworks:
+    """`ckptcheck validate --timing-case ... --json` outputs: another framework's step-time overhead of
+    checkpointing next to ckptcheck's own engine with the same segmenting, measured in the same run."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, doc, path):
+        if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
+            raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
+                           f"(no 'timing' list)")
+        version = str(doc.get("adapter", {}).get("version", "")) if isinstance(doc.get("adapter"), dict) else ""
+        for t in doc["timing"]:
+            try:
+                fw, ck = t["framework"], t["ckptcheck"]
+                row = {"case": str(t["case"]), "blocks": int(t["blocks"]), "segments": int(t["segments"]),
+                       "framework": f"{fw['name']} {version}".strip(),
+                       "options": ",".join(f"{k}={v}" for k, v in sorted(fw.get("options", {}).items())),
+                       "fw_plain": float(fw["plain_step_ms"]), "fw_ckpt": float(fw["checkpoint_step_ms"]),
+                       "fw_overhead": float(fw["overhead"]), "fw_bitwise": bool(fw.get("bitwise_equal", False)),
+                       "policy": str(ck["policy"]), "ck_plain": float(ck["plain_step_ms"]),
+                       "ck_ckpt": float(ck["checkpoint_step_ms"]), "ck_overhead": float(ck["overhead"])}
+            except (KeyError, TypeError, ValueError) as e:
+                raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}")
+            self.rows.append(row)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Formatting (one place, so the tables, the summary and the terminal agree)
 
@@ -297,7 +324,8 @@ def fmt_time(s):
 
 
 class Report:
-    def __init__(self, bench, verify):
+    def __init__(self, bench, verify, frameworks=None):
+        self.frameworks = frameworks.rows if frameworks is not None else []
         self.bench = bench
         self.verify = verify
         self.cases = []  # names in bench order
@@ -781,6 +809,17 @@ DEFINITIONS = ("Definitions: *FLOP overhead* = recompute FLOPs / (forward + back
                "to the reference (the bench's own step and, when given, `ckptcheck verify`).")
 
 
+FRAMEWORK_HEADER = ["case", "blocks", "K", "framework", "options", "plain ms", "checkpointed ms", "overhead",
+                    "bitwise", "ckptcheck policy", "reference ms", "engine ms", "ckptcheck overhead"]
+
+
+def framework_rows(rep):
+    return [[r["case"], str(r["blocks"]), str(r["segments"]), r["framework"], r["options"] or "-",
+             f"{r['fw_plain']:.2f}", f"{r['fw_ckpt']:.2f}", fmt_overhead(r["fw_overhead"]),
+             "equal" if r["fw_bitwise"] else "DIFFERS", r["policy"], f"{r['ck_plain']:.2f}", f"{r['ck_ckpt']:.2f}",
+             fmt_overhead(r["ck_overhead"])] for r in rep.frameworks]
+
+
 def document(rep, figs):
     """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure."""
     d = [("h1", "ckptcheck overhead report"), ("h2", "Summary"), ("ul", headline(rep))]
@@ -812,6 +851,13 @@ def document(rep, figs):
               ("p", "Homogeneous chains, planner only. Each cell: peak activation / forward evaluations / planner run "
                     "time (schedule + plan)."),
               ("table", header, rows, None)]
+    if rep.frameworks:
+        d += [("h2", "Side by side with other frameworks"),
+              ("p", "The same case and segmenting, timed in the same run on this machine: the framework's own plain "
+                    "and checkpointed steps (through its adapter), and ckptcheck's store-all reference and "
+                    "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
+                    "*bitwise* says whether the framework's checkpointed run equalled its plain one."),
+              ("table", FRAMEWORK_HEADER, framework_rows(rep), None)]
     d.append(("h2", "Figures"))
     for name, title, caption, svg in figs:
         d.append(("figure", name, title, caption, svg))
@@ -956,6 +1002,8 @@ def main(argv):
     ap = argparse.ArgumentParser(description="ckptcheck overhead report")
     ap.add_argument("--bench", action="append", required=True, help="bench_engine JSON (repeatable)")
     ap.add_argument("--verify", help="ckptcheck verify --json output")
+    ap.add_argument("--frameworks", action="append", default=[],
+                    help="ckptcheck validate --timing-case ... --json output (repeatable)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
     ap.add_argument("--check", action="store_true",
@@ -967,7 +1015,10 @@ def main(argv):
         for b in a.bench:
             bench.add_file(b)
         verify = Verify(load_json(a.verify, "verify JSON"), a.verify) if a.verify else None
-        rep = Report(bench, verify)
+        frameworks = Frameworks()
+        for f in a.frameworks:
+            frameworks.add(load_json(f, "frameworks JSON"), f)
+        rep = Report(bench, verify, frameworks)
     except BadInput as e:
         print(f"ckptcheck report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

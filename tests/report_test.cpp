@@ -181,6 +181,30 @@ TEST_F(ReportTest, checkExitsOneOnAFindingAndZeroWithout) {
   EXPECT_EQ(clean.exitCode, 0) << clean.err;
 }
 
+// `--frameworks`: another framework's checkpointing overhead (validate --timing-case) next to ckptcheck's.
+TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
+  const CliRun r = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
+                              data("frameworks_small.json").string(), "--out", (root_ / "f").string(), "--quiet"},
+                             root_ / "run-f");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string m = slurp(root_ / "f" / "report.md");
+  EXPECT_NE(m.find("\n## Side by side with other frameworks\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("| mlp-deep | 64 | 8 | torch 2.9.1 | mode=sequential | 46.00 | 60.25 | 0.3098 | equal | uniform:k=8 | "
+                   "82.40 | 108.50 | 0.3169 |"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(slurp(root_ / "f" / "report.html").find("Side by side with other frameworks"), std::string::npos);
+  // Without --frameworks there is no such section.
+  EXPECT_EQ(md().find("Side by side"), std::string::npos);
+
+  std::ofstream(root_ / "notiming.json") << R"({"result": "holds"})";
+  const CliRun bad = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
+                                (root_ / "notiming.json").string(), "--out", (root_ / "g").string()},
+                               root_ / "run-g");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("notiming.json"), std::string::npos) << bad.err;
+}
+
 TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
   const fs::path scratch = root_ / "bad";
   fs::create_directories(scratch);

@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::vector<std::string> bench;
   std::string verify;
+  std::vector<std::string> frameworks;
   std::string out;
   bool quiet = false;
   bool check = false;
@@ -86,6 +87,9 @@ void addReport(CLI::App& app, int& exitCode) {
   auto* cmd = app.add_subcommand("report", "Write the overhead report (Markdown and self-contained HTML with plots)");
   cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable")->required();
   cmd->add_option("--verify", o->verify, "ckptcheck verify --json output: adds the bitwise verdicts");
+  cmd->add_option("--frameworks", o->frameworks,
+                  "ckptcheck validate --timing-case ... --json output: another framework's checkpointing overhead next "
+                  "to ckptcheck's; repeatable");
   cmd->add_option("--out", o->out, "Output directory (report.md, report.html, fig-*.svg)")->required();
   cmd->add_flag("--quiet", o->quiet, "Do not print the summary table");
   cmd->add_flag("--check", o->check,
@@ -104,6 +108,11 @@ void addReport(CLI::App& app, int& exitCode) {
     if (!o->verify.empty()) {
       args.push_back("--verify");
       args.push_back(o->verify);
+    }
+    for (const auto& f : o->frameworks) {
+      if (!fs::is_regular_file(f)) throw InputError("report: --frameworks '" + f + "': no such file");
+      args.push_back("--frameworks");
+      args.push_back(f);
     }
     args.push_back("--out");
     args.push_back(o->out);
