@@ -53,4 +53,10 @@ std::vector<StepResult<T>> trainReference(Chain<T>& c, int steps) {
   return rs;
 }
 
+// Compiled once, in reference/instantiate.cpp.
+extern template StepResult<float> referenceStep<float>(Chain<float>&, int);
+extern template StepResult<double> referenceStep<double>(Chain<double>&, int);
+extern template std::vector<StepResult<float>> trainReference<float>(Chain<float>&, int);
+extern template std::vector<StepResult<double>> trainReference<double>(Chain<double>&, int);
+
 }  // namespace ckpt

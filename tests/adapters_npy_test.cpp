@@ -155,7 +155,8 @@ RC_GTEST_PROP(Npy, anyShapeAndValuesRoundTripBitwise, (const std::vector<double>
   RC_ASSERT(a.shape == shape);
   const auto back = npyValues<double>(a, p, false);
   RC_ASSERT(back.size() == values.size());
-  RC_ASSERT(values.empty() || std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);
+  // Parenthesised: RC_ASSERT captures its operands, so a bare || would not short-circuit (memcmp on nullptr).
+  RC_ASSERT((values.empty() || std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0));
 }
 
 }  // namespace

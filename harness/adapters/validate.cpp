@@ -600,6 +600,15 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
   report["fault"] = nullptr;
   report["timing"] = json::array();
   report["tolerance"] = {{"float", kReferenceTolFloat}, {"double", kReferenceTolDouble}};
+  // Every field the writers read exists from the start, so a run that stops early (an adapter that cannot even
+  // answer `capabilities`) still writes a complete report: nlohmann's const operator[] on a missing key is
+  // undefined behaviour (the sanitizer build's assertion caught it).
+  report["result"] = "";
+  report["cases_requested"] = o.cases;
+  report["cases_passed"] = 0;
+  report["evaluations"] = 0;
+  report["adapter_runs"] = 0;
+  report["reference_error"] = nullptr;
 
   auto finish = [&](int code, const json& checks) {
     report["checks"] = checks;

@@ -245,4 +245,14 @@ std::vector<StepResult<T>> executeSteps(Chain<T>& chain, const Schedule& schedul
   return rs;
 }
 
+// Compiled once, in harness/engine/executor.cpp.
+extern template StepResult<float> executeStep<float>(Chain<float>&, const Schedule&, int, const EngineVariant&,
+                                                     ExecutorTimes*);
+extern template StepResult<double> executeStep<double>(Chain<double>&, const Schedule&, int, const EngineVariant&,
+                                                       ExecutorTimes*);
+extern template std::vector<StepResult<float>> executeSteps<float>(Chain<float>&, const Schedule&, int,
+                                                                   const EngineVariant&, ExecutorTimes*);
+extern template std::vector<StepResult<double>> executeSteps<double>(Chain<double>&, const Schedule&, int,
+                                                                     const EngineVariant&, ExecutorTimes*);
+
 }  // namespace ckpt
