@@ -255,9 +255,13 @@ std::vector<T> npyValues(const NpyArray& a, const std::string& origin, bool allo
     for (size_t i = 0; i < n; ++i) {
       S s;
       std::memcpy(&s, a.bytes.data() + i * sizeof(S), sizeof(S));
-      v[i] = static_cast<T>(s);
-      if (static_cast<S>(v[i]) != s)
+      // Exact iff |s| <= 2^digits; checked on the integer, since converting a large value back from T (2^63 from
+      // int64 max) would be undefined behaviour (the npy fuzz target found it).
+      constexpr int64_t kExact = int64_t{1} << std::numeric_limits<T>::digits;
+      const auto wide = static_cast<int64_t>(s);
+      if (wide > kExact || wide < -kExact)
         throw NpyError(origin + ": integer value " + std::to_string(s) + " is not exact in the case's dtype");
+      v[i] = static_cast<T>(s);
     }
   };
   if (a.type == npyTypeOf<T>()) {
