@@ -58,16 +58,17 @@ class InitialState {
   RngState rng_;
 };
 
-template <class T>
-void runOnDevice(Trial& t, Device device) {
-  const int steps = t.spec.steps;
-  const std::vector<StepResult<T>> reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
+// Runs every policy that has a schedule through `train` (schedule -> its steps' results) and records it against
+// the reference. An exception of type Error is the engine failing mid-step (property 1's finding); anything
+// else propagates (on a device: no GPU, a CUDA error).
+template <class Error, class T, class Train>
+void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, Train&& train) {
   for (PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;
     std::vector<StepResult<T>> got;
     try {
-      got = deviceSteps<T>(device, t.spec, r.schedule, steps);
-    } catch (const std::invalid_argument& e) {
+      got = train(r.schedule);
+    } catch (const Error& e) {
       r.engineError = e.what();
       continue;
     }
@@ -78,25 +79,25 @@ void runOnDevice(Trial& t, Device device) {
 }
 
 template <class T>
+void runOnDevice(Trial& t, Device device) {
+  const int steps = t.spec.steps;
+  const auto reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
+  recordRuns<std::invalid_argument>(t, reference,
+                                    [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps); });
+}
+
+template <class T>
 void runEngines(Trial& t, const EngineVariant& engine) {
   const int steps = t.spec.steps;
   Chain<T> chain = buildChain<T>(t.spec);
   const InitialState<T> initial(chain);
-  const std::vector<StepResult<T>> reference = trainReference(chain, steps);
-  for (PolicyRun& r : t.runs) {
-    if (!r.scheduleError.empty()) continue;
+  const auto reference = trainReference(chain, steps);
+  recordRuns<std::exception>(t, reference, [&](const Schedule& s) {
     initial.restore(chain);
     std::vector<StepResult<T>> got;
-    try {
-      for (int s = 0; s < steps; ++s) got.push_back(executeStep(chain, r.schedule, s, engine));
-    } catch (const std::exception& e) {
-      r.engineError = e.what();
-      continue;
-    }
-    r.ran = true;
-    r.comparison = compareSteps(reference, got);
-    for (const auto& g : got) r.measured.push_back({g.peakActivationBytes, g.forwardEvals, g.flops});
-  }
+    for (int k = 0; k < steps; ++k) got.push_back(executeStep(chain, s, k, engine));
+    return got;
+  });
 }
 
 // The block policy's name: "uniform" of "uniform:k=3+selective".
