@@ -22,8 +22,15 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A case costs microseconds: 3000 per property unless RC_PARAMS says otherwise (RapidCheck reads it at first use).
-[[maybe_unused]] const bool kManyCases = setenv("RC_PARAMS", "max_success=3000", /*overwrite=*/0) == 0;
+// A case costs microseconds: 3000 per property unless RC_PARAMS says otherwise (RapidCheck reads it at first
+// use); a seed given there (ci/test pins one) is kept.
+bool manyCases() {
+  const char* given = std::getenv("RC_PARAMS");
+  std::string params = given ? given : "";
+  if (params.find("max_success") == std::string::npos) params += (params.empty() ? "" : " ") + std::string("max_success=3000");
+  return setenv("RC_PARAMS", params.c_str(), /*overwrite=*/1) == 0;
+}
+[[maybe_unused]] const bool kManyCases = manyCases();
 
 std::string readText(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

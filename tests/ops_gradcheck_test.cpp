@@ -154,6 +154,8 @@ TEST(OpsGradcheck, inputAndParameterGradientsMatchFiniteDifferences) {
                 r.params.maxRel);
     EXPECT_LE(r.inputs.maxRel, kFdTolerance) << describe(r.inputs);
     EXPECT_LE(r.params.maxRel, kFdTolerance) << describe(r.params);
+    // Fixed inputs away from every kink: the oracle must be able to check every element.
+    EXPECT_EQ(r.inputs.unreliable + r.params.unreliable, 0) << "finite differences disagree at two step sizes";
   }
 }
 
@@ -195,6 +197,7 @@ TEST(OpsGradcheck, lossGradientsMatchFiniteDifferences) {
   std::printf("gradcheck %-16s max rel error: inputs %.3g\n", "mse", rmse.maxRel);
   EXPECT_LE(rce.maxRel, kFdTolerance) << describe(rce);
   EXPECT_LE(rmse.maxRel, kFdTolerance) << describe(rmse);
+  EXPECT_EQ(rce.unreliable + rmse.unreliable, 0);
 }
 
 TEST(OpsGradcheck, crossEntropyIsStableForHugeLogits) {
@@ -504,6 +507,8 @@ RC_GTEST_PROP(OpsGradcheck, attentionGradientsMatchFiniteDifferencesOnRandomShap
   CausalSelfAttention<double> attn(heads, seq, p);
   std::vector<Tensor<double>> ins{randomQkv(g, batch, seq, heads * hd)};
   const auto r = gradcheckOp(attn, ins, replayEnv(), g);
+  RC_CLASSIFY(r.inputs.unreliable > 0, "finite differences unreliable somewhere");
+  RC_ASSERT(r.inputs.checked > 0);
   RC_ASSERT(r.inputs.maxRel <= kFdTolerance);
 }
 
@@ -519,6 +524,8 @@ RC_GTEST_PROP(OpsGradcheck, normGradientsMatchFiniteDifferencesOnRandomShapes, (
   randomizeParams(*op, g);
   std::vector<Tensor<double>> ins{Tensor<double>::from(randomMat<double>(g, rows, cols, 2))};
   const auto r = gradcheckOp(*op, ins, replayEnv(), g);
+  RC_CLASSIFY(r.inputs.unreliable + r.params.unreliable > 0, "finite differences unreliable somewhere");
+  RC_ASSERT(r.inputs.checked + r.params.checked > 0);
   RC_ASSERT(r.inputs.maxRel <= kFdTolerance);
   RC_ASSERT(r.params.maxRel <= kFdTolerance);
 }
