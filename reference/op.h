@@ -43,6 +43,8 @@ struct OpMeta {
 struct Numerics {
   bool erfGelu = false;      // GELU by erf instead of the tanh approximation
   bool bf16Matmul = false;   // matmul outputs rounded to bfloat16, as under autocast
+  bool divideByCount = false;  // LayerNorm statistics as sum / C instead of sum * (1/C): another kernel's choice,
+                               // equal to the default exactly when 1/C is exact (C a power of two)
   bool operator==(const Numerics&) const = default;
 };
 

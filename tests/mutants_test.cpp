@@ -1,4 +1,4 @@
-// The kill matrix: every mutant of harness/mutants/ is caught by the general properties 1-4 within the default
+// The kill matrix: every mutant of harness/mutants/ is caught by the general properties 1-5 within the default
 // budget of 100 random cases, for each of five seeds (random cases only: the catalogue is not needed to find any
 // of them), its counterexample shrinks and replays from its reproduce token, and the correct engine is never
 // caught. The property that catches each mutant is pinned; the cases needed and the shrunk size are printed as
@@ -141,7 +141,7 @@ TEST(KillMatrix, findingIsTheSameForAnyThreadCount) {
   EXPECT_EQ(a.randomCases, b.randomCases);
   EXPECT_EQ(a.finding->reproduce, b.finding->reproduce);
   EXPECT_EQ(a.finding->shrunk.spec, b.finding->shrunk.spec);
-  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(a.perProperty[k].violated, b.perProperty[k].violated);
+  for (size_t k = 0; k < kPropertyCount; ++k) EXPECT_EQ(a.perProperty[k].violated, b.perProperty[k].violated);
 }
 
 // Prints the matrix once every test has run.

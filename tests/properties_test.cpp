@@ -28,7 +28,12 @@ Trial randomTrial() {
   RC_CLASSIFY(c.spec.dropout > 0 && c.spec.rng == RngModel::kCounter, "counter dropout");
   RC_CLASSIFY(bn, "batchnorm");
   RC_CLASSIFY(c.spec.steps > 1, "several steps");
-  return runTrial(c.spec, policiesFor(c, {}), EngineVariant());
+  RC_CLASSIFY(c.draw.longLayers > 0, "long chain planned");
+  static const EngineVariant correct;
+  Trial t = runTrial(c.spec, policiesFor(c, {}), correct);
+  t.longLayers = c.draw.longLayers;
+  t.longBudget = c.draw.longBudget;
+  return t;
 }
 
 std::string describe(const std::optional<Violation>& v) {
@@ -57,6 +62,26 @@ RC_GTEST_PROP(Checkpointing, policiesStayWithinTheirBounds, ()) {
   const auto v = withinBounds(randomTrial());
   RC_LOG() << describe(v) << "\n";
   RC_ASSERT(!v.has_value());
+}
+
+RC_GTEST_PROP(Checkpointing, optimalPlansAgreeWithThePlanner, ()) {
+  const auto v = optimalPlansConsistent(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
+// A property that cannot even be evaluated (here: a policy string whose parameter does not parse, so the bounds
+// property throws) reports that as its violation instead of aborting the run.
+TEST(Properties, aPropertyThatThrowsIsAViolation) {
+  CaseSpec spec;
+  spec.blocks = {BlockSpec{BlockKind::kMlp}, BlockSpec{BlockKind::kMlp}};
+  Trial t = runTrial(spec, {"uniform:k=2"}, EngineVariant());
+  ASSERT_FALSE(checkProperty(Property::kBounds, t));
+  t.runs[0].schedule.policy = "uniform:k=two";
+  const auto v = checkProperty(Property::kBounds, t);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->property, Property::kBounds);
+  EXPECT_NE(v->message.find("checking it failed"), std::string::npos) << v->message;
 }
 
 // The properties must be able to fail: a schedule that skips a backward, a plan that is off by one byte, a
@@ -89,6 +114,12 @@ TEST(Properties, eachPropertyReportsItsOwnViolation) {
   ASSERT_TRUE(v);
   EXPECT_EQ(v->policy, "uniform:k=2");
   EXPECT_EQ(v->difference->tensor, "input_grad");
+
+  // The optimal DP's prediction against the planner (property 5), on the trial's chain and on a long one.
+  Trial withOptimal = runTrial(spec, {"optimal:budget=100000000"}, EngineVariant());
+  withOptimal.longLayers = 300;
+  withOptimal.longBudget = 400;
+  EXPECT_FALSE(optimalPlansConsistent(withOptimal));
 
   Trial invalid = runTrial(spec, {"optimal:budget=1"}, EngineVariant());  // infeasible: no schedule
   EXPECT_EQ(schedulesAreValid(invalid)->property, Property::kSchedulesValid);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "harness/policies/optimal.h"
 #include "reference/block.h"
 
 namespace ckpt {
@@ -76,6 +77,11 @@ class EngineVariant {
   // Whether the step reports dL/dx_0. Bug (12): the input gradient dropped because the input does not
   // require grad (reentrant checkpointing).
   virtual bool reportInputGradient() const { return true; }
+  // The optimal policy's DP, as property 5 checks it against the planner (a planner bug is a variant too: it
+  // shows, for instance, only when the DP's grid is coarse).
+  virtual OptimalPlan planOptimal(const ChainCost& c, int64_t budgetBytes, const OptimalOptions& o) const {
+    return optimalPlan(c, budgetBytes, o);
+  }
 };
 
 }  // namespace ckpt

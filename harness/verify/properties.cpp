@@ -19,6 +19,7 @@ const char* propertyId(Property p) {
     case Property::kPlannedEqualsMeasured: return "planned-equals-measured";
     case Property::kSchedulesValid: return "schedules-valid";
     case Property::kBounds: return "bounds";
+    case Property::kOptimalPlanConsistent: return "optimal-plan-consistent";
   }
   return "?";
 }
@@ -29,6 +30,8 @@ const char* propertyTitle(Property p) {
     case Property::kPlannedEqualsMeasured: return "measured peak bytes, forward evaluations and FLOPs per phase equal the plan";
     case Property::kSchedulesValid: return "every policy emits a schedule that passes the validator";
     case Property::kBounds: return "store-all, uniform, recursive, revolve and optimal stay within their bounds";
+    case Property::kOptimalPlanConsistent:
+      return "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains";
   }
   return "?";
 }
@@ -152,6 +155,7 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
   Trial t;
   t.spec = spec;
   t.cost = caseChainCost(spec);
+  t.engine = &engine;
   for (const auto& p : policies) {
     PolicyRun r;
     r.policy = p;
@@ -292,12 +296,95 @@ std::optional<Violation> withinBounds(const Trial& t) {
   return std::nullopt;
 }
 
+namespace {
+
+// One plan of the DP checked against the planner; empty when they agree and the plan fits.
+std::string optimalPlanMismatch(const Trial& t, const ChainCost& c, int64_t budget, const std::vector<KeepMask>& keep) {
+  const std::string at = "optimal:budget=" + std::to_string(budget) + ": ";
+  OptimalPlan o;
+  try {
+    o = t.engine ? t.engine->planOptimal(c, budget, OptimalOptions{.keep = keep})
+                 : optimalPlan(c, budget, OptimalOptions{.keep = keep});
+  } catch (const std::exception& e) {
+    return at + "the DP refused a feasible budget: " + e.what();
+  }
+  Plan p;
+  try {
+    validateSchedule(o.schedule, c);
+    p = planSchedule(o.schedule, c);
+  } catch (const std::exception& e) {
+    return at + "the DP's schedule cannot be planned: " + e.what();
+  }
+  const std::string grid = " (grid: " + std::to_string(o.levels) + " levels of " + std::to_string(o.unitBytes) +
+                           " bytes, " + (o.exactGrid ? "exact" : "rounded") +
+                           (o.minPeakFallback ? ", least-peak fallback" : "") + ")";
+  if (p.peakActivationBytes > budget)
+    return at + "the planner's peak " + std::to_string(p.peakActivationBytes) + " bytes is over the budget" + grid;
+  // The DP's memory model may only be above the planner's (optimal.cpp: conservative where a block's last op
+  // saves its output), and what it promises must fit the budget.
+  if (o.peakBytes < p.peakActivationBytes || o.peakBytes > budget)
+    return at + "the DP predicted a peak of " + std::to_string(o.peakBytes) + " bytes, the planner walks " +
+           std::to_string(p.peakActivationBytes) + grid;
+  // The DP counts block forwards only; op-level masks add the dropped ops' recompute in every block's backward,
+  // the same under any schedule: what store-all with those masks recomputes.
+  int64_t opLevel = 0;
+  if (!keep.empty()) {
+    Schedule all = storeAllSchedule(c);
+    all.keep = keep;
+    opLevel = planSchedule(all, c).flops.recompute;
+  }
+  if (o.recomputeFlops + opLevel != p.flops.recompute)
+    return at + "the DP predicted " + std::to_string(o.recomputeFlops) + " block-recompute FLOPs (+ " +
+           std::to_string(opLevel) + " op-level), the planner counts " + std::to_string(p.flops.recompute) + grid;
+  return {};
+}
+
+// A chain of `layers` blocks, each like the case's first: one block program, so the DP tabulates range lengths
+// only and a chain of a thousand blocks plans in a fraction of a second.
+ChainCost homogeneousChain(const ChainCost& c, int layers) {
+  ChainCost longChain = c;
+  longChain.programOf.assign(static_cast<size_t>(layers), c.programOf.at(0));
+  return longChain;
+}
+
+}  // namespace
+
+std::optional<Violation> optimalPlansConsistent(const Trial& t) {
+  for (const PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty() || familyOf(r.schedule.policy) != "optimal") continue;
+    const std::string why = optimalPlanMismatch(t, t.cost, paramOf(r.schedule.policy, "budget"), r.schedule.keep);
+    if (!why.empty()) return violation(Property::kOptimalPlanConsistent, r, why);
+  }
+  if (t.longLayers > 0 && !t.cost.programOf.empty()) {
+    const ChainCost c = homogeneousChain(t.cost, t.longLayers);
+    const int64_t full = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
+    const int64_t least = std::min(full, optimalMinBudget(c, {}));
+    const int64_t budget = least + (full - least) * std::clamp(t.longBudget, 0, 1000) / 1000;
+    const std::string why = optimalPlanMismatch(t, c, budget, {});
+    if (!why.empty())
+      return Violation{Property::kOptimalPlanConsistent,
+                       "optimal:budget=" + std::to_string(budget),
+                       "on a long chain of " + std::to_string(t.longLayers) + " blocks like block 0 (budget " +
+                           std::to_string(t.longBudget) + "/1000 of [" + std::to_string(least) + ", " +
+                           std::to_string(full) + "]): " + why,
+                       std::nullopt};
+  }
+  return std::nullopt;
+}
+
 std::optional<Violation> checkProperty(Property p, const Trial& t) {
-  switch (p) {
-    case Property::kBitwiseEqual: return bitwiseEqualToReference(t);
-    case Property::kPlannedEqualsMeasured: return plannedEqualsMeasured(t);
-    case Property::kSchedulesValid: return schedulesAreValid(t);
-    case Property::kBounds: return withinBounds(t);
+  try {
+    switch (p) {
+      case Property::kBitwiseEqual: return bitwiseEqualToReference(t);
+      case Property::kPlannedEqualsMeasured: return plannedEqualsMeasured(t);
+      case Property::kSchedulesValid: return schedulesAreValid(t);
+      case Property::kBounds: return withinBounds(t);
+      case Property::kOptimalPlanConsistent: return optimalPlansConsistent(t);
+    }
+  } catch (const std::exception& e) {
+    // A policy whose output cannot even be checked (a schedule the planner rejects, a DP that throws) is broken:
+    // that is this property's finding, shrunk like any other.
+    return Violation{p, "", std::string("checking it failed: ") + e.what(), std::nullopt};
   }
   throw std::logic_error("unknown property");
 }

@@ -13,6 +13,12 @@
 //                             and, where its DP grid is exact, never recomputes more FLOPs than any other policy
 //                             of the trial (or the one Trial::optimalRival picks) at that policy's own peak and
 //                             op-level masks.
+//  5 optimal-plan-consistent  the optimal DP's own prediction for the schedule it emits (peak bytes, recompute
+//                             FLOPs) agrees with the planner's walk of that schedule, which stays within the
+//                             budget: for every optimal run of the trial, and for a long homogeneous chain
+//                             (Trial::longLayers blocks, plan only) where the DP works on a coarse grid.
+// A property that throws (a schedule that cannot be planned, a DP that refuses a feasible budget) reports that as
+// its violation: a broken policy is a finding to shrink, never an aborted run.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -31,9 +37,17 @@
 
 namespace ckpt {
 
-enum class Property { kBitwiseEqual = 1, kPlannedEqualsMeasured = 2, kSchedulesValid = 3, kBounds = 4 };
-inline constexpr std::array<Property, 4> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
-                                                        Property::kSchedulesValid, Property::kBounds};
+enum class Property {
+  kBitwiseEqual = 1,
+  kPlannedEqualsMeasured = 2,
+  kSchedulesValid = 3,
+  kBounds = 4,
+  kOptimalPlanConsistent = 5
+};
+inline constexpr std::array<Property, 5> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
+                                                        Property::kSchedulesValid, Property::kBounds,
+                                                        Property::kOptimalPlanConsistent};
+inline constexpr size_t kPropertyCount = kProperties.size();
 inline int propertyNumber(Property p) { return static_cast<int>(p); }
 const char* propertyId(Property p);     // "bitwise-equal"
 const char* propertyTitle(Property p);  // "every policy is bitwise equal to the reference"
@@ -64,6 +78,12 @@ struct Trial {
   // Property 4 compares optimal with every other run (-1), or, to keep the DP's cost per case small in long
   // searches, with one of them: the (optimalRival mod n)-th of the n runs it applies to.
   int optimalRival = -1;
+  // Property 5: a homogeneous chain of this many blocks like the case's first (0: none) that optimal plans only,
+  // at longBudget permille of [its smallest feasible budget, store-all's peak].
+  int longLayers = 0;
+  int longBudget = 0;
+  // Whose optimal planner property 5 checks (EngineVariant::planOptimal); null: the correct one.
+  const EngineVariant* engine = nullptr;
 };
 
 // Trains the case with the reference and, from the same initial state, under every policy with `engine`. On a
@@ -82,6 +102,7 @@ std::optional<Violation> bitwiseEqualToReference(const Trial& t);
 std::optional<Violation> plannedEqualsMeasured(const Trial& t);
 std::optional<Violation> schedulesAreValid(const Trial& t);
 std::optional<Violation> withinBounds(const Trial& t);
+std::optional<Violation> optimalPlansConsistent(const Trial& t);
 std::optional<Violation> checkProperty(Property p, const Trial& t);
 
 }  // namespace ckpt

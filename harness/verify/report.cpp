@@ -125,6 +125,7 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
     s << "  " << propertyNumber(p) << " " << propertyId(p) << ": " << (c.violated ? "VIOLATED" : "holds") << " ("
       << c.checked << " case(s))\n";
   }
+  s << r.coverage.toText();
   if (!r.finding) {
     s << "all properties hold\n";
     return s.str();
@@ -187,6 +188,7 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
                                {"violated", c.violated},
                                {"holds", c.violated == 0}});
   }
+  j["coverage"] = r.coverage.toJson();
   j["findings"] = nlohmann::json::array();
   if (r.finding) {
     const Finding& f = *r.finding;
@@ -219,9 +221,9 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
   std::ostringstream s;
   const std::string time = fixed(r.totalSeconds, 3);
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s << "<testsuites name=\"ckptcheck verify\" tests=\"4\" failures=\"" << failures << "\" errors=\"0\" time=\"" << time
+  s << "<testsuites name=\"ckptcheck verify\" tests=\"" << kPropertyCount << "\" failures=\"" << failures << "\" errors=\"0\" time=\"" << time
     << "\">\n";
-  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"4\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
+  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"" << kPropertyCount << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
     << time << "\">\n";
   s << "    <properties>\n";
   s << "      <property name=\"engine\" value=\"" << xmlEscape(r.mutant.empty() ? "correct" : r.mutant) << "\"/>\n";

@@ -66,7 +66,7 @@ double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 // What one case gave: the first violation of each property, and how many policies ran.
 struct Outcome {
-  std::array<std::optional<Violation>, 4> violations;
+  std::array<std::optional<Violation>, kPropertyCount> violations;
   int64_t policyRuns = 0;
   bool failed() const {
     for (const auto& v : violations)
@@ -87,9 +87,28 @@ struct Subject {
   Device device;
 };
 
+// The trial of a case. A policy family that cannot even be resolved on the chain (its parameter needs a DP or a
+// plan that throws) is a run with a schedule error, so property 3 reports it and the case shrinks like any other.
 Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, const Subject& engine) {
-  Trial t = runTrial(c.spec, policiesFor(c, families), engine.engine, engine.device);
+  const ChainCost cost = caseChainCost(c.spec);
+  std::vector<std::string> policies;
+  std::vector<PolicyRun> unresolved;
+  for (const auto& f : families.empty() ? defaultPolicyFamilies() : families) {
+    try {
+      std::string p = resolvePolicy(f, c.draw, cost);
+      if (std::find(policies.begin(), policies.end(), p) == policies.end()) policies.push_back(std::move(p));
+    } catch (const std::exception& e) {
+      PolicyRun r;
+      r.policy = f;
+      r.scheduleError = "cannot choose the policy's parameters on this chain: " + std::string(e.what());
+      unresolved.push_back(std::move(r));
+    }
+  }
+  Trial t = runTrial(c.spec, policies, engine.engine, engine.device);
+  for (auto& r : unresolved) t.runs.push_back(std::move(r));
   t.optimalRival = c.draw.optimalRival;
+  t.longLayers = c.draw.longLayers;
+  t.longBudget = c.draw.longBudget;
   return t;
 }
 
@@ -234,7 +253,7 @@ Parsed parseReproduce(const std::string& token) {
 }
 
 void count(VerifyReport& r, const Outcome& o) {
-  for (size_t k = 0; k < 4; ++k) {
+  for (size_t k = 0; k < kPropertyCount; ++k) {
     ++r.perProperty[k].checked;
     if (o.violations[k]) ++r.perProperty[k].violated;
   }
@@ -254,7 +273,8 @@ VerifyReport runVerify(const VerifyOptions& o) {
   if (!o.mutant.empty() && o.device != Device::kCpu)
     throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
   requireDevice(o.device);
-  const Subject subject{*engine, o.device};
+  if (o.engine && o.device != Device::kCpu) throw InputError("a custom engine variant runs on the CPU only");
+  const Subject subject{o.engine ? *o.engine : *engine, o.device};
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
   if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)
@@ -288,6 +308,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
     const VerifyCase c = s.value();
     const Outcome out = evaluate(c, o.policies, subject);
     count(r, out);
+    r.coverage.add(c.spec);
     r.randomCases = 1;
     if (out.failed()) {
       Finding f;
@@ -307,6 +328,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
   struct Summary {
     uint8_t violated = 0;  // bit k: property k + 1
     int32_t policyRuns = 0;
+    uint64_t coverage = 0;  // coverageBits of the case
   };
   std::vector<Summary> summaries(static_cast<size_t>(o.cases));
   std::map<int64_t, Outcome> failures;
@@ -321,9 +343,11 @@ VerifyReport runVerify(const VerifyOptions& o) {
       if (i >= o.cases || i > firstFail.load()) return;
       if (!inShard(i)) continue;
       try {
-        Outcome out = evaluate(gen(randomFor(o.seed, i), sizeFor(i)).value(), o.policies, subject);
+        const VerifyCase c = gen(randomFor(o.seed, i), sizeFor(i)).value();
+        Outcome out = evaluate(c, o.policies, subject);
         Summary& sum = summaries[static_cast<size_t>(i)];
-        for (size_t k = 0; k < 4; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
+        sum.coverage = coverageBits(c.spec);
+        for (size_t k = 0; k < kPropertyCount; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
         sum.policyRuns = static_cast<int32_t>(out.policyRuns);
         if (out.failed()) {
           {
@@ -353,11 +377,12 @@ VerifyReport runVerify(const VerifyOptions& o) {
   for (int64_t i = 0; i < last; ++i) {
     if (!inShard(i)) continue;
     const Summary& sum = summaries[static_cast<size_t>(i)];
-    for (size_t k = 0; k < 4; ++k) {
+    for (size_t k = 0; k < kPropertyCount; ++k) {
       ++r.perProperty[k].checked;
       if (sum.violated & (1u << k)) ++r.perProperty[k].violated;
     }
     r.policyRuns += sum.policyRuns;
+    r.coverage.addBits(sum.coverage);
   }
   r.randomCases = 0;
   for (int64_t i = 0; i < last; ++i) r.randomCases += inShard(i) ? 1 : 0;
@@ -422,6 +447,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
       const VerifyCase& c = cases[k];
       const Outcome& out = *outcomes[k];
       count(r, out);
+      r.coverage.add(c.spec);
       ++r.catalogueCases;
       if (out.failed()) {
         Shrunk sh = shrink(catalogueShrinkable(c), out.first(), o.policies, subject, o.maxShrinkTrials);

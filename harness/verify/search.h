@@ -1,4 +1,4 @@
-// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-4
+// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-5
 // (properties.h) over random cases and the catalogue, and when one fails, shrinks the case toward the smallest
 // model that still violates the same property.
 //
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cases/coverage.h"
 #include "cases/generators.h"
 #include "harness/engine/device_steps.h"
 #include "harness/verify/properties.h"
@@ -36,6 +37,7 @@ struct VerifyOptions {
   uint64_t seed = 1;
   std::vector<std::string> policies;   // families or policy strings (policy_draw.h); empty = every family
   std::string mutant;                  // empty = the correct engine
+  const EngineVariant* engine = nullptr;  // or this variant (tests' own mutants); overrides `mutant`
   Device device = Device::kCpu;        // where the engine runs; on a device, its own store-all is the reference
   bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
   std::string catalogueDir;            // empty = found (catalogueDirectory())
@@ -78,7 +80,8 @@ struct VerifyReport {
   double searchSeconds = 0;     // random cases only
   double casesPerMinute = 0;    // random cases per minute of wall time, every property and policy
   double totalSeconds = 0;      // everything, shrinking included
-  std::array<PropertyCount, 4> perProperty{};
+  std::array<PropertyCount, kPropertyCount> perProperty{};
+  Coverage coverage;            // what the random cases checked covered (cases/coverage.h)
   std::optional<Finding> finding;
 };
 

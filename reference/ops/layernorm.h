@@ -34,10 +34,12 @@ class LayerNorm final : public Op<T> {
     return m;
   }
 
-  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv&) override {
+  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     const auto& x = in[0];
     const int64_t n = x.rows();
     const T invC = T(1) / static_cast<T>(x.cols());
+    const bool divide = env.numerics.divideByCount;
+    const T count = static_cast<T>(x.cols());
     auto y = Tensor<T>::empty(n, x.cols());
     // Statistics are context tensors when saved, workspace otherwise.
     Tensor<T> meanT, rstdT;
@@ -58,8 +60,9 @@ class LayerNorm final : public Op<T> {
     const auto xm = x.map();
     auto ym = y.map();
     for (int64_t r = 0; r < n; ++r) {
-      mean[r] = xm.row(r).sum() * invC;
-      const T var = (xm.row(r).array() - mean[r]).square().sum() * invC;
+      mean[r] = divide ? xm.row(r).sum() / count : xm.row(r).sum() * invC;
+      const T sq = (xm.row(r).array() - mean[r]).square().sum();
+      const T var = divide ? sq / count : sq * invC;
       rstd[r] = T(1) / std::sqrt(var + static_cast<T>(eps_));
       ym.row(r) = ((xm.row(r).array() - mean[r]) * rstd[r] * w_.value.row(0).array() + b_.value.row(0).array())
                       .matrix();

@@ -1,0 +1,107 @@
+// Engine bugs that fire only under a narrow condition, each killed by the general properties within verify's
+// default budget of 100 random cases. They are variants of this test, not catalogue mutants: they model where a
+// search goes, not a published bug.
+//  - every-block-its-own-segment: a fast path taken only when every boundary below a recomputed block is a
+//    checkpoint (uniform:k=L, revolve with L slots) reads its input one ULP off. Needs a parameter at its extreme,
+//    which the policy draws now give real probability (cases/generators.h, genPermilleWithEnds).
+//  - coarse-grid-rounding: the optimal DP rounds its predicted peak down to whole grid levels. Harmless on the
+//    exact grid that short chains get; only a long chain's coarse grid shows it (property 5's long chains).
+//  - recompute-divides-by-count: the recompute's LayerNorm divides by C where the first forward multiplies by
+//    1/C, equal exactly when C is a power of two; needs a width that is not one, early in a run.
+// A broken planner must also become a shrunk finding, never an aborted run: a DP that throws on every coarse grid.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "harness/verify/report.h"
+#include "harness/verify/search.h"
+
+namespace ckpt {
+namespace {
+
+class EveryBlockItsOwnSegment final : public EngineVariant {
+ public:
+  std::string name() const override { return "every-block-its-own-segment"; }
+  void beforeForward(int block, bool recompute, StepView& v) const override {
+    if (!recompute || v.layers() < 3) return;
+    for (int j = 0; j <= block; ++j)
+      if (!v.isCheckpoint(j)) return;
+    v.mapBoundary(block, [](double x) { return std::nextafter(x, 1e300); });
+  }
+};
+
+class CoarseGridRounding final : public EngineVariant {
+ public:
+  std::string name() const override { return "coarse-grid-rounding"; }
+  OptimalPlan planOptimal(const ChainCost& c, int64_t budget, const OptimalOptions& o) const override {
+    OptimalPlan p = optimalPlan(c, budget, o);
+    if (!p.exactGrid && p.unitBytes > 0) p.peakBytes = p.peakBytes / p.unitBytes * p.unitBytes;
+    return p;
+  }
+};
+
+class ThrowsOnCoarseGrid final : public EngineVariant {
+ public:
+  std::string name() const override { return "throws-on-coarse-grid"; }
+  OptimalPlan planOptimal(const ChainCost& c, int64_t budget, const OptimalOptions& o) const override {
+    OptimalPlan p = optimalPlan(c, budget, o);
+    if (!p.exactGrid) throw std::logic_error("level table index out of range");
+    return p;
+  }
+};
+
+class RecomputeDividesByCount final : public EngineVariant {
+ public:
+  std::string name() const override { return "recompute-divides-by-count"; }
+  BlockEnv recomputeEnv(BlockEnv env) const override {
+    env.updateState = false;
+    env.numerics.divideByCount = true;
+    return env;
+  }
+};
+
+VerifyReport verifyDefault(const EngineVariant& engine, int shrinkTrials = 200) {
+  VerifyOptions o;  // the default budget: 100 random cases, seed 1
+  o.engine = &engine;
+  o.catalogue = false;
+  o.maxShrinkTrials = shrinkTrials;
+  return runVerify(o);
+}
+
+void expectKilledBy(const EngineVariant& engine, Property p) {
+  const VerifyReport r = verifyDefault(engine);
+  ASSERT_TRUE(r.finding) << engine.name() << " survived " << r.randomCases << " random cases";
+  EXPECT_EQ(r.finding->violation.property, p) << r.finding->violation.message;
+  std::printf("%-30s killed by property %d (%s) at random case %lld; shrunk to %s\n", engine.name().c_str(),
+              propertyNumber(r.finding->violation.property), propertyId(r.finding->violation.property),
+              static_cast<long long>(r.randomCases), describeCase(r.finding->shrunk.spec).c_str());
+}
+
+TEST(NarrowMutants, everyBlockItsOwnSegmentIsKilled) {
+  expectKilledBy(EveryBlockItsOwnSegment(), Property::kBitwiseEqual);
+}
+
+TEST(NarrowMutants, coarseGridRoundingIsKilled) {
+  expectKilledBy(CoarseGridRounding(), Property::kOptimalPlanConsistent);
+}
+
+TEST(NarrowMutants, recomputeDividingByCountIsKilled) {
+  expectKilledBy(RecomputeDividesByCount(), Property::kBitwiseEqual);
+}
+
+// The exception becomes property 5's finding, with a reproduce token, and shrinking still works on it.
+TEST(NarrowMutants, aThrowingPlannerIsAShrunkFinding) {
+  const VerifyReport r = verifyDefault(ThrowsOnCoarseGrid());
+  ASSERT_TRUE(r.finding);
+  EXPECT_EQ(r.finding->violation.property, Property::kOptimalPlanConsistent);
+  EXPECT_NE(r.finding->violation.message.find("level table index out of range"), std::string::npos)
+      << r.finding->violation.message;
+  EXPECT_FALSE(r.finding->reproduce.empty());
+  EXPECT_GT(r.finding->shrinkSteps, 0);
+  EXPECT_LE(r.finding->shrunk.draw.longLayers, r.finding->original.draw.longLayers);
+}
+
+}  // namespace
+}  // namespace ckpt
