@@ -258,6 +258,15 @@ RunMeta readRunMeta(const std::string& outDir, int steps, int blocks) {
     }
     if (j.contains("recomputed_blocks") && !j.at("recomputed_blocks").is_null())
       m.recomputedBlocks = j.at("recomputed_blocks").get<std::vector<int>>();
+    if (j.contains("recompute_counts") && !j.at("recompute_counts").is_null()) {
+      m.recomputeCounts = j.at("recompute_counts").get<std::vector<std::vector<int64_t>>>();
+      if (static_cast<int>(m.recomputeCounts->size()) != steps) throw bad("recompute_counts needs one list per step");
+      for (const auto& s : *m.recomputeCounts) {
+        if (static_cast<int>(s.size()) != blocks) throw bad("recompute_counts needs one count per block");
+        for (int64_t n : s)
+          if (n < 0) throw bad("recompute_counts must be >= 0");
+      }
+    }
     if (j.contains("step_seconds") && !j.at("step_seconds").is_null())
       m.stepSeconds = j.at("step_seconds").get<std::vector<double>>();
   } catch (const json::exception& e) {

@@ -74,7 +74,8 @@ struct RunMeta {
   nlohmann::json raw;
   std::optional<std::vector<int64_t>> savedBytes;                 // per step
   std::optional<std::vector<std::vector<int64_t>>> forwardCalls;  // per step, per block
-  std::optional<std::vector<int>> recomputedBlocks;
+  std::optional<std::vector<int>> recomputedBlocks;               // blocks this mode recomputes at least once
+  std::optional<std::vector<std::vector<int64_t>>> recomputeCounts;  // per step, per block: declared recomputes
   std::vector<double> stepSeconds;
 };
 // Reads outDir/meta.json; throws AdapterError.

@@ -22,7 +22,7 @@ struct ValidateOptions {
   std::vector<std::string> options;  // extra k=v options for either
   int cases = 25;
   std::optional<uint64_t> seed;  // RapidCheck seed; random (and reported) when absent
-  int maxBlocks = 6;
+  int maxBlocks = 24;  // long enough for >= 5 segments under round(sqrt(L)) checkpointing
   int maxSteps = 2;
   std::vector<std::string> blocks;  // restrict block kinds further (e.g. {"mlp", "transformer"})
   std::string casePath;             // check exactly this case instead of random ones (replay)

@@ -26,7 +26,7 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->add_option("--cases", o->cases, "Random cases that must pass (default 25; 0 with --timing-case: timing only)")
       ->check(CLI::Range(0, 100000));
   auto* s = cmd->add_option("--seed", *seed, "RapidCheck seed (default: random, printed in the report)");
-  cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 6)")->check(CLI::Range(1, 40));
+  cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 24: five segments under round(sqrt(L)))")->check(CLI::Range(1, 40));
   cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")
       ->check(CLI::Range(1, 10));
   cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")

@@ -9,7 +9,11 @@ Expectations:
   --tensor REGEX             ... whose first differing tensor matches REGEX (re.search)
   --max-blocks N             ... whose shrunk case has at most N blocks
   --kinds K1,K2              ... whose shrunk case's block kinds are among these
+  --message REGEX            ... whose message matches REGEX (re.search)
+  --found-in REGEX           ... whose "found in" (which evaluated case showed it first) matches REGEX
   --replay                   ... whose replay command, run too, exits the same way
+  --covered FEATURE[,...]    the report's coverage table counts at least one case with each feature
+                             (cases/coverage.h ids: segments_3, width_odd, dropout_small, ...)
   --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
 In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
@@ -48,6 +52,9 @@ def main():
     p.add_argument("--max-blocks", type=int)
     p.add_argument("--kinds")
     p.add_argument("--replay", action="store_true")
+    p.add_argument("--message")
+    p.add_argument("--found-in")
+    p.add_argument("--covered")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
     cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1:]]
@@ -76,6 +83,13 @@ def main():
              json.dumps(rep.get("reference_error"))))
     if r.returncode not in exits:
         fail("exit code %d, expected %s" % (r.returncode, a.exit))
+    if a.covered:
+        features = rep.get("coverage", {}).get("features", {})
+        for feature in a.covered.split(","):
+            n = features.get(feature, {}).get("cases", 0)
+            if n < 1:
+                fail("coverage: no checked case had %s (%s)" % (feature, json.dumps(rep.get("coverage"))))
+            print("coverage: %d case(s) with %s" % (n, feature))
     items = rep["findings"] + ([rep["fault"]] if rep.get("fault") else [])
     if r.returncode == 0:
         if items:
@@ -93,9 +107,12 @@ def main():
     # The expectations hold for one item: the first whose check and first differing tensor match.
     matching = [f for f in items
                 if (not a.check or f["check"] == a.check)
-                and (not a.tensor or re.search(a.tensor, f.get("first_difference", {}).get("tensor", "")))]
+                and (not a.tensor or re.search(a.tensor, f.get("first_difference", {}).get("tensor", "")))
+                and (not a.message or re.search(a.message, f.get("message", "")))
+                and (not a.found_in or re.search(a.found_in, f.get("found_in", "")))]
     if not matching:
-        fail("no finding or fault with check %r and first differing tensor matching %r" % (a.check, a.tensor))
+        fail("no finding or fault with check %r, first differing tensor matching %r, message matching %r and found "
+             "in matching %r" % (a.check, a.tensor, a.message, a.found_in))
     f = matching[0]
     blocks = f["case"]["blocks"]
     n = sum(b.get("repeat", 1) for b in blocks)

@@ -3,11 +3,18 @@
 own segment checkpointing and generator snapshot/restore. It is the template for other adapters
 (harness/adapters/PROTOCOL.md) and the control case of `ckptcheck validate`: it must pass every check.
 
-Checkpointing: `segments=K` (default round(sqrt(L))) equal segments of blocks. The forward keeps only each
-segment's input and, for the stateful generator, a snapshot of the generator where the segment starts; backward
-walks the segments in reverse, recomputes each one's tapes from its input with a *copy* of the generator
-restored to that snapshot (so the main generator ends where the plain step leaves it) and with BatchNorm's
-running statistics frozen (they move once per step, in the first forward), then runs the segment's backward.
+Checkpointing, `scheme=segments` (the default): `segments=K` (default round(sqrt(L))) equal segments of blocks.
+The forward keeps only each segment's input and, for the stateful generator, a snapshot of the generator where
+the segment starts; backward walks the segments in reverse, recomputes each one's tapes from its input with a
+*copy* of the generator restored to that snapshot (so the main generator ends where the plain step leaves it) and
+with BatchNorm's running statistics frozen (they move once per step, in the first forward), then runs the
+segment's backward. Every block is recomputed once.
+
+`scheme=recursive`: Chen et al.'s O(log L) scheme. The forward keeps only the chain input; backward through
+blocks [a, b) from a held x_a advances to the midpoint m without tapes, keeps x_m (and the generator there),
+recurses on [m, b), then on [a, m); a single block is recomputed with its tape and back-propagated. A block is
+recomputed once per level at which it lies in a left half, plus once with its tape: up to ceil(log2 L) + 1 times.
+Both schemes declare their recompute counts (`recompute_counts`), which check 3 of validate holds them to.
 
 Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
@@ -319,6 +326,24 @@ def segment_bounds(n, k):
     return [(j * n // k, (j + 1) * n // k) for j in range(k)]
 
 
+def recursive_recompute_counts(n):
+    """How often the recursive scheme recomputes each block, from its definition alone (no tensors)."""
+    counts = [0] * n
+
+    def walk(a, b):
+        if b - a == 1:
+            counts[a] += 1  # the forward with tape
+            return
+        m = (a + b) // 2
+        for i in range(a, m):
+            counts[i] += 1  # advancing to the midpoint
+        walk(m, b)
+        walk(a, m)
+
+    walk(0, n)
+    return counts
+
+
 class NumpyAdapter:
     name = "numpy"
     version = np.__version__
@@ -333,7 +358,10 @@ class NumpyAdapter:
             "dropout": True,
             "modes": ["plain", "checkpoint"],
             "options": {"segments": {"values": "int", "default": "sqrt",
-                                     "doc": "checkpoint segments K (default round(sqrt(L)), capped at L)"}},
+                                     "doc": "checkpoint segments K (default round(sqrt(L)), capped at L)"},
+                        "scheme": {"values": ["segments", "recursive"], "default": "segments",
+                                   "doc": "segments: K equal segments, each recomputed once; recursive: Chen et "
+                                          "al.'s halving, blocks recomputed up to ceil(log2 L) + 1 times"}},
             "reports_memory": True,
             "reports_forward_calls": True,
             "reports_rng_state": True,
@@ -345,6 +373,9 @@ class NumpyAdapter:
         if k < 1:
             raise BadRequest("segments must be >= 1")
         k = min(k, L)
+        scheme = options.get("scheme", "segments")
+        if scheme not in ("segments", "recursive"):
+            raise BadRequest("scheme must be segments or recursive")
         values = {n: v.copy() for n, v in case.params.items()}
         state = {n: v.copy() for n, v in case.state.items()}
         rng = StatefulRng(case.seed) if case.rng == "stateful" else CounterRng(case.seed)
@@ -378,6 +409,29 @@ class NumpyAdapter:
                 for i in reversed(range(L)):
                     g = bwd(i, tapes[i], g)
                     tapes[i] = None
+            elif scheme == "recursive":
+                x0, snap0 = x, rng.snapshot()
+                for i in range(L):
+                    x, _ = fwd(i, x, env)
+                loss, lctx = loss_forward(case, x)
+                held = [0]  # bytes of the boundaries the recursion holds at once, at most
+
+                def back(a, b, xa, snap, g, depth_bytes):
+                    held[0] = max(held[0], depth_bytes)
+                    renv = Env(case, rng.restored(snap), step, False, counts)
+                    renv.case_state = state
+                    if b - a == 1:
+                        _, tape = fwd(a, xa, renv)
+                        return bwd(a, tape, g)
+                    m = (a + b) // 2
+                    xm = xa
+                    for i in range(a, m):
+                        xm, _ = fwd(i, xm, renv)
+                    g = back(m, b, xm, renv.rng.snapshot(), g, depth_bytes + array_bytes([xm]))
+                    return back(a, m, xa, snap, g, depth_bytes)
+
+                g = back(0, L, x0, snap0, loss_backward(case, lctx), array_bytes(([x0], lctx)))
+                saved.append(held[0])
             else:
                 kept = []  # per segment: its input and the generator where it starts
                 for (a, b) in segments:
@@ -405,9 +459,14 @@ class NumpyAdapter:
                 values[n] = values[n] - lr * grads[n]
             seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
             calls.append(counts)
+        declared = [0] * L
+        if mode == "checkpoint":
+            declared = recursive_recompute_counts(L) if scheme == "recursive" else [1] * L
         return {"saved_activation_bytes": saved, "forward_calls": calls,
-                "recomputed_blocks": list(range(L)) if mode == "checkpoint" else [],
-                "step_seconds": seconds, "segments": k if mode == "checkpoint" else None}
+                "recomputed_blocks": [i for i in range(L) if declared[i] > 0],
+                "recompute_counts": [declared] * case.steps,
+                "step_seconds": seconds,
+                "segments": k if mode == "checkpoint" and scheme == "segments" else None}
 
 
 if __name__ == "__main__":
