@@ -1,0 +1,304 @@
+// One case of `ckptcheck validate`: the adapter's plain and checkpointed runs, checks 1-3, and the timing runs.
+#include "harness/adapters/validate_case.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "cases/case_json.h"
+#include "harness/adapters/case_dir.h"
+#include "harness/adapters/reference_check.h"
+#include "harness/adapters/tolerance.h"
+#include "harness/dtype_dispatch.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/policy.h"
+#include "reference/trainer.h"
+
+namespace ckpt::validate_detail {
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s.precision(3);
+  s << v;
+  return s.str();
+}
+
+namespace {
+
+// Check 2 on `off` (the case with dropout off, in the dtype check 2 runs in): one plain adapter run against the
+// reference trainer. `reuse` is the plain run of the case itself when that already is `off`. In float, the
+// gradients flowing through each block (in double) are measured too: a near-zero parameter gradient is judged by
+// them (reference_check.h).
+struct ReferenceOutcome {
+  RefError error;
+  bool deadGradients = false;  // every reference gradient of the first step is exactly zero
+};
+template <class U>
+ReferenceOutcome referenceCheck(Session& s, const CaseSpec& off, const fs::path& dir, double tol,
+                                const std::vector<StepResult<U>>* reuse) {
+  Chain<U> chain = buildChain<U>(off);
+  const CaseLayout layout = caseLayout(chain);
+  std::vector<StepResult<U>> got;
+  if (reuse) {
+    got = *reuse;
+  } else {
+    const std::string caseDir = (dir / "case-reference").string();
+    writeCaseDir(caseDir, chain);
+    s.client.run(caseDir, (dir / "plain-reference").string(), "plain", off.steps, static_cast<int>(off.blocks.size()));
+    got = readRunResults<U>((dir / "plain-reference").string(), layout, off.steps);
+  }
+  const auto ref = trainReference(chain, off.steps);  // the chain is still at its initial values
+  ReferenceOutcome o;
+  o.deadGradients = gradientsAllZero(ref);
+  if constexpr (std::is_same_v<U, float>) {
+    FloatConditioning cond = floatConditioning(off);
+    CaseSpec exact = off;
+    exact.dtype = DType::kDouble;
+    Chain<double> exactChain = buildChain<double>(exact);
+    addFloatRounding(cond, ref, trainReference(exactChain, 1));
+    o.error = compareWithReference(ref, got, tol, kReferenceFloorFloat, &cond);
+  } else {
+    o.error = compareWithReference(ref, got, tol);
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string blockSummary(const CaseSpec& c) {
+  std::ostringstream s;
+  s << c.blocks.size() << " block(s): ";
+  for (size_t i = 0; i < c.blocks.size(); ++i) {
+    s << (i ? ", " : "") << blockKindName(c.blocks[i].kind);
+    if (c.blocks[i].kind == BlockKind::kMlp) s << "(" << activationName(c.blocks[i].activation) << ")";
+  }
+  s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
+    << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss);
+  return s.str();
+}
+
+namespace {
+
+// Check 3's forward calls: once per block in the plain run; in the checkpointed run exactly 1 + the declared
+// recompute count where the adapter declares counts, else once for a block it does not list as recomputed and at
+// least once for one it does. Nothing assumes a block is recomputed at most once (recursive and revolve-style
+// schemes recompute some blocks several times).
+std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMeta& cm, int steps, int L) {
+  for (int st = 0; st < steps; ++st)
+    for (int i = 0; i < L; ++i) {
+      const int64_t p = (*pm.forwardCalls)[st][i], k = (*cm.forwardCalls)[st][i];
+      std::string expect;
+      bool ok;
+      if (cm.recomputeCounts) {
+        const int64_t want = 1 + (*cm.recomputeCounts)[st][i];
+        ok = k == want;
+        expect = std::to_string(want) + ": 1 + the " + std::to_string(want - 1) + " recompute(s) it declares";
+      } else if (cm.recomputedBlocks) {
+        const auto& r = *cm.recomputedBlocks;
+        const bool listed = std::find(r.begin(), r.end(), i) != r.end();
+        ok = listed ? k >= 1 : k == 1;
+        expect = listed ? ">= 1 (it lists the block as recomputed)" : "1 (it does not list the block as recomputed)";
+      } else {
+        ok = k >= 1;
+        expect = ">= 1";
+      }
+      if (p != 1 || !ok)
+        return "step " + std::to_string(st) + " block " + std::to_string(i) + ": " + std::to_string(p) +
+               " forward call(s) in the plain run (expected 1) and " + std::to_string(k) +
+               " in the checkpointed run (expected " + expect + ")";
+    }
+  return std::nullopt;
+}
+
+template <class T>
+CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir) {
+  CaseOutcome o;
+  const int steps = spec.steps, L = static_cast<int>(spec.blocks.size());
+  Chain<T> chain = buildChain<T>(spec);
+  const CaseLayout layout = caseLayout(chain);
+  const std::string caseDir = (dir / "case").string();
+  writeCaseDir(caseDir, chain);
+  RunMeta pm, cm;
+  std::vector<StepResult<T>> plain, ck;
+  try {
+    pm = s.client.run(caseDir, (dir / "plain").string(), "plain", steps, L);
+    plain = readRunResults<T>((dir / "plain").string(), layout, steps);
+    cm = s.client.run(caseDir, (dir / "checkpoint").string(), "checkpoint", steps, L);
+    ck = readRunResults<T>((dir / "checkpoint").string(), layout, steps);
+
+    // Check 2: the translation is faithful. Dropout off, as two generators' masks cannot agree; in double when
+    // the adapter runs double, since float rounding amplified by an ill-conditioned case (BatchNorm over two
+    // nearly equal rows) would hide a wrong translation behind a loose tolerance.
+    // An adapter that runs float only is compared on the first step only: the rounding its ill-conditioned
+    // gradients are allowed (reference_check.h) moves the parameters the later steps start from, which BatchNorm
+    // over a few rows then amplifies past any tolerance; in double the update rule is checked over every step.
+    CaseSpec off = spec;
+    off.dropout = 0;
+    const bool inDouble = s.caps.dtypes.count("double") > 0;
+    if (inDouble) off.dtype = DType::kDouble;
+    else off.steps = 1;
+    const bool same = off == spec;
+    const double tol = inDouble ? kReferenceTolDouble : referenceTolerance<T>();
+    ReferenceOutcome r;
+    if (inDouble) {
+      const std::vector<StepResult<double>>* reuse = nullptr;
+      if constexpr (std::is_same_v<T, double>) reuse = same ? &plain : nullptr;
+      r = referenceCheck<double>(s, off, dir, tol, reuse);
+    } else {
+      r = referenceCheck<T>(s, off, dir, tol, same ? &plain : nullptr);
+    }
+    const RefError& e = r.error;
+    const int di = inDouble || sizeof(T) == 8 ? 1 : 0;
+    ++s.ref.cases[di];
+    if (e.ratio > s.ref.worst[di] || std::isnan(e.ratio)) {
+      s.ref.worst[di] = e.ratio;
+      s.ref.where[di] = e.describe(tol);
+    }
+    if (!(e.ratio <= 1)) {
+      o.verdict = Verdict::kFault;
+      o.check = kReference;
+      o.deadGradients = r.deadGradients;
+      o.message = std::string("the adapter's plain run (dropout off, ") + dtypeName(off.dtype) +
+                  ") is not the case's model: " + e.describe(tol) + "; " + fmt(e.ratio) + " x the allowance";
+      return o;
+    }
+  } catch (const AdapterError& e) {
+    o.verdict = Verdict::kFault;
+    o.check = kAdapter;
+    o.message = e.what();
+    return o;
+  }
+
+  // Check 1: bitwise equal.
+  const Comparison c = compareSteps(plain, ck);
+  if (!c.bitwiseEqual) {
+    o.verdict = Verdict::kFinding;
+    o.check = kBitwise;
+    o.first = c.differences.front();
+    o.differences = toJson(c)["differences"];
+    o.message = "checkpointed run differs from the plain run: " + toText(c.differences.front()) + " (" +
+                std::to_string(c.differences.size()) + " tensor(s) differ)";
+    return o;
+  }
+
+  // Check 3: what the adapter reports about its own run.
+  if (pm.forwardCalls && cm.forwardCalls) {
+    if (auto why = forwardCallsViolation(pm, cm, steps, L)) {
+      o.verdict = Verdict::kFinding;
+      o.check = kForwardCalls;
+      o.message = *why;
+      return o;
+    }
+  }
+  if (pm.savedBytes && cm.savedBytes) {
+    for (int st = 0; st < steps; ++st)
+      if ((*cm.savedBytes)[st] > (*pm.savedBytes)[st]) {
+        o.verdict = Verdict::kFinding;
+        o.check = kSavedBytes;
+        o.message = "step " + std::to_string(st) + ": the checkpointed run saved " +
+                    std::to_string((*cm.savedBytes)[st]) + " activation bytes, more than the plain run's " +
+                    std::to_string((*pm.savedBytes)[st]);
+        return o;
+      }
+  }
+  return o;
+}
+
+}  // namespace
+
+CaseOutcome evaluate(Session& s, const CaseSpec& spec, const fs::path& dir) {
+  ++s.evaluations;
+  if (s.opt.verbose) s.err << "validate: case " << s.evaluations << ": " << caseToJson(spec).dump() << "\n";
+  CaseOutcome o = withScalar(spec.dtype, [&](auto t) { return evaluateTyped<decltype(t)>(s, spec, dir); });
+  if (s.opt.verbose && o.verdict != Verdict::kHolds) s.err << "validate:   -> " << o.check << ": " << o.message << "\n";
+  return o;
+}
+
+namespace {
+// Step-time overhead of checkpointing, measured here, next to ckptcheck's own engine for the same segmenting.
+// Three rounds, each running the adapter plain, the adapter checkpointed, the reference and the engine in turn;
+// per run the median step after the first (which pays for warm-up: allocation, JIT compilation, caches); per
+// configuration the fastest round, the one least disturbed by whatever else the machine was doing.
+template <class T>
+json timingTyped(Session& s, CaseSpec spec, const fs::path& dir) {
+  constexpr int kRounds = 3;
+  spec.steps = s.opt.timingSteps;
+  const int L = static_cast<int>(spec.blocks.size());
+  Chain<T> chain = buildChain<T>(spec);
+  const CaseLayout layout = caseLayout(chain);
+  const std::string caseDir = (dir / "case").string();
+  writeCaseDir(caseDir, chain);
+  auto median = [](std::vector<double> v) {
+    if (v.size() > 1) v.erase(v.begin());
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  double fp = inf, fc = inf, ep = inf, ec = inf;
+  bool bitwise = true;
+  int segments = static_cast<int>(std::lround(std::sqrt(static_cast<double>(L))));
+  json options = json::object();
+  std::string policy;
+  for (int round = 0; round < kRounds; ++round) {
+    const RunMeta pm = s.client.run(caseDir, (dir / "plain").string(), "plain", spec.steps, L);
+    const RunMeta cm = s.client.run(caseDir, (dir / "checkpoint").string(), "checkpoint", spec.steps, L);
+    if (round == 0) {
+      const auto plain = readRunResults<T>((dir / "plain").string(), layout, spec.steps);
+      const auto ck = readRunResults<T>((dir / "checkpoint").string(), layout, spec.steps);
+      bitwise = compareSteps(plain, ck).bitwiseEqual;
+      if (cm.raw.contains("segments") && cm.raw.at("segments").is_number_integer())
+        segments = cm.raw.at("segments").get<int>();
+      segments = std::clamp(segments, 1, L);
+      options = cm.raw.value("options", json::object());
+    }
+    fp = std::min(fp, median(pm.stepSeconds));
+    fc = std::min(fc, median(cm.stepSeconds));
+    // ckptcheck's engine on the same case: the store-all reference vs uniform:k=segments, step by step.
+    const Schedule uniform = makeSchedule(parsePolicy("uniform:k=" + std::to_string(segments)), caseChainCost(spec));
+    policy = uniform.policy;
+    Chain<T> refChain = buildChain<T>(spec), engChain = buildChain<T>(spec);
+    validateSchedule(uniform, chainCost(engChain));
+    std::vector<double> refSec, engSec;
+    for (int st = 0; st < spec.steps; ++st) {
+      const auto t0 = std::chrono::steady_clock::now();
+      referenceStep(refChain, st);
+      const auto t1 = std::chrono::steady_clock::now();
+      executeStep(engChain, uniform, st);
+      const auto t2 = std::chrono::steady_clock::now();
+      refSec.push_back(std::chrono::duration<double>(t1 - t0).count());
+      engSec.push_back(std::chrono::duration<double>(t2 - t1).count());
+    }
+    ep = std::min(ep, median(refSec));
+    ec = std::min(ec, median(engSec));
+  }
+  json j;
+  j["case"] = spec.name;
+  j["blocks"] = L;
+  j["dtype"] = dtypeName(spec.dtype);
+  j["steps_per_run"] = spec.steps;
+  j["rounds"] = kRounds;
+  j["segments"] = segments;
+  j["framework"] = {{"name", s.caps.framework},
+                    {"plain_step_ms", fp * 1e3},
+                    {"checkpoint_step_ms", fc * 1e3},
+                    {"overhead", fp > 0 ? fc / fp - 1 : 0.0},
+                    {"options", options},
+                    {"bitwise_equal", bitwise}};
+  j["ckptcheck"] = {{"policy", policy},
+                    {"plain_step_ms", ep * 1e3},
+                    {"checkpoint_step_ms", ec * 1e3},
+                    {"overhead", ep > 0 ? ec / ep - 1 : 0.0}};
+  return j;
+}
+
+}  // namespace
+
+json timingOf(Session& s, const CaseSpec& spec, const fs::path& dir) {
+  return withScalar(spec.dtype, [&](auto t) { return timingTyped<decltype(t)>(s, spec, dir); });
+}
+
+}  // namespace ckpt::validate_detail
