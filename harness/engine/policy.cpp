@@ -23,6 +23,9 @@ struct ParamRule {
 struct PolicyRule {
   std::string name;
   std::vector<ParamRule> params;
+  // The rest of the string after "name:" is the one parameter, verbatim (a file path may hold ':', '+', '='),
+  // so the policy composes with nothing.
+  bool takesRest = false;
 };
 
 const std::vector<PolicyRule>& rules() {
@@ -33,6 +36,7 @@ const std::vector<PolicyRule>& rules() {
       {"revolve", {{"slots", true, "slots=C (C >= 1)"}}},
       {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}},
       {"selective", {{"recompute", false, "recompute=KIND,KIND... (op kinds)"}}},
+      {"schedule", {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}}, true},
   };
   return r;
 }
@@ -68,6 +72,8 @@ class Parser {
 
   PolicySpec parse() {
     if (text_.empty()) fail("empty policy (known: " + knownNames() + ")");
+    for (const auto& r : rules())
+      if (r.takesRest && text_.rfind(r.name + ":", 0) == 0) return wholeRest(r);
     const auto parts = split(text_, '+');
     if (parts.size() > 2) fail("at most one block policy and one selective part can be composed");
     PolicySpec p;
@@ -78,6 +84,9 @@ class Parser {
       const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == name; });
       if (rule == rules().end())
         fail(name.empty() ? "empty policy name" : "unknown policy '" + name + "' (known: " + knownNames() + ")");
+      if (rule->takesRest)
+        fail(parts.size() > 1 ? name + ":" + rule->params[0].help + " cannot be composed with another policy"
+                              : "needs " + name + ":" + rule->params[0].help);
       std::map<std::string, std::string> params;
       for (size_t f = 1; f < fields.size(); ++f) {
         const size_t eq = fields[f].find('=');
@@ -114,6 +123,16 @@ class Parser {
   }
 
  private:
+  PolicySpec wholeRest(const PolicyRule& r) const {
+    const std::string rest = text_.substr(r.name.size() + 1);
+    if (rest.empty()) fail("needs " + r.name + ":" + r.params[0].help);
+    PolicySpec p;
+    p.name = r.name;
+    p.params[r.params[0].key] = rest;
+    p.text = text_;
+    return p;
+  }
+
   [[noreturn]] void fail(const std::string& why) const { throw InputError("policy '" + text_ + "': " + why); }
 
   static std::string helpOf(const PolicyRule& r) {
@@ -175,6 +194,7 @@ Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
   else if (p.name == "recursive") s = recursiveSchedule(c);
   else if (p.name == "revolve") s = revolveSchedule(c, static_cast<int>(param("slots")));
   else if (p.name == "optimal") s = optimalPlan(c, param("budget"), OptimalOptions{.keep = keep}).schedule;  // the DP must know the masks
+  else if (p.name == "schedule") s = fileSchedule(p.params.at("file"), c);
   else throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
   if (p.selective) {
     s.keep = std::move(keep);
