@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <sys/stat.h>  // fchmod
 #include <unistd.h>
 
 namespace ckpt {

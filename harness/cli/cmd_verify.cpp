@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cases/case_json.h"
 #include "cases/input_error.h"
+#include "harness/atomic_file.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
@@ -130,9 +130,7 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (!a->junit.empty()) {
       const auto parent = std::filesystem::path(a->junit).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
-      std::ofstream os(a->junit);
-      os << toJUnit(r, rp);
-      if (!os) throw std::runtime_error("cannot write the JUnit report '" + a->junit + "'");
+      writeFileAtomic(a->junit, toJUnit(r, rp));  // an interrupted run leaves the previous report whole
     }
     exitCode = r.finding ? kExitFinding : kExitOk;
   });

@@ -1,11 +1,11 @@
 #include "harness/verify/report.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cases/case_json.h"
 #include "cases/input_error.h"
+#include "harness/atomic_file.h"
 
 namespace ckpt {
 namespace {
@@ -94,11 +94,7 @@ FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const 
   CaseSpec shrunk = f.shrunk.spec;
   shrunk.name = "shrunk-" + findingName(r);
   nlohmann::json j = caseToJson(shrunk);
-  {
-    std::ofstream os(file);
-    os << j.dump(2) << "\n";
-    if (!os) throw std::runtime_error("cannot write '" + file.string() + "'");
-  }
+  writeFileAtomic(file, j.dump(2) + "\n");
   out.caseFile = fs::absolute(file).string();
   const std::string mutant = (r.mutant.empty() ? "" : " --mutant " + shellQuote(r.mutant)) +
                              (r.device == "cpu" ? "" : " --device " + r.device);
