@@ -24,7 +24,7 @@ import tempfile
 
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
-ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue
+ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
 MIB = 1024.0 * 1024.0
 
@@ -84,11 +84,15 @@ class Bench:
             for k, v in ctx.items():
                 self.context.setdefault(k, v)
         grouped = {}
+        quartiles = {}  # base name -> {"q1": aggregate entry, "q3": ...}: Google Benchmark's statistics over repetitions
         for i, b in enumerate(doc["benchmarks"]):
             if not isinstance(b, dict) or not isinstance(b.get("name"), str):
                 raise BadInput(f"benchmark JSON '{path}': benchmarks[{i}] has no name")
             if b.get("run_type", "iteration") != "iteration":
-                continue  # aggregates are recomputed below from the repetitions
+                # The median is recomputed below from the repetitions; the quartiles are bench_engine's own.
+                if b.get("aggregate_name") in ("q1", "q3"):
+                    quartiles.setdefault(base_name(b.get("run_name", b["name"])), {})[b["aggregate_name"]] = b
+                continue
             name = base_name(b.get("run_name", b["name"]))
             if b.get("error_occurred"):
                 self.errors.append((name, str(b.get("error_message", "error"))))
@@ -101,6 +105,10 @@ class Bench:
                     vals = [e[k] for e in entries if isinstance(e.get(k), (int, float))]
                     merged[k] = statistics.median(vals)
             merged["repetitions_folded"] = len(entries)
+            # BM_Step's interquartile range of the time ratio over repetitions (older JSON: counters of one run).
+            for q, agg in quartiles.get(name, {}).items():
+                if isinstance(agg.get("time_overhead"), (int, float)):
+                    merged["time_overhead_" + q] = agg["time_overhead"]
             if name not in self.runs:
                 self.order.append(name)
             self.runs[name] = merged
@@ -141,7 +149,7 @@ class StepRow:
         self.q3 = float(e.get("time_overhead_q3", self.time_ratio))
         self.step_seconds = float(e.get("step_seconds", 0.0))
         self.store_all_seconds = float(e.get("store_all_step_seconds", 0.0))
-        self.samples = int(e.get("samples", 0))
+        self.samples = int(e.get("samples", e.get("repetitions_folded", 0)))  # repetitions (older JSON: samples)
         self.planned_ok = e.get("planned_equals_measured", 1) == 1
         self.bitwise = e.get("bitwise_equal")  # None: not checked by this bench
         share = e.get("recompute_time_share")
@@ -571,8 +579,8 @@ def figures(rep):
             ax2.legend(fontsize=6.5, loc="lower right")
         fig.tight_layout()
         save(fig, "fig-overhead", "Measured vs theoretical overhead",
-             "Left: each marker is a (case, policy); error bars span the interquartile range of the interleaved "
-             "samples; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
+             "Left: each marker is a (case, policy); error bars span the interquartile range over repetitions of "
+             "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
              "the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per policy).")
     return figs
 
@@ -801,8 +809,8 @@ def findings_lines(rep):
 
 
 DEFINITIONS = ("Definitions: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the store-all step); "
-               "*time ratio* = policy step time / reference store-all step time (thread CPU time, median of "
-               "interleaved samples; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
+               "*time ratio* = policy step time / reference store-all step time (thread CPU time, median over "
+               "repetitions of interleaved steps; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
                "*recomputed ops* (their time beyond their FLOP share) and *rest* (everything else: executor, "
                "allocation, cache; see Engine tax per policy); *frontier*: on = no more recompute than the optimal "
                "policy at the same budget; *bitwise*: loss, every gradient and all state after the step bitwise equal "
