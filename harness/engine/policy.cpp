@@ -20,23 +20,38 @@ struct ParamRule {
   bool required;
   std::string help;  // "k=K (K >= 1)"
 };
+// A block policy's schedule on a chain; `keep` holds the op-level masks when it is composed with selective
+// (only the optimal policy's DP needs to know them).
+using MakeFn = Schedule (*)(const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>& keep);
 struct PolicyRule {
   std::string name;
   std::vector<ParamRule> params;
+  MakeFn make = nullptr;  // null for selective, which is not a block policy
   // The rest of the string after "name:" is the one parameter, verbatim (a file path may hold ':', '+', '='),
   // so the policy composes with nothing.
   bool takesRest = false;
 };
 
+int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
+int64_t param(const PolicySpec& p, const char* key) { return std::stoll(p.params.at(key)); }
+
+// Every policy, one line each: its name, its parameters and its schedule maker (harness/policies/).
 const std::vector<PolicyRule>& rules() {
+  using Keep = const std::vector<KeepMask>&;
   static const std::vector<PolicyRule> r = {
-      {"store-all", {}},
-      {"uniform", {{"k", false, "k=K (K >= 1)"}}},
-      {"recursive", {}},
-      {"revolve", {{"slots", true, "slots=C (C >= 1)"}}},
-      {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}},
+      {"store-all", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return storeAllSchedule(c); }},
+      {"uniform", {{"k", false, "k=K (K >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep) {
+         return uniformSchedule(c, p.params.count("k") ? static_cast<int>(param(p, "k")) : roundSqrt(c.layers()));
+       }},
+      {"recursive", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return recursiveSchedule(c); }},
+      {"revolve", {{"slots", true, "slots=C (C >= 1)"}},
+       [](const PolicySpec& p, const ChainCost& c, Keep) { return revolveSchedule(c, static_cast<int>(param(p, "slots"))); }},
+      {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep keep) {
+         return optimalPlan(c, param(p, "budget"), OptimalOptions{.keep = keep}).schedule;
+       }},
       {"selective", {{"recompute", false, "recompute=KIND,KIND... (op kinds)"}}},
-      {"schedule", {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}}, true},
+      {"schedule", {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}},
+       [](const PolicySpec& p, const ChainCost& c, Keep) { return fileSchedule(p.params.at("file"), c); }, true},
   };
   return r;
 }
@@ -178,24 +193,16 @@ std::string selectiveText(const PolicySpec& p) {
   return s;
 }
 
-int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
-
 }  // namespace
 
 PolicySpec parsePolicy(const std::string& text) { return Parser(text).parse(); }
 
 Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
-  auto param = [&](const char* key) { return std::stoll(p.params.at(key)); };
   std::vector<KeepMask> keep;
   if (p.selective) keep = selectiveMasks(c, p.recomputeKinds);
-  Schedule s;
-  if (p.name == "store-all") s = storeAllSchedule(c);
-  else if (p.name == "uniform") s = uniformSchedule(c, p.params.count("k") ? static_cast<int>(param("k")) : roundSqrt(c.layers()));
-  else if (p.name == "recursive") s = recursiveSchedule(c);
-  else if (p.name == "revolve") s = revolveSchedule(c, static_cast<int>(param("slots")));
-  else if (p.name == "optimal") s = optimalPlan(c, param("budget"), OptimalOptions{.keep = keep}).schedule;  // the DP must know the masks
-  else if (p.name == "schedule") s = fileSchedule(p.params.at("file"), c);
-  else throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
+  const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == p.name; });
+  if (rule == rules().end() || !rule->make) throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
+  Schedule s = rule->make(p, c, keep);
   if (p.selective) {
     s.keep = std::move(keep);
     const bool alone = p.text.rfind("selective", 0) == 0;  // "selective" = store-all with masks
