@@ -10,6 +10,7 @@ from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, polic
 
 
 def figures(rep):
+    """Every figure as (file name, title, caption, SVG text), drawn with matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -39,7 +40,13 @@ def figures(rep):
         plt.close(fig)
         figs.append((name, title, caption, buf.getvalue()))
 
-    # 1. Peak memory vs L per policy, log-log, with sqrt(L) and log(L) guides; forward evaluations per layer.
+    for draw in (_memory_figure, _frontier_figure, _overhead_figure):
+        draw(rep, plt, color_for, save)
+    return figs
+
+
+def _memory_figure(rep, plt, color_for, save):
+    """Peak memory vs L per policy, log-log, with sqrt(L) and log(L) guides; forward evaluations per layer."""
     if rep.planner:
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
         fams = list(rep.planner)
@@ -78,7 +85,9 @@ def figures(rep):
              "guides at half height: dashed ∝ √L (uniform's largest L), dotted ∝ log L (recursive's largest L). "
              "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.")
 
-    # 2. Memory vs recompute FLOPs per case: the optimal frontier and every policy on it.
+
+def _frontier_figure(rep, plt, color_for, save):
+    """Memory vs recompute FLOPs per case: the optimal frontier and every policy on it."""
     cases = [c for c in rep.cases if rep.frontier.get(c) or rep.steps.get(c)]
     if cases:
         ncol = min(2, len(cases))
@@ -111,7 +120,9 @@ def figures(rep):
              "The line is the optimal policy swept over budgets from the smallest feasible to store-all's peak (step "
              "function of the budget); markers are the policies at their own peaks.")
 
-    # 3. Measured vs theoretical overhead per policy, and the engine tax split per policy.
+
+def _overhead_figure(rep, plt, color_for, save):
+    """Measured vs theoretical overhead per policy, and the engine tax split per policy."""
     rows = list(rep.all_rows())
     if rows:
         split = any(r.recompute_share is not None for r in rows)
@@ -164,7 +175,6 @@ def figures(rep):
              "Left: each marker is a (case, policy); error bars span the interquartile range over repetitions of "
              "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
              "the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per policy).")
-    return figs
 
 
 def svg_clean(svg):
