@@ -94,7 +94,8 @@ void addVerify(CLI::App& app, int& exitCode) {
   cmd->add_option("--seed", a->o.seed, "Seed of the random cases (default 1); case i depends on (seed, i) only");
   cmd->add_option("--policies", a->policies,
                   "Comma-separated policy families (store-all, uniform, recursive, revolve, optimal, selective, "
-                  "composed, BLOCK+selective) or fixed policy strings (uniform:k=4); default: every family");
+                  "composed, BLOCK+selective) or fixed policy strings (uniform:k=4; schedule:FILE with --cases 0 on a "
+                  "catalogue of its chain length); default: every family");
   cmd->add_option("--mutant", a->o.mutant, "Run against this broken engine (see `ckptcheck mutants`); expect exit 1");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--junit", a->junit, "Write a JUnit XML report (one test case per property) to FILE");
