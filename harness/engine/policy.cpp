@@ -35,7 +35,7 @@ struct PolicyRule {
 int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
 int64_t param(const PolicySpec& p, const char* key) { return std::stoll(p.params.at(key)); }
 
-// Every policy, one line each: its name, its parameters and its schedule maker (harness/policies/).
+// Every policy, one record each: its name, its parameters and its schedule maker (harness/policies/).
 const std::vector<PolicyRule>& rules() {
   using Keep = const std::vector<KeepMask>&;
   static const std::vector<PolicyRule> r = {
