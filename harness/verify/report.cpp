@@ -214,11 +214,12 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
   const int failures = r.finding ? 1 : 0;
   std::ostringstream s;
   const std::string time = fixed(r.totalSeconds, 3);
+  const size_t tests = kProperties.size();  // one test case per property
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s << "<testsuites name=\"ckptcheck verify\" tests=\"4\" failures=\"" << failures << "\" errors=\"0\" time=\"" << time
-    << "\">\n";
-  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"4\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
-    << time << "\">\n";
+  s << "<testsuites name=\"ckptcheck verify\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"0\" time=\"" << time << "\">\n";
+  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"0\" skipped=\"0\" time=\"" << time << "\">\n";
   s << "    <properties>\n";
   s << "      <property name=\"engine\" value=\"" << xmlEscape(r.mutant.empty() ? "correct" : r.mutant) << "\"/>\n";
   s << "      <property name=\"seed\" value=\"" << r.seed << "\"/>\n";
