@@ -1,25 +1,28 @@
 // bench_engine: what each checkpointing policy costs, as Google Benchmark runs (reports/ reads the JSON).
 //
-//   BM_Step/<case>/<policy>       one training step of a catalogue case under a policy (executor.h, default
-//                                 engine), timed interleaved with the reference store-all step; the policies are
-//                                 defaultPolicies() and full recomputation (uniform:k=L)
-//   BM_Planner/<policy>/<layers>  the planner alone (schedule + plan) on a homogeneous chain of L blocks of the
-//                                 mlp-deep case's first block, L = 10 .. 10^5
-//   BM_Frontier/<case>/<budget>   the optimal policy's plan at a budget: geometric budgets from the smallest
-//                                 feasible to store-all's peak, plus every BM_Step policy's own peak
+//   BM_Step/<case>/<policy>                one training step of a catalogue case under a policy (executor.h,
+//                                          default engine), interleaved with the reference store-all step; the
+//                                          policies are defaultPolicies() and full recomputation (uniform:k=L)
+//   BM_Planner/<policy>/layers:<L>         the planner alone (schedule + plan) on a homogeneous chain of L blocks
+//                                          of the mlp-deep case's first block, L = 10 .. 10^5
+//   BM_Frontier/<case>/budget:<bytes>      the optimal policy's plan at a budget: geometric budgets from the
+//                                          smallest feasible to store-all's peak, plus every BM_Step policy's peak
 // bench/README.md lists the counters; reports/make_report.py reads them.
 //
-// Time overhead. A sample is one reference step and one policy step back to back (several of each for steps
-// shorter than Mode::sampleSeconds), in alternating order, each from the same starting weights (both chains are
-// put back before every step, outside the timed region, so every step does the same work); time_overhead is the
-// median over samples of (policy time / reference time). Drift (frequency, other load) moves both halves of a
-// sample alike and cancels in the ratio; the median drops samples a burst of other work hit. Steps are timed in
-// CPU time of the benchmarking thread (wall time too, as *_wall counters): on a machine shared with other work
-// a step's wall time counts whatever the scheduler ran meanwhile, which swamps a 3% effect. The baseline is the
-// reference trainer (reference/trainer.h), the plain store-everything step a user compares against, so the
-// store-all row's engine tax is the executor's own fixed cost. The counters are the measured step's (the
-// executor's meter); planned_equals_measured says they equal the planner's, bitwise_equal that the step's loss,
-// gradients and state equal the reference's bit for bit (`ckptcheck verify` checks every step and property).
+// Time overhead. One iteration of BM_Step is one reference step and one policy step back to back, in
+// alternating order, each from the same starting weights (both chains are put back before every step, outside
+// the timed region, so every step does the same work); its manual time is the policy step's. A repetition's
+// time_overhead is its policy time over its reference time, and the benchmark runs Mode::repetitions
+// repetitions, so Google Benchmark's own statistics over them (median, mean, stddev, cv, and the q1/q3 added
+// here) are the spread of that ratio. Drift (frequency, other load) moves both halves of an iteration alike and
+// cancels in the ratio; the median drops repetitions a burst of other work hit. Steps are timed in CPU time of
+// the benchmarking thread (wall time too, as *_wall counters): on a machine shared with other work a step's
+// wall time counts whatever the scheduler ran meanwhile, which swamps a 3% effect. The baseline is the reference
+// trainer (reference/trainer.h), the plain store-everything step a user compares against, so the store-all row's
+// engine tax is the executor's own fixed cost. The counters are the measured step's (the executor's meter);
+// planned_equals_measured says they equal the planner's, bitwise_equal that the step's loss, gradients and state
+// equal the reference's bit for bit (`ckptcheck verify` checks every step and property). A benchmark that cannot
+// run (a schedule refused, a case that does not build) is skipped with its error; the others still run.
 //
 // Flags (before Google Benchmark's own):
 //   --ckpt_mode=short|full   short: the main job's run (whole suite in well under 3 minutes); full: careful runs
@@ -27,7 +30,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -37,10 +39,12 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bench/recompute_profile.h"
 #include "cases/case_json.h"
 #include "harness/build_info.h"
 #include "harness/compare.h"
@@ -55,21 +59,15 @@ namespace {
 
 struct Mode {
   std::string name;
-  double stepBudget;         // BM_Step: seconds of sampling per case x policy, once minSamples are in
-  int minSamples;            // BM_Step: at least this many interleaved samples
-  int maxSamples;            // BM_Step: at most this many
-  double sampleSeconds;      // a sample repeats steps until its reference half is at least this long
+  int repetitions;           // BM_Step: repetitions per case x policy (Google Benchmark's statistics run over them)
+  double stepMinTime;        // BM_Step: policy-step seconds per repetition (manual time)
   double plannerMinTime;     // per BM_Planner benchmark
   int64_t optimalMaxLayers;  // the optimal DP is O(L^2 J) on a homogeneous chain: planned up to this L
   int frontierPoints;        // geometric budgets per case (plus every policy's own peak)
 };
 
-const Mode kShort{"short", 1.0, 7, 400, 0.002, 0.02, 1000, 24};
-const Mode kFull{"full", 8.0, 21, 4000, 0.005, 0.2, 3000, 60};
-
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+const Mode kShort{"short", 7, 0.03, 0.02, 1000, 24};
+const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60};
 
 // CPU time of the calling thread: what a step costs, whether or not the scheduler ran other work in between
 // (wall time on a shared machine counts the time slices other processes got).
@@ -99,14 +97,7 @@ class Stopwatch {
   double cpu_;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Linear-interpolated quantile q in [0, 1].
+// Linear-interpolated quantile q in [0, 1]; the quartiles are added to Google Benchmark's statistics.
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -115,215 +106,133 @@ double quantile(std::vector<double> v, double q) {
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
+double firstQuartile(const std::vector<double>& v) { return quantile(v, 0.25); }
+double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 
-// Weights, module state and generator of a chain, to put it back before every timed step.
+// One case x policy: chains, schedule, plan and recompute profile, built on the first call and kept for every
+// repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 template <class T>
-class ChainSnapshot {
- public:
-  explicit ChainSnapshot(Chain<T>& c) : c_(c), rng_(c.rng.state()) {
-    for (auto* p : c.params()) params_.push_back(p->value);
-    for (auto* b : c.buffers()) buffers_.push_back(b->value);
+struct StepFixture {
+  StepFixture(const CaseSpec& s, const std::string& policyText)
+      : spec(s),
+        cost(caseChainCost(s)),
+        schedule(makeSchedule(parsePolicy(policyText), cost)),
+        plan(planSchedule(schedule, cost)),  // validates the schedule
+        ref(buildChain<T>(s)),
+        eng(buildChain<T>(s)),
+        refStart(ref),
+        engStart(eng) {
+    for (int i = 0; i < 3; ++i) {  // warm up: first-touch allocations, caches
+      timeRef();
+      timeEng();
+    }
+    profile = profileRecompute<T>(spec, schedule, 5);
   }
-  void restore() {
-    size_t i = 0;
-    for (auto* p : c_.params()) p->value = params_[i++];
-    i = 0;
-    for (auto* b : c_.buffers()) b->value = buffers_[i++];
-    c_.rng.setState(rng_);
-  }
-
- private:
-  Chain<T>& c_;
-  RngState rng_;
-  std::vector<Mat<T>> params_;
-  std::vector<Mat<T>> buffers_;
-};
-
-// Where the recompute time goes. An instrumented copy of the policy's chain wraps every op in a TimedOp that
-// clocks its forward calls made while the executor's meter is in the recompute phase (block recomputes and
-// op-level rebuilds of dropped contexts), per op kind, with their FLOPs. Separate instrumented steps give
-//   recompute_time_share = time inside recomputed op forwards / the whole step,
-// (the median over the instrumented steps), which splits the engine tax (time ratio R, FLOP overhead F) in two:
-//   R * share - F        recomputed ops cost more (or less) time than their FLOP share of the step
-//                        (Philox dropout, libm activations: far more time per FLOP than the GEMMs);
-//   R * (1 - share) - 1  everything else the policy's step spends beyond the reference step: executor
-//                        bookkeeping, allocation and page faults, cache effects of another order of work.
-// The clock is steady_clock (a vDSO call, tens of ns, so the instrumented step is hardly disturbed); the timed
-// samples above run on uninstrumented chains.
-struct RecomputeClock {
-  std::map<std::string, double> seconds;  // per op kind
-  std::map<std::string, int64_t> flops;
-  double total() const {
-    double t = 0;
-    for (const auto& [k, v] : seconds) t += v;
-    return t;
-  }
-};
-
-template <class T>
-class TimedOp final : public Op<T> {
- public:
-  TimedOp(std::unique_ptr<Op<T>> inner, RecomputeClock* clock) : inner_(std::move(inner)), clock_(clock), kind_(inner_->kind()) {}
-  std::string kind() const override { return kind_; }
-  OpMeta meta(std::span<const Shape> in) const override { return inner_->meta(in); }
-  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
-    const ActivationMeter* m = currentMeter();
-    if (!m || m->phase != Phase::kRecompute) return inner_->forward(in, ctx, env);
-    const auto t0 = Clock::now();
-    Tensor<T> y = inner_->forward(in, ctx, env);
-    clock_->seconds[kind_] += seconds(t0, Clock::now());
-    std::vector<Shape> shapes;
-    for (const auto& t : in) shapes.push_back({t.rows(), t.cols()});
-    clock_->flops[kind_] += inner_->meta(shapes).forwardFlops;
-    return y;
-  }
-  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    inner_->backward(ctx, dout, din);
-  }
-  std::vector<Param<T>*> params() override { return inner_->params(); }
-  std::vector<Buffer<T>*> buffers() override { return inner_->buffers(); }
-
- private:
-  std::unique_ptr<Op<T>> inner_;
-  RecomputeClock* clock_;
-  std::string kind_;
-};
-
-// Runs `steps` instrumented steps of the schedule (after one to warm up) from the chain's starting weights;
-// returns the median over the steps of the share of the step inside recomputed op forwards, and per op kind its
-// share of that time and its recompute FLOPs in one step.
-struct RecomputeProfile {
-  double share = 0;
-  std::map<std::string, double> kindShare;  // of the step's time
-  std::map<std::string, int64_t> kindFlops;
-};
-
-template <class T>
-RecomputeProfile profileRecompute(const CaseSpec& spec, const Schedule& schedule, int steps) {
-  RecomputeClock clock;
-  Chain<T> c = buildChain<T>(spec);
-  for (auto& b : c.blocks)
-    for (auto& n : b.nodes) n.op = std::make_unique<TimedOp<T>>(std::move(n.op), &clock);
-  ChainSnapshot<T> start(c);
-  std::vector<double> shares;
-  RecomputeClock total;
-  for (int i = 0; i < steps + 1; ++i) {
-    start.restore();
-    clock = RecomputeClock();
-    const auto t0 = Clock::now();
-    executeStep(c, schedule, 0);
-    const double w = seconds(t0, Clock::now());
-    if (i == 0) continue;  // warm-up
-    shares.push_back(w > 0 ? clock.total() / w : 0.0);
-    for (const auto& [k, t] : clock.seconds) total.seconds[k] += t;
-    total.flops = clock.flops;  // the same every step
-  }
-  RecomputeProfile p;
-  p.share = median(shares);
-  const double all = total.total();
-  for (const auto& [k, t] : total.seconds) p.kindShare[k] = all > 0 ? p.share * t / all : 0.0;
-  p.kindFlops = total.flops;
-  return p;
-}
-
-template <class T>
-void stepBenchmark(benchmark::State& state, const Mode& mode, const CaseSpec& spec, const std::string& policyText) {
-  const ChainCost cost = caseChainCost(spec);
-  const Schedule schedule = makeSchedule(parsePolicy(policyText), cost);
-  const Plan plan = planSchedule(schedule, cost);  // validates the schedule
-  Chain<T> ref = buildChain<T>(spec);
-  Chain<T> eng = buildChain<T>(spec);
-  ChainSnapshot<T> refStart(ref), engStart(eng);
-
-  StepResult<T> refResult, engResult;
-  auto timeRef = [&] {
+  Elapsed timeRef() {
     refStart.restore();
     const Stopwatch w;
     refResult = referenceStep(ref, 0);
     return w.elapsed();
-  };
-  auto timeEng = [&] {
+  }
+  Elapsed timeEng() {
     engStart.restore();
     const Stopwatch w;
     engResult = executeStep(eng, schedule, 0);
     return w.elapsed();
-  };
-
-  // Warm up (first-touch allocations, caches) and size a sample: enough steps that its reference half is at
-  // least mode.sampleSeconds, so the clocks' resolution and call overhead do not matter.
-  double warm = 0;
-  for (int i = 0; i < 3; ++i) {
-    warm = timeRef().cpu;
-    timeEng();
   }
-  const int stepsPerSample = std::max(1, static_cast<int>(std::ceil(mode.sampleSeconds / std::max(warm, 1e-7))));
 
-  // Samples until both the minimum count and the time budget are reached (one Google Benchmark iteration holds
-  // them all; its manual time is the median policy step, CPU time).
-  std::vector<double> ratios, wallRatios, engStep, refStep, engWall, refWall;
+  CaseSpec spec;
+  ChainCost cost;
+  Schedule schedule;
+  Plan plan;
+  Chain<T> ref, eng;
+  ChainSnapshot<T> refStart, engStart;
+  StepResult<T> refResult, engResult;
+  RecomputeProfile profile;
   bool engFirst = false;
-  for (auto _ : state) {
-    const auto start = Clock::now();
-    while (static_cast<int>(ratios.size()) < mode.maxSamples &&
-           (static_cast<int>(ratios.size()) < mode.minSamples || seconds(start, Clock::now()) < mode.stepBudget)) {
-      Elapsed tr, te;
-      for (int k = 0; k < stepsPerSample; ++k) {
-        if (engFirst) {
-          te += timeEng();
-          tr += timeRef();
-        } else {
-          tr += timeRef();
-          te += timeEng();
-        }
-        engFirst = !engFirst;
-      }
-      ratios.push_back(te.cpu / tr.cpu);
-      wallRatios.push_back(te.wall / tr.wall);
-      engStep.push_back(te.cpu / stepsPerSample);
-      refStep.push_back(tr.cpu / stepsPerSample);
-      engWall.push_back(te.wall / stepsPerSample);
-      refWall.push_back(tr.wall / stepsPerSample);
-    }
-    state.SetIterationTime(median(engStep));
-  }
+};
 
-  // Both last ran step 0 from the same weights: their results must be bitwise equal (verify checks every step).
-  const bool bitwise = compareSteps(std::vector<StepResult<T>>{refResult}, std::vector<StepResult<T>>{engResult}).bitwiseEqual;
-  const FlopCounts& f = engResult.flops;
-  const bool planned = engResult.peakActivationBytes == plan.peakActivationBytes &&
-                       engResult.forwardEvals == plan.forwardEvals && f == plan.flops;
+// What one repetition measured: sums over its iterations.
+struct StepTimes {
+  Elapsed ref, eng;
+  int64_t steps = 0;
+};
+
+template <class T>
+void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepTimes& t) {
+  const FlopCounts& f = fx.engResult.flops;
+  const bool bitwise = compareSteps(std::vector<StepResult<T>>{fx.refResult}, std::vector<StepResult<T>>{fx.engResult}).bitwiseEqual;
+  const bool planned = fx.engResult.peakActivationBytes == fx.plan.peakActivationBytes &&
+                       fx.engResult.forwardEvals == fx.plan.forwardEvals && f == fx.plan.flops;
   const double base = static_cast<double>(f.forward + f.backward);
+  const double n = static_cast<double>(std::max<int64_t>(1, t.steps));
   auto& c = state.counters;
-  c["layers"] = cost.layers();
-  c["peak_activation_bytes"] = static_cast<double>(engResult.peakActivationBytes);
-  c["store_all_peak_activation_bytes"] = static_cast<double>(refResult.peakActivationBytes);
-  c["forward_evals"] = static_cast<double>(engResult.forwardEvals);
+  c["layers"] = fx.cost.layers();
+  c["peak_activation_bytes"] = static_cast<double>(fx.engResult.peakActivationBytes);
+  c["store_all_peak_activation_bytes"] = static_cast<double>(fx.refResult.peakActivationBytes);
+  c["forward_evals"] = static_cast<double>(fx.engResult.forwardEvals);
   c["flops_forward"] = static_cast<double>(f.forward);
   c["flops_recompute"] = static_cast<double>(f.recompute);
   c["flops_backward"] = static_cast<double>(f.backward);
+  // Rates: FLOPs of one policy step, per second of the policy step (the manual time).
+  c["flops_per_second"] = benchmark::Counter(static_cast<double>(f.forward + f.recompute + f.backward),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+  c["recompute_flops_per_second"] =
+      benchmark::Counter(static_cast<double>(f.recompute), benchmark::Counter::kIsIterationInvariantRate);
   c["flop_overhead"] = base > 0 ? static_cast<double>(f.recompute) / base : 0.0;
   c["planned_equals_measured"] = planned ? 1 : 0;
   c["bitwise_equal"] = bitwise ? 1 : 0;
-  c["time_overhead"] = median(ratios);
-  c["time_overhead_q1"] = quantile(ratios, 0.25);
-  c["time_overhead_q3"] = quantile(ratios, 0.75);
-  c["step_seconds"] = median(engStep);
-  c["store_all_step_seconds"] = median(refStep);
-  // Where the recompute time goes (see RecomputeClock).
-  const RecomputeProfile prof = profileRecompute<T>(spec, schedule, std::max(5, 3 * stepsPerSample));
-  c["recompute_time_share"] = prof.share;
-  for (const auto& [kind, t] : prof.kindShare) {
-    // Per op kind: its recompute time as a share of the policy's step, its recompute FLOPs as a share of the
-    // store-all step's forward + backward FLOPs (these sum to flop_overhead).
-    c["recompute_time_share." + kind] = t;
-    c["recompute_flop_share." + kind] = base > 0 ? static_cast<double>(prof.kindFlops.at(kind)) / base : 0.0;
+  c["time_overhead"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu : 0.0;
+  c["time_overhead_wall"] = t.ref.wall > 0 ? t.eng.wall / t.ref.wall : 0.0;
+  c["step_seconds"] = t.eng.cpu / n;
+  c["store_all_step_seconds"] = t.ref.cpu / n;
+  c["step_wall_seconds"] = t.eng.wall / n;
+  c["store_all_step_wall_seconds"] = t.ref.wall / n;
+  c["steps"] = static_cast<double>(t.steps);
+  // Where the recompute time goes (see RecomputeClock): per op kind its recompute time as a share of the
+  // policy's step, and its recompute FLOPs as a share of the store-all step's forward + backward FLOPs (these
+  // sum to flop_overhead).
+  c["recompute_time_share"] = fx.profile.share;
+  for (const auto& [kind, share] : fx.profile.kindShare) {
+    c["recompute_time_share." + kind] = share;
+    c["recompute_flop_share." + kind] = base > 0 ? static_cast<double>(fx.profile.kindFlops.at(kind)) / base : 0.0;
   }
-  c["time_overhead_wall"] = median(wallRatios);
-  c["step_wall_seconds"] = median(engWall);
-  c["store_all_step_wall_seconds"] = median(refWall);
-  c["samples"] = static_cast<double>(ratios.size());
-  c["steps_per_sample"] = stepsPerSample;
-  state.SetLabel(spec.name + " " + schedule.policy);
+  state.SetLabel(fx.spec.name + " " + fx.schedule.policy);
+}
+
+// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls).
+template <class T>
+void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::string& policyText,
+                   std::shared_ptr<void>& slot) {
+  if (!slot) slot = std::make_shared<StepFixture<T>>(spec, policyText);
+  auto& fx = *static_cast<StepFixture<T>*>(slot.get());
+  StepTimes t;
+  for (auto _ : state) {
+    Elapsed r, e;
+    if (fx.engFirst) {
+      e = fx.timeEng();
+      r = fx.timeRef();
+    } else {
+      r = fx.timeRef();
+      e = fx.timeEng();
+    }
+    fx.engFirst = !fx.engFirst;
+    state.SetIterationTime(e.cpu);
+    t.ref += r;
+    t.eng += e;
+    ++t.steps;
+  }
+  stepCounters(state, fx, t);
+}
+
+// Runs a benchmark body; an exception skips this benchmark with its message instead of ending the whole run.
+template <class F>
+void orSkip(benchmark::State& state, F body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
 }
 
 // The policies defaultPolicies() (policy.cpp) gives a homogeneous chain of L blocks, optimal left out: its
@@ -337,7 +246,19 @@ std::vector<std::string> plannerPoliciesWithoutOptimal(int64_t layers) {
 
 std::string family(const std::string& policy) { return policy.substr(0, policy.find(':')); }
 
-void plannerBenchmark(benchmark::State& state, const ChainCost& cost, const std::string& policyText) {
+void planCounters(benchmark::State& state, const ChainCost& cost, const Plan& plan) {
+  auto& c = state.counters;
+  c["layers"] = cost.layers();
+  c["peak_activation_bytes"] = static_cast<double>(plan.peakActivationBytes);
+  c["forward_evals"] = static_cast<double>(plan.forwardEvals);
+  c["flops_forward"] = static_cast<double>(plan.flops.forward);
+  c["flops_recompute"] = static_cast<double>(plan.flops.recompute);
+  c["flops_backward"] = static_cast<double>(plan.flops.backward);
+  c["flop_overhead"] = plan.flopOverhead();
+}
+
+// Schedules and plans `policyText` on `cost` once per iteration; returns the last plan and sets the label.
+Plan timePlanning(benchmark::State& state, const ChainCost& cost, const std::string& policyText, const std::string& labelPrefix) {
   const PolicySpec policy = parsePolicy(policyText);
   Plan plan;
   std::string text;
@@ -347,41 +268,34 @@ void plannerBenchmark(benchmark::State& state, const ChainCost& cost, const std:
     benchmark::DoNotOptimize(plan.peakActivationBytes);
     text = s.policy;
   }
-  auto& c = state.counters;
-  c["layers"] = cost.layers();
-  c["peak_activation_bytes"] = static_cast<double>(plan.peakActivationBytes);
-  c["forward_evals"] = static_cast<double>(plan.forwardEvals);
-  c["flops_forward"] = static_cast<double>(plan.flops.forward);
-  c["flops_recompute"] = static_cast<double>(plan.flops.recompute);
-  c["flops_backward"] = static_cast<double>(plan.flops.backward);
-  c["flop_overhead"] = plan.flopOverhead();
-  c["largest_block_bytes"] = static_cast<double>(cost.block(0).inBytes);
-  state.SetLabel(text);
+  state.SetLabel(labelPrefix + text);
+  return plan;
 }
 
-void frontierBenchmark(benchmark::State& state, const CaseSpec& spec, const ChainCost& cost, int64_t budget,
-                       int64_t least, int64_t full) {
-  const PolicySpec policy = parsePolicy("optimal:budget=" + std::to_string(budget));
-  Plan plan;
-  std::string text;
-  for (auto _ : state) {
-    const Schedule s = makeSchedule(policy, cost);
-    plan = planSchedule(s, cost);
-    benchmark::DoNotOptimize(plan.peakActivationBytes);
-    text = s.policy;
-  }
+// The homogeneous chains of BM_Planner, one per length L, and the policy strings planned on each.
+struct PlannerChain {
+  std::shared_ptr<ChainCost> cost;
+  std::vector<std::string> policies;
+};
+using PlannerChains = std::map<int64_t, PlannerChain>;
+
+void plannerBenchmark(benchmark::State& state, const PlannerChains& chains, const std::string& fam) {
+  const PlannerChain& chain = chains.at(state.range(0));
+  const auto p = std::find_if(chain.policies.begin(), chain.policies.end(), [&](const std::string& s) { return family(s) == fam; });
+  if (p == chain.policies.end()) throw std::logic_error("no " + fam + " policy planned at L = " + std::to_string(state.range(0)));
+  const Plan plan = timePlanning(state, *chain.cost, *p, "");
+  planCounters(state, *chain.cost, plan);
+  state.counters["largest_block_bytes"] = static_cast<double>(chain.cost->block(0).inBytes);
+}
+
+void frontierBenchmark(benchmark::State& state, const CaseSpec& spec, const ChainCost& cost, int64_t least, int64_t full) {
+  const int64_t budget = state.range(0);
+  const Plan plan = timePlanning(state, cost, "optimal:budget=" + std::to_string(budget), spec.name + " ");
+  planCounters(state, cost, plan);
   auto& c = state.counters;
-  c["layers"] = cost.layers();
   c["budget_bytes"] = static_cast<double>(budget);
   c["least_budget_bytes"] = static_cast<double>(least);
   c["store_all_peak_activation_bytes"] = static_cast<double>(full);
-  c["peak_activation_bytes"] = static_cast<double>(plan.peakActivationBytes);
-  c["forward_evals"] = static_cast<double>(plan.forwardEvals);
-  c["flops_forward"] = static_cast<double>(plan.flops.forward);
-  c["flops_recompute"] = static_cast<double>(plan.flops.recompute);
-  c["flops_backward"] = static_cast<double>(plan.flops.backward);
-  c["flop_overhead"] = plan.flopOverhead();
-  state.SetLabel(spec.name + " " + text);
 }
 
 // Budgets from the smallest feasible to store-all's peak, geometrically spaced (the frontier bends most near
@@ -441,34 +355,54 @@ std::vector<std::string> stepPolicies(const ChainCost& cost) {
   return ps;
 }
 
-void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases) {
+void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases) {
   for (const CaseSpec& spec : cases) {
     const ChainCost cost = caseChainCost(spec);
     for (const std::string& policy : stepPolicies(cost)) {
+      auto slot = std::make_shared<std::shared_ptr<void>>();
       benchmark::RegisterBenchmark(("BM_Step/" + spec.name + "/" + policy).c_str(),
-                                   [&mode, spec, policy](benchmark::State& st) {
-                                     withScalar(spec.dtype, [&](auto t) { stepBenchmark<decltype(t)>(st, mode, spec, policy); });
+                                   [spec, policy, slot](benchmark::State& st) {
+                                     orSkip(st, [&] {
+                                       withScalar(spec.dtype, [&](auto t) { stepBenchmark<decltype(t)>(st, spec, policy, *slot); });
+                                     });
                                    })
           ->UseManualTime()
-          ->Iterations(1)
+          ->MinTime(mode.stepMinTime)
+          ->Repetitions(mode.repetitions)
+          ->ComputeStatistics("q1", firstQuartile)
+          ->ComputeStatistics("q3", thirdQuartile)
+          ->DisplayAggregatesOnly()  // the console shows the statistics; the JSON keeps every repetition
           ->Unit(benchmark::kMicrosecond);
     }
   }
+}
 
+void registerPlanner(const Mode& mode, const std::vector<CaseSpec>& cases) {
   const CaseSpec base = scalingSpec(cases);
+  auto chains = std::make_shared<PlannerChains>();
+  std::vector<std::string> families;  // in first-planned order
   for (int64_t layers : {10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000}) {
-    auto cost = std::make_shared<ChainCost>(homogeneousChainCost(base, layers));
-    std::vector<std::string> policies = plannerPoliciesWithoutOptimal(layers);
+    PlannerChain& chain = (*chains)[layers];
+    chain.cost = std::make_shared<ChainCost>(homogeneousChainCost(base, layers));
+    chain.policies = plannerPoliciesWithoutOptimal(layers);
     if (layers <= mode.optimalMaxLayers)
-      for (const auto& p : defaultPolicies(*cost))
-        if (family(p) == "optimal") policies.push_back(p);
-    for (const std::string& policy : policies)
-      benchmark::RegisterBenchmark(("BM_Planner/" + family(policy) + "/" + std::to_string(layers)).c_str(),
-                                   [cost, policy](benchmark::State& st) { plannerBenchmark(st, *cost, policy); })
-          ->MinTime(mode.plannerMinTime)
-          ->Unit(benchmark::kMillisecond);
+      for (const auto& p : defaultPolicies(*chain.cost))
+        if (family(p) == "optimal") chain.policies.push_back(p);
+    for (const auto& p : chain.policies)
+      if (std::find(families.begin(), families.end(), family(p)) == families.end()) families.push_back(family(p));
   }
+  for (const std::string& fam : families) {
+    auto* b = benchmark::RegisterBenchmark(("BM_Planner/" + fam).c_str(), [chains, fam](benchmark::State& st) {
+                orSkip(st, [&] { plannerBenchmark(st, *chains, fam); });
+              });
+    b->ArgNames({"layers"})->MinTime(mode.plannerMinTime)->Unit(benchmark::kMillisecond);
+    for (const auto& [layers, chain] : *chains)
+      for (const auto& p : chain.policies)
+        if (family(p) == fam) b->Arg(layers);
+  }
+}
 
+void registerFrontiers(const Mode& mode, const std::vector<CaseSpec>& cases) {
   for (const CaseSpec& spec : cases) {
     auto cost = std::make_shared<ChainCost>(caseChainCost(spec));
     const int64_t full = planSchedule(storeAllSchedule(*cost), *cost).peakActivationBytes;
@@ -482,14 +416,19 @@ void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases) {
     }
     std::sort(budgets.begin(), budgets.end());
     budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
-    for (const int64_t b : budgets)
-      benchmark::RegisterBenchmark(("BM_Frontier/" + spec.name + "/" + std::to_string(b)).c_str(),
-                                   [cost, spec, b, least, full](benchmark::State& st) {
-                                     frontierBenchmark(st, spec, *cost, b, least, full);
-                                   })
-          ->Iterations(1)
-          ->Unit(benchmark::kMillisecond);
+    auto* b = benchmark::RegisterBenchmark(("BM_Frontier/" + spec.name).c_str(),
+                                           [cost, spec, least, full](benchmark::State& st) {
+                                             orSkip(st, [&] { frontierBenchmark(st, spec, *cost, least, full); });
+                                           });
+    b->ArgNames({"budget"})->Iterations(1)->Unit(benchmark::kMillisecond);
+    for (const int64_t budget : budgets) b->Arg(budget);
   }
+}
+
+void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases) {
+  registerSteps(mode, cases);
+  registerPlanner(mode, cases);
+  registerFrontiers(mode, cases);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-#include <sys/stat.h>
+#include <sys/stat.h>  // fchmod
 #include <unistd.h>
 
 namespace ckpt {

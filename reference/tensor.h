@@ -49,7 +49,6 @@ class Tensor {
   void reset() { storage_.reset(); rows_ = cols_ = 0; }
   // Storage identity: two tensors sharing storage are one activation, counted once.
   const void* storageId() const { return storage_.get(); }
-  long useCount() const { return storage_.use_count(); }
 
  private:
   struct Storage {

@@ -6,317 +6,32 @@ DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, 
     /usr/bin/python3 reports/make_report.py --bench bench.json [--verify verify.json] --out DIR [--print-summary]
 
 Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed SVG ids and metadata, inputs
-read in order). Every file is written to a temporary name and renamed into place.
+read in order). Every file is written to a temporary name and renamed into place. The inputs are read by
+report_data.py and the figures drawn by report_figures.py, beside this file.
 Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
 naming what), 3 missing dependency or I/O error.
 """
 import argparse
 import base64
 import html
-import io
-import json
-import math
 import os
 import re
 import statistics
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it is run
+from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,  # noqa: E402
+                         FrontierPoint, PlannerPoint, StepRow, Verify, load_json, median_of, policy_family)
+from report_figures import figures, svg_clean  # noqa: E402
+from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax  # noqa: E402
+
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
-
-ENGINE_TAX_GOAL = 0.03          # the issue's goal for every policy on the catalogue
-FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
-MIB = 1024.0 * 1024.0
-
-
-class BadInput(Exception):
-    pass
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Reading the inputs
-
-
-def load_json(path, what):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise BadInput(f"{what} '{path}': no such file")
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})")
-    except OSError as e:
-        raise BadInput(f"{what} '{path}': {e.strerror}")
-
-
-def base_name(name):
-    """A benchmark's name without Google Benchmark's suffixes (manual_time, aggregates)."""
-    for suffix in ("_mean", "_median", "_stddev", "_cv"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return re.sub(r"/(manual_time|real_time|process_time|(repeats|iterations|threads):\d+|min_time:[0-9.]+s?|"
-                  r"min_warmup_time:[0-9.]+s?)(?=/|$)", "", name)
-
-
-def counter(entry, key, default=None):
-    v = entry.get(key, default)
-    if v is None:
-        return default
-    return v
-
-
-class Bench:
-    """Benchmark runs grouped by name; repetitions are folded into the median of each field."""
-
-    def __init__(self):
-        self.context = {}
-        self.runs = {}      # base name -> merged entry (dict)
-        self.order = []     # base names in first-seen order
-        self.errors = []    # (name, message)
-
-    def add_file(self, path):
-        doc = load_json(path, "benchmark JSON")
-        if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-            raise BadInput(f"benchmark JSON '{path}': no 'benchmarks' list (was it written with "
-                           f"--benchmark_out_format=json?)")
-        ctx = doc.get("context", {})
-        if isinstance(ctx, dict):
-            for k, v in ctx.items():
-                self.context.setdefault(k, v)
-        grouped = {}
-        for i, b in enumerate(doc["benchmarks"]):
-            if not isinstance(b, dict) or not isinstance(b.get("name"), str):
-                raise BadInput(f"benchmark JSON '{path}': benchmarks[{i}] has no name")
-            if b.get("run_type", "iteration") != "iteration":
-                continue  # aggregates are recomputed below from the repetitions
-            name = base_name(b.get("run_name", b["name"]))
-            if b.get("error_occurred"):
-                self.errors.append((name, str(b.get("error_message", "error"))))
-                continue
-            grouped.setdefault(name, []).append(b)
-        for name, entries in grouped.items():
-            merged = dict(entries[0])
-            for k, v in entries[0].items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and len(entries) > 1:
-                    vals = [e[k] for e in entries if isinstance(e.get(k), (int, float))]
-                    merged[k] = statistics.median(vals)
-            merged["repetitions_folded"] = len(entries)
-            if name not in self.runs:
-                self.order.append(name)
-            self.runs[name] = merged
-
-    def family(self, prefix):
-        out = []
-        for name in self.order:
-            parts = name.split("/", 2)
-            if parts[0] == prefix and len(parts) == 3:
-                out.append((parts[1], parts[2], self.runs[name]))
-        return out
-
-
-def need(entry, key, name):
-    v = entry.get(key)
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        raise BadInput(f"benchmark '{name}': counter '{key}' missing or not a number")
-    return v
-
-
-class StepRow:
-    def __init__(self, case, policy, e):
-        name = f"BM_Step/{case}/{policy}"
-        self.case = case
-        self.policy = policy  # as registered (defaultPolicies' string); the label has the schedule's own
-        label = e.get("label", "")
-        self.display = label.split(" ", 1)[1] if label.startswith(case + " ") else policy
-        self.layers = int(need(e, "layers", name))
-        self.peak = int(need(e, "peak_activation_bytes", name))
-        self.store_all_peak = int(need(e, "store_all_peak_activation_bytes", name))
-        self.forward_evals = int(need(e, "forward_evals", name))
-        self.flops_forward = int(need(e, "flops_forward", name))
-        self.flops_recompute = int(need(e, "flops_recompute", name))
-        self.flops_backward = int(need(e, "flops_backward", name))
-        self.flop_overhead = float(need(e, "flop_overhead", name))
-        self.time_ratio = float(need(e, "time_overhead", name))
-        self.q1 = float(e.get("time_overhead_q1", self.time_ratio))
-        self.q3 = float(e.get("time_overhead_q3", self.time_ratio))
-        self.step_seconds = float(e.get("step_seconds", 0.0))
-        self.store_all_seconds = float(e.get("store_all_step_seconds", 0.0))
-        self.samples = int(e.get("samples", 0))
-        self.planned_ok = e.get("planned_equals_measured", 1) == 1
-        self.bitwise = e.get("bitwise_equal")  # None: not checked by this bench
-        share = e.get("recompute_time_share")
-        self.recompute_share = None if share is None else float(share)
-        # Per op kind: (recompute time as a fraction of the reference step, recompute FLOP share).
-        self.recompute_kinds = {}
-        for k, v in e.items():
-            if k.startswith("recompute_time_share."):
-                kind = k.split(".", 1)[1]
-                self.recompute_kinds[kind] = (float(v) * self.time_ratio,
-                                              float(e.get("recompute_flop_share." + kind, 0.0)))
-        self.verdict = None
-
-    @property
-    def memory_ratio(self):
-        return self.peak / self.store_all_peak if self.store_all_peak else float("nan")
-
-    @property
-    def engine_tax(self):
-        return self.time_ratio - (1.0 + self.flop_overhead)
-
-    @property
-    def op_cost_tax(self):
-        """Engine tax from the recomputed ops themselves: their time (in reference steps) minus their FLOP share."""
-        return None if self.recompute_share is None else self.time_ratio * self.recompute_share - self.flop_overhead
-
-    @property
-    def rest_tax(self):
-        """Engine tax from everything but the recomputed ops: executor bookkeeping, allocation, cache effects."""
-        return None if self.recompute_share is None else self.time_ratio * (1.0 - self.recompute_share) - 1.0
-
-    @property
-    def is_full_recompute(self):
-        return self.display == f"uniform:k={self.layers}" or self.policy == f"uniform:k={self.layers}"
-
-
-class FrontierPoint:
-    def __init__(self, case, e, name):
-        self.case = case
-        self.budget = int(need(e, "budget_bytes", name))
-        self.peak = int(need(e, "peak_activation_bytes", name))
-        self.flops_recompute = int(need(e, "flops_recompute", name))
-        self.flop_overhead = float(need(e, "flop_overhead", name))
-        self.forward_evals = int(need(e, "forward_evals", name))
-        self.store_all_peak = int(e.get("store_all_peak_activation_bytes", 0))
-        self.seconds = seconds_of(e)
-
-
-class PlannerPoint:
-    def __init__(self, fam, e, name):
-        self.family = fam
-        self.policy = e.get("label") or fam
-        self.layers = int(need(e, "layers", name))
-        self.peak = int(need(e, "peak_activation_bytes", name))
-        self.forward_evals = int(need(e, "forward_evals", name))
-        self.flop_overhead = float(e.get("flop_overhead", 0.0))
-        self.seconds = seconds_of(e)
-
-
-def seconds_of(e):
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}.get(e.get("time_unit", "ns"), 1e-9)
-    return float(e.get("real_time", 0.0)) * scale
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Verdicts: each BM_Step run checks its own step bitwise (counter bitwise_equal); `ckptcheck verify --json` adds
 # every step, every property, random cases, and a finding when one breaks.
-
-
-def family_of(policy):
-    """'uniform:k=8+selective' -> 'uniform+selective'; 'revolve:slots=3' -> 'revolve'."""
-    parts = [p.split(":")[0] for p in str(policy).split("+")]
-    return "+".join(parts)
-
-
-class Verify:
-    def __init__(self, doc, path):
-        if not isinstance(doc, dict) or not isinstance(doc.get("findings", []), list):
-            raise BadInput(f"verify JSON '{path}': not the output of `ckptcheck verify --json` (no 'findings' list)")
-        self.doc = doc
-        self.findings = [f for f in doc.get("findings", []) if isinstance(f, dict)]
-        self.ok = bool(doc.get("ok", not self.findings))
-        self.catalogue_cases = doc.get("catalogue_cases")
-
-    def finding_for(self, case, policy):
-        """The finding on this catalogue case and policy family, if any."""
-        for f in self.findings:
-            origin = str(f.get("origin", ""))
-            if origin == f"catalogue case {case}" and family_of(f.get("policy", "")) == family_of(policy):
-                return f
-        return None
-
-    def summary_line(self):
-        d = self.doc
-        props = d.get("properties", [])
-        held = [p for p in props if isinstance(p, dict) and p.get("holds")]
-        engine = d.get("engine", "correct")
-        s = "`ckptcheck verify`" + ("" if engine == "correct" else f" of the broken engine '{engine}'")
-        s += (f": seed {d.get('seed', '?')}, {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
-             f"{d.get('catalogue_cases', '?')} catalogue), {d.get('policy_runs', '?')} case × policy runs")
-        cpm = d.get("cases_per_minute")
-        if isinstance(cpm, (int, float)):
-            s += f", {cpm:.0f} random cases per minute"
-        if props:
-            s += "; properties " + ", ".join(
-                f"{p.get('number')} {p.get('id', '')} {'held' if p.get('holds') else 'VIOLATED'} "
-                f"({p.get('checked', '?')} checked)" for p in props if isinstance(p, dict))
-        s += f"; {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}"
-        if len(held) == len(props) and not self.findings:
-            s += " — all hold"
-        return s + "."
-
-
-class Frameworks:
-    """`ckptcheck validate --timing-case ... --json` outputs: another framework's step-time overhead of
-    checkpointing next to ckptcheck's own engine with the same segmenting, measured in the same run."""
-
-    def __init__(self):
-        self.rows = []
-
-    def add(self, doc, path):
-        if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
-            raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
-                           f"(no 'timing' list)")
-        version = str(doc.get("adapter", {}).get("version", "")) if isinstance(doc.get("adapter"), dict) else ""
-        for t in doc["timing"]:
-            try:
-                fw, ck = t["framework"], t["ckptcheck"]
-                row = {"case": str(t["case"]), "blocks": int(t["blocks"]), "segments": int(t["segments"]),
-                       "framework": f"{fw['name']} {version}".strip(),
-                       "options": ",".join(f"{k}={v}" for k, v in sorted(fw.get("options", {}).items())),
-                       "fw_plain": float(fw["plain_step_ms"]), "fw_ckpt": float(fw["checkpoint_step_ms"]),
-                       "fw_overhead": float(fw["overhead"]), "fw_bitwise": bool(fw.get("bitwise_equal", False)),
-                       "policy": str(ck["policy"]), "ck_plain": float(ck["plain_step_ms"]),
-                       "ck_ckpt": float(ck["checkpoint_step_ms"]), "ck_overhead": float(ck["overhead"])}
-            except (KeyError, TypeError, ValueError) as e:
-                raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}")
-            self.rows.append(row)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Formatting (one place, so the tables, the summary and the terminal agree)
-
-
-def fmt_bytes(b):
-    """Three significant digits in the largest binary unit below the value: 15.9 KiB, 6.09 MiB, 9.16 GiB."""
-    for unit, size in (("GiB", MIB * 1024), ("MiB", MIB), ("KiB", 1024.0)):
-        if b >= size:
-            v = b / size
-            return f"{v:.3g} {unit}" if v >= 100 else (f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}")
-    return f"{int(b)} B"
-
-
-def fmt_ratio(x):
-    return f"{x:.3f}"
-
-
-def fmt_overhead(x):
-    return f"{x:.4f}"
-
-
-def fmt_tax(x):
-    return f"{x:+.3f}"
-
-
-def fmt_pct(x):
-    return f"{100.0 * x:.1f}%"
-
-
-def fmt_time(s):
-    if s >= 1.0:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s * 1e6:.1f} us"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -406,194 +121,12 @@ def verdict(row, verify):
     return "equal"
 
 
-def policy_family(row):
-    if row.is_full_recompute:
-        return "full recompute (uniform:k=L)"
-    p = row.policy
-    base = p.split("+")[0]
-    name = base.split(":")[0]
-    return name + ("+selective" if "+selective" in p else "")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Figures (matplotlib, SVG with fixed ids and no date)
-
-
-def figures(rep):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("matplotlib is not installed for " + sys.executable + " (run ci/setup, or set CKPT_REPORT_PYTHON "
-                           "to a Python that has it)")
-    matplotlib.rcParams.update({
-        "svg.hashsalt": "ckptcheck-report",
-        "svg.fonttype": "none",
-        "font.family": "DejaVu Sans",
-        "font.size": 9,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "figure.dpi": 100,
-        "path.simplify": False,
-    })
-    palette = matplotlib.colormaps["tab10"].colors
-    figs = []
-
-    def color_for(i):
-        return palette[i % len(palette)]
-
-    def save(fig, name, title, caption):
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ckptcheck report"}, bbox_inches="tight")
-        plt.close(fig)
-        figs.append((name, title, caption, buf.getvalue()))
-
-    # 1. Peak memory vs L per policy, log-log, with sqrt(L) and log(L) guides; forward evaluations per layer.
-    if rep.planner:
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        fams = list(rep.planner)
-        for i, fam in enumerate(fams):
-            pts = rep.planner[fam]
-            xs = [p.layers for p in pts]
-            ax.plot(xs, [p.peak for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam)
-            ax2.plot(xs, [p.forward_evals / p.layers for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam)
-        guide_l = sorted({p.layers for pts in rep.planner.values() for p in pts})
-        if len(guide_l) >= 2:
-            def anchor(fam_name):
-                pts = rep.planner.get(fam_name)
-                return pts[-1] if pts else None
-            # Slope guides, drawn at half the height of the curve they describe so both stay visible.
-            u = anchor("uniform") or anchor("revolve")
-            if u:
-                c = 0.5 * u.peak / math.sqrt(u.layers)
-                ax.plot(guide_l, [c * math.sqrt(x) for x in guide_l], ls="--", color="0.45", lw=1, label="∝ √L (guide)")
-            r = anchor("recursive")
-            if r:
-                c = 0.5 * r.peak / math.log2(r.layers)
-                ax.plot(guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2, label="∝ log L (guide)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("layers L (homogeneous chain, planner only)")
-        ax.set_ylabel("peak activation bytes")
-        ax.set_title("Peak activation memory vs depth")
-        ax.legend(fontsize=7, ncol=2)
-        ax2.set_xscale("log")
-        ax2.set_yscale("log")
-        ax2.set_xlabel("layers L")
-        ax2.set_ylabel("forward evaluations / L")
-        ax2.set_title("Forward evaluations per layer (1 = no recompute)")
-        save(fig, "fig-memory-vs-layers", "Peak memory vs L",
-             "Planner only, homogeneous chains of the scaling block (bench_engine: mlp-deep's first block). Slope "
-             "guides at half height: dashed ∝ √L (uniform's largest L), dotted ∝ log L (recursive's largest L). "
-             "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.")
-
-    # 2. Memory vs recompute FLOPs per case: the optimal frontier and every policy on it.
-    cases = [c for c in rep.cases if rep.frontier.get(c) or rep.steps.get(c)]
-    if cases:
-        ncol = min(2, len(cases))
-        nrow = math.ceil(len(cases) / ncol)
-        fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol, 4.0 * nrow), squeeze=False)
-        for k, case in enumerate(cases):
-            ax = axes[k // ncol][k % ncol]
-            pts = rep.frontier.get(case, [])
-            if pts:
-                # Optimal's recompute is a step function of the budget: flat until the next budget admits a
-                # cheaper schedule.
-                xs, ys = [], []
-                for p in pts:
-                    xs.append(p.budget)
-                    ys.append(p.flop_overhead)
-                ax.step(xs, ys, where="post", color="0.25", lw=1.5, label="optimal frontier", zorder=2)
-                ax.plot([p.peak for p in pts], [p.flop_overhead for p in pts], ls="none", marker=".", color="0.25", ms=4, zorder=2)
-            for i, r in enumerate(rep.steps.get(case, [])):
-                ax.plot([r.peak], [r.flop_overhead], ls="none", marker="os^vD<>ph*"[i % 10], ms=7, mfc="none", mew=1.5,
-                        color=color_for(i), label=r.display, zorder=3)
-            ax.set_xscale("log")
-            ax.set_xlabel("peak activation bytes")
-            ax.set_ylabel("FLOP overhead (recompute / (fwd + bwd))")
-            ax.set_title(case)
-            ax.legend(fontsize=6.5, loc="upper right")
-        for k in range(len(cases), nrow * ncol):
-            axes[k // ncol][k % ncol].set_visible(False)
-        fig.tight_layout()
-        save(fig, "fig-frontier", "Memory vs recompute per case",
-             "The line is the optimal policy swept over budgets from the smallest feasible to store-all's peak (step "
-             "function of the budget); markers are the policies at their own peaks.")
-
-    # 3. Measured vs theoretical overhead per policy, and the engine tax split per policy.
-    rows = list(rep.all_rows())
-    if rows:
-        split = any(r.recompute_share is not None for r in rows)
-        if split:
-            fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12.5, 5.2), gridspec_kw={"width_ratios": [1.25, 1]})
-        else:
-            fig, ax = plt.subplots(figsize=(7.5, 5.2))
-        fams = list(rep.tax_by_policy())
-        markers = "os^vD<>ph*"
-        for i, fam in enumerate(fams):
-            rs = [r for r in rows if policy_family(r) == fam]
-            for j, r in enumerate(rs):
-                ci = rep.cases.index(r.case)
-                ax.errorbar([r.flop_overhead], [r.time_ratio - 1.0],
-                            yerr=[[max(0.0, r.time_ratio - r.q1)], [max(0.0, r.q3 - r.time_ratio)]],
-                            ls="none", marker=markers[ci % len(markers)], ms=6, mfc="none", mew=1.3, capsize=2,
-                            color=color_for(i), label=fam if j == 0 else None)
-        lim = max([0.45] + [r.flop_overhead for r in rows] + [r.time_ratio - 1.0 for r in rows]) * 1.08
-        low = min([0.0] + [r.time_ratio - 1.0 for r in rows]) - 0.03
-        ax.plot([0, lim], [0, lim], color="0.3", lw=1, label="engine tax 0 (time = FLOP theory)")
-        ax.plot([0, lim], [ENGINE_TAX_GOAL, lim + ENGINE_TAX_GOAL], color="0.3", lw=1, ls=":",
-                label=f"engine tax {ENGINE_TAX_GOAL} (goal)")
-        ax.axvline(FULL_RECOMPUTE_THEORY, color="tab:red", lw=1, ls="--")
-        ax.axhline(FULL_RECOMPUTE_THEORY, color="tab:red", lw=1, ls="--", label="full recomputation, theory 33%")
-        ax.set_xlim(-0.02, lim)
-        ax.set_ylim(low, lim)
-        ax.set_xlabel("theoretical overhead: FLOP overhead")
-        ax.set_ylabel("measured overhead: time ratio − 1")
-        ax.set_title("Measured vs theoretical (markers: " +
-                     ", ".join(f"{markers[i % len(markers)]} {c}" for i, c in enumerate(rep.cases)) + ")", fontsize=8)
-        ax.legend(fontsize=6.5, loc="upper left")
-        if split:
-            ys = list(range(len(fams)))
-            ex = [median_of([r.rest_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
-            oc = [median_of([r.op_cost_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
-            ax2.barh([y - 0.2 for y in ys], oc, height=0.38, color="tab:orange",
-                     label="recomputed ops beyond their FLOP share")
-            ax2.barh([y + 0.2 for y in ys], ex, height=0.38, color="tab:blue",
-                     label="rest: executor, allocation, cache")
-            ax2.axvline(ENGINE_TAX_GOAL, color="0.3", ls=":", lw=1, label=f"goal {ENGINE_TAX_GOAL}")
-            ax2.axvline(0, color="0.3", lw=0.8)
-            ax2.set_yticks(ys)
-            ax2.set_yticklabels(fams, fontsize=7)
-            ax2.invert_yaxis()
-            ax2.set_xlabel("median over cases")
-            ax2.set_title("Engine tax split per policy")
-            ax2.legend(fontsize=6.5, loc="lower right")
-        fig.tight_layout()
-        save(fig, "fig-overhead", "Measured vs theoretical overhead",
-             "Left: each marker is a (case, policy); error bars span the interquartile range of the interleaved "
-             "samples; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
-             "the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per policy).")
-    return figs
-
-
-def svg_clean(svg):
-    """The SVG without its XML prolog (same bytes every run: no date, fixed id salt)."""
-    svg = re.sub(r"<\?xml[^>]*\?>\s*", "", svg)
-    svg = re.sub(r"<!DOCTYPE[^>]*>\s*", "", svg)
-    return svg
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Text: tables and the summary
 
 
 STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
                "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]
-
-
-def opt_tax(x):
-    return "—" if x is None else fmt_tax(x)
 
 
 def step_cells(rep, r):
@@ -654,11 +187,6 @@ def case_summary(rep, case):
     if off:
         parts.append("Off it, recomputing more than optimal at the same budget: " + ", ".join(off) + ".")
     return " ".join(parts)
-
-
-def median_of(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 
 
 def tax_rows(rep):
@@ -801,8 +329,8 @@ def findings_lines(rep):
 
 
 DEFINITIONS = ("Definitions: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the store-all step); "
-               "*time ratio* = policy step time / reference store-all step time (thread CPU time, median of "
-               "interleaved samples; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
+               "*time ratio* = policy step time / reference store-all step time (thread CPU time, median over "
+               "repetitions of interleaved steps; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
                "*recomputed ops* (their time beyond their FLOP share) and *rest* (everything else: executor, "
                "allocation, cache; see Engine tax per policy); *frontier*: on = no more recompute than the optimal "
                "policy at the same budget; *bitwise*: loss, every gradient and all state after the step bitwise equal "

@@ -15,6 +15,7 @@
 #include "cases/case_json.h"
 #include "cases/generators.h"
 #include "harness/engine/policy.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
@@ -32,22 +33,13 @@ bool manyCases() {
 }
 [[maybe_unused]] const bool kManyCases = manyCases();
 
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::readFile;
 
 // The valid case files the mutations start from: the catalogue, and a few shapes it lacks.
 const std::vector<std::string>& seeds() {
   static const std::vector<std::string> s = [] {
-    const char* src = std::getenv("CKPT_SOURCE_DIR");
-#ifdef CKPT_TEST_SOURCE_DIR
-    if (!src) src = CKPT_TEST_SOURCE_DIR;
-#endif
     std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(fs::path(src ? src : ".") / "cases" / "catalog")) v.push_back(readText(e.path()));
+    for (const auto& e : fs::directory_iterator(test::catalogueDir())) v.push_back(readFile(e.path()));
     v.push_back(R"({"name":"m","dtype":"float","batch":3,"seq":2,"width":6,"loss":"mse","seed":18446744073709551615,)"
                 R"("rng":"counter","dropout":0.5,"lr":0,"steps":3,"blocks":[{"kind":"mlp","activation":"tanh","repeat":4},)"
                 R"({"kind":"transformer","heads":3},{"kind":"residual-bn"}]})");

@@ -7,14 +7,12 @@
 #include <filesystem>
 
 #include "cases/generators.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
-std::filesystem::path catalogDir() {
-  const char* src = std::getenv("CKPT_SOURCE_DIR");
-  return std::filesystem::path(src ? src : ".") / "cases" / "catalog";
-}
+std::filesystem::path catalogDir() { return test::catalogueDir(); }
 
 TEST(CaseJson, catalogueRoundTrips) {
   int n = 0;

@@ -19,34 +19,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/test_util.h"
+
 namespace ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path sourceDir() {
-  const char* root = std::getenv("CKPT_SOURCE_DIR");
-  return root ? fs::path(root) : fs::path(CKPT_TEST_SOURCE_DIR);
-}
-
-std::string readFile(const fs::path& p) {
-  std::ifstream is(p);
-  std::stringstream s;
-  s << is.rdbuf();
-  return s.str();
-}
-
-// Runs a shell command; returns its exit status and stdout (stderr joined).
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) return {-1, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int status = pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using test::readFile;
+using test::sourceDir;
+// A shell command's exit status and stdout, stderr joined.
+std::pair<int, std::string> run(const std::string& cmd) { return test::runShell(cmd); }
 
 bool havePythonYaml() { return run("python3 -c 'import yaml'").first == 0; }
 

@@ -10,26 +10,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include <sys/wait.h>
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
-std::string catalogue(const std::string& name) {
-  const char* root = std::getenv("CKPT_SOURCE_DIR");
-  return (std::filesystem::path(root ? root : CKPT_TEST_SOURCE_DIR) / "cases" / "catalog" / (name + ".json")).string();
-}
+std::string catalogue(const std::string& name) { return test::catalogueCase(name).string(); }
 
 // Runs ckptcheck with `args`; returns its exit status and stdout (stderr separately discarded or joined).
 std::pair<int, std::string> ckptcheck(const std::string& args, bool joinStderr = false) {
-  std::string out;
-  FILE* f = popen((std::string(CKPT_CLI) + " " + args + (joinStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!f) return {-1, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int status = pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return test::runShell(std::string(CKPT_CLI) + " " + args, joinStderr);
 }
 
 void expectCostFields(const nlohmann::json& j) {

@@ -12,17 +12,9 @@
 #include <vector>
 
 #include "harness/adapters/runner.h"
+#include "tests/test_util.h"
 
 namespace ckpt::test {
-
-inline std::string sourceDir() {
-  if (const char* e = std::getenv("CKPT_SOURCE_DIR"); e && *e) return e;
-#ifdef CKPT_TEST_SOURCE_DIR
-  return CKPT_TEST_SOURCE_DIR;
-#else
-  return ".";
-#endif
-}
 
 inline std::string ckptcheckBinary() {
   if (const char* e = std::getenv("CKPTCHECK"); e && *e) return e;
@@ -31,13 +23,6 @@ inline std::string ckptcheckBinary() {
 #else
   return "ckptcheck";
 #endif
-}
-
-inline std::string readFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 struct CliResult {

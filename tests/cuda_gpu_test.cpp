@@ -25,6 +25,7 @@
 #include "reference/cuda/gpu.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
+#include "tests/test_util.h"
 
 namespace ckpt::gpu::test {
 namespace {
@@ -41,11 +42,6 @@ bool requireGpu() {
       GTEST_SKIP() << "no CUDA device: GPU test skipped";                                     \
     }                                                                                         \
   } while (0)
-
-std::string sourceDir() {
-  const char* d = std::getenv("CKPT_SOURCE_DIR");
-  return d ? d : ".";
-}
 
 TEST(CudaDeviceInfo, ReportsDevicesAndVersionsWithoutThrowing) {
   const nlohmann::json j = cudaDeviceInfo();
@@ -183,7 +179,7 @@ TEST(CudaCheckpointing, EveryPolicyIsBitwiseStoreAllOnGpu) {
 TEST(CudaCheckpointing, CatalogueCasesEveryPolicyIsBitwiseStoreAllOnGpu) {
   CKPT_NEEDS_GPU();
   for (const char* name : {"tiny", "transformer", "resnet-bn", "mlp-deep"}) {
-    const CaseSpec spec = loadCase(sourceDir() + "/cases/catalog/" + name + ".json");
+    const CaseSpec spec = loadCase(ckpt::test::catalogueCase(name).string());
     withScalar(spec.dtype, [&](auto t) { checkEveryPolicyOnGpu<decltype(t)>(spec); });
   }
 }
@@ -217,7 +213,7 @@ TEST(CudaReference, GpuStoreAllAgreesWithCpuReference) {
     checkGpuAgainstCpu<float>(smallCase(kind, RngModel::kStateful, DType::kFloat));
     checkGpuAgainstCpu<double>(smallCase(kind, RngModel::kCounter, DType::kDouble));
   }
-  const CaseSpec tiny = loadCase(sourceDir() + "/cases/catalog/tiny.json");
+  const CaseSpec tiny = loadCase(ckpt::test::catalogueCase("tiny").string());
   checkGpuAgainstCpu<double>(tiny);
 }
 

@@ -23,14 +23,10 @@
 #include "reference/cuda/exec_host.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
+#include "tests/test_util.h"
 
 namespace ckpt::gpu::test {
 namespace {
-
-std::string sourceDir() {
-  const char* d = std::getenv("CKPT_SOURCE_DIR");
-  return d ? d : ".";
-}
 
 template <class T>
 std::vector<StepResult<T>> runOnHostDevice(const CaseSpec& spec, const Schedule& s, int steps) {
@@ -108,7 +104,7 @@ TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllDouble) {
 }
 
 TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllOnTinyCatalogueCase) {
-  CaseSpec spec = loadCase(sourceDir() + "/cases/catalog/tiny.json");
+  CaseSpec spec = loadCase(ckpt::test::catalogueCase("tiny").string());
   for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
     spec.rng = rng;
     withScalar(spec.dtype, [&](auto t) { checkEveryPolicy<decltype(t)>(spec); });
@@ -155,13 +151,13 @@ TEST(HostDeviceRuntime, StoreAllAgreesWithTheReferenceTrainer) {
       checkAgainstReference<double>(smallCase(kind, rng, DType::kDouble));
     }
   }
-  CaseSpec tiny = loadCase(sourceDir() + "/cases/catalog/tiny.json");
+  CaseSpec tiny = loadCase(ckpt::test::catalogueCase("tiny").string());
   checkAgainstReference<double>(tiny);
 }
 
 // The transformer catalogue case (the benchmark's case), store-all vs uniform, on the device runtime.
 TEST(HostDeviceRuntime, TransformerCatalogueCaseUniformIsBitwiseStoreAll) {
-  CaseSpec spec = loadCase(sourceDir() + "/cases/catalog/transformer.json");
+  CaseSpec spec = loadCase(ckpt::test::catalogueCase("transformer").string());
   spec.steps = 2;
   Chain<float> chain = buildChain<float>(spec);
   const ChainCost cost = chainCost(chain);

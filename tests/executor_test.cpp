@@ -14,14 +14,12 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
 #include "reference/trainer.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
-std::string cataloguePath(const std::string& name) {
-  const char* root = std::getenv("CKPT_SOURCE_DIR");
-  return (std::filesystem::path(root ? root : CKPT_TEST_SOURCE_DIR) / "cases" / "catalog" / (name + ".json")).string();
-}
+std::string cataloguePath(const std::string& name) { return test::catalogueCase(name).string(); }
 
 // Policies beyond the defaults that exercise compositions and op-level lists.
 const std::vector<std::string> kExtraPolicies = {"selective:recompute=attention,dropout",

@@ -1,5 +1,5 @@
-// Every reference op and loss against float64 central finite differences (DESIGN invariant 5), plus the
-// contract checks of reference/op.h: parameter gradients accumulate, input gradients are fresh, meta() states
+// Every reference op and loss against float64 central finite differences (ARCHITECTURE.md's op invariant), plus
+// the contract checks of reference/op.h: parameter gradients accumulate, input gradients are fresh, meta() states
 // exactly what forward and backward allocate and draw, BatchNorm's state moves once per training forward, and
 // attention is causal.
 #include <gtest/gtest.h>

@@ -11,13 +11,13 @@
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "reference/chain.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
 std::vector<std::string> catalogue() {
-  const char* root = std::getenv("CKPT_SOURCE_DIR");
-  const std::filesystem::path dir = std::filesystem::path(root ? root : CKPT_TEST_SOURCE_DIR) / "cases" / "catalog";
+  const std::filesystem::path dir = test::catalogueDir();
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".json") files.push_back(e.path().string());

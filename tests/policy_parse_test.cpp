@@ -45,9 +45,9 @@ TEST(PolicyParse, composesABlockPolicyWithSelective) {
 }
 
 TEST(PolicyParse, namesEachMistake) {
-  EXPECT_EQ(error(""), "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, selective)");
+  EXPECT_EQ(error(""), "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, selective, schedule)");
   EXPECT_EQ(error("uniformm"),
-            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, selective)");
+            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, selective, schedule)");
   EXPECT_EQ(error("revolve"), "policy 'revolve': needs slots=C (C >= 1)");
   EXPECT_EQ(error("revolve:slots="), "policy 'revolve:slots=': needs slots=C (C >= 1)");
   EXPECT_EQ(error("revolve:slots=0"), "policy 'revolve:slots=0': revolve: slots must be an integer >= 1 and <= 2^30 (got '0')");
@@ -66,6 +66,11 @@ TEST(PolicyParse, namesEachMistake) {
             "policy 'selective:recompute=atention': selective: unknown op kind 'atention' (known: linear, gelu, relu, "
             "tanh, dropout, batchnorm, layernorm, attention, add)");
   EXPECT_EQ(error("uniform+"), "policy 'uniform+': empty policy name");
+  EXPECT_EQ(error("schedule"),
+            "policy 'schedule': needs schedule:FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)");
+  EXPECT_EQ(error("revolve:slots=2+schedule:s.json"),
+            "policy 'revolve:slots=2+schedule:s.json': schedule:FILE (a schedule JSON as `ckptcheck plan --schedule "
+            "--json` prints it) cannot be composed with another policy");
 }
 
 TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {

@@ -3,7 +3,8 @@
 // frontier), and a verify JSON with one finding on tiny under recursive (tests/data/report/verify_small.json):
 // both report files and the figures are written, every table and figure is there, numbers are carried over
 // exactly, the finding marks its row, a second run writes the same bytes, the HTML needs no network, and bad
-// input exits 2 with one line naming the file.
+// input exits 2 with one line naming the file. bench_gb_small.json is the same in bench_engine's current form
+// (repetitions with their statistics, named arguments, a skipped benchmark).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,22 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path sourceDir() {
-  const char* root = std::getenv("CKPT_SOURCE_DIR");
-  return root && *root ? fs::path(root) : fs::path(CKPT_TEST_SOURCE_DIR);
-}
-fs::path data(const std::string& name) { return sourceDir() / "tests" / "data" / "report" / name; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+fs::path data(const std::string& name) { return ckpt::test::sourceDir() / "tests" / "data" / "report" / name; }
+std::string slurp(const fs::path& p) { return ckpt::test::readFile(p); }
 
 std::string quote(const std::string& s) {
   std::string q = "'";
@@ -203,6 +196,26 @@ TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
                                root_ / "run-g");
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("notiming.json"), std::string::npos) << bad.err;
+}
+
+// bench_engine's output as it is now: BM_Step repeated (Google Benchmark's statistics, q1/q3 among them),
+// BM_Planner/BM_Frontier with named arguments (layers:L, budget:B), and a benchmark skipped with its error
+// (tests/data/report/bench_gb_small.json, a trimmed real run on tiny plus one skipped entry).
+TEST_F(ReportTest, readsRepetitionsQuartilesNamedArgumentsAndSkippedBenchmarks) {
+  const CliRun r = ckptcheck({"report", "--bench", data("bench_gb_small.json").string(), "--out",
+                              (root_ / "gb").string(), "--check", "--quiet"},
+                             root_ / "run-gb");
+  EXPECT_EQ(r.exitCode, 1) << r.err;  // the skipped benchmark fails --check; the report is written anyway
+  const std::string m = slurp(root_ / "gb" / "report.md");
+  // revolve:slots=2: the median of the 7 repetitions' time_overhead (1.0682), the q1 and q3 aggregates (1.0659,
+  // 1.0821); engine tax 1.0682 - 1.0539 = +0.014.
+  EXPECT_NE(m.find("| revolve:slots=2 | 13.8 KiB | 14080 | 0.866 | 5 | 0.0539 | 1.068 (1.066–1.082) | +0.014 |"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("| 512 KiB / 5932 / "), std::string::npos);  // BM_Planner/recursive/layers:1000
+  EXPECT_NE(m.find("BM_Step/tiny/schedule:missing.json: schedule file 'missing.json': no such file"), std::string::npos) << m;
+  for (const char* f : {"fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg"})
+    EXPECT_TRUE(fs::is_regular_file(root_ / "gb" / f)) << f;
 }
 
 TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {

@@ -92,8 +92,6 @@ std::string adapterPython() {
   return "python3";
 }
 
-std::vector<std::string> builtinAdapterNames() { return kBuiltins; }
-
 void addOption(AdapterSpec& spec, const std::string& kv) {
   const size_t eq = kv.find('=');
   if (eq == std::string::npos || eq == 0) throw InputError("adapter option '" + kv + "': expected KEY=VALUE");

@@ -24,7 +24,6 @@ std::string adapterSourceDir();
 // The Python that runs built-in adapters: $CKPT_PYTHON, else the virtual environment ci/setup-python makes
 // ($HOME/.cache/ckptcheck/venv), else python3 on PATH.
 std::string adapterPython();
-std::vector<std::string> builtinAdapterNames();
 
 struct AdapterSpec {
   std::string name;               // built-in name, or "custom"

@@ -67,7 +67,7 @@ void addPlan(CLI::App& app, int& exitCode) {
   cmd->add_option("--dtype", o->dtype, "Homogeneous chain: float or double (default float)")
       ->check(CLI::IsMember({"float", "double"}))
       ->needs(layersOpt);
-  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8 or uniform+selective")->required();
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE")->required();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->add_flag("--schedule", o->schedule, "Also print the schedule");
   cmd->callback([o, &exitCode] {

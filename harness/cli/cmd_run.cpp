@@ -185,7 +185,7 @@ void addRun(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("run", "Run a policy against the reference: bitwise equality and planned == measured");
   cmd->add_option("--case", o->casePath, "Case JSON file (cases/SCHEMA.md)")->required();
-  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8 or uniform+selective")->required();
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE")->required();
   cmd->add_option("--steps", o->steps, "Training steps (default: the case's)")->check(CLI::Range(1, 10000));
   cmd->add_option("--rng", o->rng, "Override the case's generator model: counter or stateful")
       ->check(CLI::IsMember({"counter", "stateful"}));

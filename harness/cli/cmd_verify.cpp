@@ -1,14 +1,17 @@
 // ckptcheck verify: properties 1-5 (harness/verify/properties.h) over random cases and the catalogue, with the
 // correct engine or a mutant; a violation is shrunk to the smallest case that still shows it, written to a file,
 // and printed with the commands that replay it.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
-#include "harness/cli/commands.h"
+#include "cases/case_json.h"
 #include "cases/input_error.h"
+#include "harness/atomic_file.h"
+#include "harness/cli/commands.h"
+#include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
 #include "harness/exit_codes.h"
 #include "harness/mutants/catalog.h"
@@ -51,6 +54,34 @@ std::string defaultFindingsDir() {
   return (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "ckptcheck-findings").string();
 }
 
+// A schedule:FILE policy fits one chain length, and verify's random cases have every length from 1 block up, so
+// it is refused unless verify runs catalogue cases only (--cases 0) and every one of them has that length.
+void checkScheduleFits(const VerifyOptions& o) {
+  for (const std::string& item : o.policies) {
+    if (item.find(':') == std::string::npos || parsePolicy(item).name != "schedule") continue;
+    const Schedule s = readScheduleFile(parsePolicy(item).params.at("file"));
+    const std::string n = std::to_string(s.layers);
+    const std::string runInstead = "; check it with `ckptcheck run --case CASE --policy " + item + "` on a case of " + n +
+                                   " blocks, or verify --cases 0 --catalogue-dir DIR with cases of " + n + " blocks";
+    if (o.cases > 0 || !o.reproduce.empty())
+      throw InputError("verify --policies " + item + ": the schedule is for " + n +
+                       " blocks only, and random cases have other lengths" + runInstead);
+    if (!o.catalogue) continue;
+    const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
+    if (dir.empty()) continue;  // runVerify says the catalogue is missing
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".json") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const size_t blocks = loadCase(f.string()).blocks.size();
+      if (blocks != static_cast<size_t>(s.layers))
+        throw InputError("verify --policies " + item + ": the schedule is for " + n + " blocks and catalogue case " +
+                         f.filename().string() + " has " + std::to_string(blocks) + runInstead);
+    }
+  }
+}
+
 }  // namespace
 
 void addVerify(CLI::App& app, int& exitCode) {
@@ -63,7 +94,8 @@ void addVerify(CLI::App& app, int& exitCode) {
   cmd->add_option("--seed", a->o.seed, "Seed of the random cases (default 1); case i depends on (seed, i) only");
   cmd->add_option("--policies", a->policies,
                   "Comma-separated policy families (store-all, uniform, recursive, revolve, optimal, selective, "
-                  "composed, BLOCK+selective) or fixed policy strings (uniform:k=4); default: every family");
+                  "composed, BLOCK+selective) or fixed policy strings (uniform:k=4; schedule:FILE with --cases 0 on a "
+                  "catalogue of its chain length); default: every family");
   cmd->add_option("--mutant", a->o.mutant, "Run against this broken engine (see `ckptcheck mutants`); expect exit 1");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--junit", a->junit, "Write a JUnit XML report (one test case per property) to FILE");
@@ -89,6 +121,7 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (!a->shard.empty()) parseShard(a->shard, a->o);
     if (!a->policies.empty()) a->o.policies = splitPolicyList(a->policies);
     a->o.catalogue = !a->noCatalogue;
+    checkScheduleFits(a->o);
     const VerifyReport r = runVerify(a->o);
     FindingReplay replay;
     if (r.finding) replay = writeFinding(r, a->o, a->out.empty() ? defaultFindingsDir() : a->out);
@@ -98,9 +131,7 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (!a->junit.empty()) {
       const auto parent = std::filesystem::path(a->junit).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
-      std::ofstream os(a->junit);
-      os << toJUnit(r, rp);
-      if (!os) throw std::runtime_error("cannot write the JUnit report '" + a->junit + "'");
+      writeFileAtomic(a->junit, toJUnit(r, rp));  // an interrupted run leaves the previous report whole
     }
     exitCode = r.finding ? kExitFinding : kExitOk;
   });

@@ -33,7 +33,7 @@ class StepView {
   virtual int contextTensors(int block, int node) const = 0;
   virtual void mapContextTensor(int block, int node, int tensor, const ElementFn& f) = 0;
   // The kind() of a block's node ("dropout", "batchnorm", ...), so a variant can single out the op its bug class
-  // concerns (bug (11): a random op's saved noise).
+  // concerns (mutant context-before-filled: a random op's saved noise).
   virtual std::string nodeKind(int block, int node) const { return {}; }
   // Applies f in place to every parameter gradient of a block.
   virtual void mapParamGrads(int block, const ElementFn& f) = 0;
@@ -45,37 +45,33 @@ class EngineVariant {
   virtual std::string name() const { return "correct"; }
 
   // Before a recompute forward of a block: put the generator where the block's first forward found it.
-  // Bug (1): the generator is not restored, so dropout masks differ.
+  // Mutant rng-not-restored: the generator is not restored, so dropout masks differ.
   virtual void rngForRecompute(Rng& rng, const RngState& atFirstForward) const { rng.setState(atFirstForward); }
   // After a recompute forward: put the generator back where the step had it.
-  // Bug (2): restored for the recompute but the live generator is left advanced after it.
+  // Mutant rng-left-advanced: restored for the recompute but the live generator is left advanced after it.
   virtual void rngAfterRecompute(Rng& rng, const RngState& live) const { rng.setState(live); }
   // The environment of every recompute (block-level forwards and op-level recompute of dropped contexts).
-  // Bugs (3): updateState left true, so BatchNorm statistics move twice; (5): env.block off by one, so op keys
-  // (counter-based dropout) come from the wrong block; (8): numerics.erfGelu; (9): numerics.bf16Matmul.
+  // Mutants: state-updated-twice (updateState left true, so BatchNorm statistics move twice),
+  // segment-boundary-off-by-one (env.block off by one, so op keys of counter-based dropout come from the wrong
+  // block), recompute-numerics (numerics.erfGelu), recompute-low-precision (numerics.bf16Matmul).
   virtual BlockEnv recomputeEnv(BlockEnv env) const {
     env.updateState = false;
     return env;
   }
   // Which held boundary a forward of `block` reads.
-  // Bugs (4): recomputed blocks fed the segment input (the nearest isCheckpoint below) instead of their
-  // predecessor's output; (5): off-by-one segment boundary (block +- 1, where held).
+  // Mutants: segment-input-fed (recomputed blocks fed the segment input, the nearest isCheckpoint below,
+  // instead of their predecessor's output), segment-boundary-off-by-one (block +- 1, where held).
   virtual int forwardInput(int block, bool recompute, const StepView& v) const { return block; }
-  // Whose ops a forward of `block` runs (its tape is stored as block's all the same).
-  // Bug (5): off-by-one segment boundary, the tape taken from the neighbouring block's forward.
-  virtual int forwardBlock(int block, bool recompute) const { return block; }
-  // Runs before a forward reads its input.
-  // Bug (7): an in-place activation overwrites the saved checkpoint (e.g. ReLU applied in place on x_i).
-  virtual void beforeForward(int block, bool recompute, StepView& v) const {}
   // Runs after a forward stored x_{block+1} (and its tape, if any).
-  // Bugs (6): a freed buffer reused while still needed (a later checkpoint's data written over an older held
-  // one, as a caching allocator would); (11): a saved context captured before it is filled (zeroed extras).
+  // Mutants: stale-checkpoint-buffer (a freed buffer reused while still needed: a later checkpoint's data
+  // written over an older held one, as a caching allocator would), context-before-filled (a saved context
+  // captured before it is filled: zeroed extras).
   virtual void afterForward(int block, bool recompute, StepView& v) const {}
   // Runs after a block's backward; `recomputed` says its tape came from a recompute forward or had dropped
-  // contexts rebuilt. Bug (10): parameter gradients of recomputed blocks accumulated twice.
+  // contexts rebuilt. Mutant grads-accumulated-twice: parameter gradients of recomputed blocks accumulated twice.
   virtual void afterBackward(int block, bool recomputed, StepView& v) const {}
-  // Whether the step reports dL/dx_0. Bug (12): the input gradient dropped because the input does not
-  // require grad (reentrant checkpointing).
+  // Whether the step reports dL/dx_0. Mutant input-grad-dropped: the input gradient dropped because the input
+  // does not require grad (reentrant checkpointing).
   virtual bool reportInputGradient() const { return true; }
   // The optimal policy's DP, as property 5 checks it against the planner (a planner bug is a variant too: it
   // shows, for instance, only when the DP's grid is coarse).

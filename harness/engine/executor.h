@@ -146,7 +146,6 @@ class StepRunner final : public StepView {
     const bool recompute = forwarded_[at(i)] != 0;
     BlockEnv env{&c_.rng, step_, i, true, {}};
     if (recompute) env = v_.recomputeEnv(env);
-    v_.beforeForward(i, recompute, *this);
     const Tensor<T>& input = heldBoundary(v_.forwardInput(i, recompute, *this));
     RngState live{};
     if (recompute) {
@@ -162,12 +161,10 @@ class StepRunner final : public StepView {
       tape = &tapes_[at(i)].emplace();
       tapeRecomputed_[at(i)] = recompute;
     }
-    const int ops = v_.forwardBlock(i, recompute);
-    if (ops < 0 || ops >= c_.size()) throw std::logic_error("engine variant ran block " + std::to_string(ops));
     Tensor<T> y;
     {
       Stopwatch watch(recompute ? times_ : nullptr);
-      y = blockForward(c_.blocks[at(ops)], input, tape, s_.keepFor(i), env);
+      y = blockForward(c_.blocks[at(i)], input, tape, s_.keepFor(i), env);
     }
     ++meter_->forwardEvals;
     if (recompute) v_.rngAfterRecompute(c_.rng, live);

@@ -20,19 +20,38 @@ struct ParamRule {
   bool required;
   std::string help;  // "k=K (K >= 1)"
 };
+// A block policy's schedule on a chain; `keep` holds the op-level masks when it is composed with selective
+// (only the optimal policy's DP needs to know them).
+using MakeFn = Schedule (*)(const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>& keep);
 struct PolicyRule {
   std::string name;
   std::vector<ParamRule> params;
+  MakeFn make = nullptr;  // null for selective, which is not a block policy
+  // The rest of the string after "name:" is the one parameter, verbatim (a file path may hold ':', '+', '='),
+  // so the policy composes with nothing.
+  bool takesRest = false;
 };
 
+int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
+int64_t param(const PolicySpec& p, const char* key) { return std::stoll(p.params.at(key)); }
+
+// Every policy, one record each: its name, its parameters and its schedule maker (harness/policies/).
 const std::vector<PolicyRule>& rules() {
+  using Keep = const std::vector<KeepMask>&;
   static const std::vector<PolicyRule> r = {
-      {"store-all", {}},
-      {"uniform", {{"k", false, "k=K (K >= 1)"}}},
-      {"recursive", {}},
-      {"revolve", {{"slots", true, "slots=C (C >= 1)"}}},
-      {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}},
+      {"store-all", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return storeAllSchedule(c); }},
+      {"uniform", {{"k", false, "k=K (K >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep) {
+         return uniformSchedule(c, p.params.count("k") ? static_cast<int>(param(p, "k")) : roundSqrt(c.layers()));
+       }},
+      {"recursive", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return recursiveSchedule(c); }},
+      {"revolve", {{"slots", true, "slots=C (C >= 1)"}},
+       [](const PolicySpec& p, const ChainCost& c, Keep) { return revolveSchedule(c, static_cast<int>(param(p, "slots"))); }},
+      {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep keep) {
+         return optimalPlan(c, param(p, "budget"), OptimalOptions{.keep = keep}).schedule;
+       }},
       {"selective", {{"recompute", false, "recompute=KIND,KIND... (op kinds)"}}},
+      {"schedule", {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}},
+       [](const PolicySpec& p, const ChainCost& c, Keep) { return fileSchedule(p.params.at("file"), c); }, true},
   };
   return r;
 }
@@ -68,6 +87,8 @@ class Parser {
 
   PolicySpec parse() {
     if (text_.empty()) fail("empty policy (known: " + knownNames() + ")");
+    for (const auto& r : rules())
+      if (r.takesRest && text_.rfind(r.name + ":", 0) == 0) return wholeRest(r);
     const auto parts = split(text_, '+');
     if (parts.size() > 2) fail("at most one block policy and one selective part can be composed");
     PolicySpec p;
@@ -78,6 +99,9 @@ class Parser {
       const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == name; });
       if (rule == rules().end())
         fail(name.empty() ? "empty policy name" : "unknown policy '" + name + "' (known: " + knownNames() + ")");
+      if (rule->takesRest)
+        fail(parts.size() > 1 ? name + ":" + rule->params[0].help + " cannot be composed with another policy"
+                              : "needs " + name + ":" + rule->params[0].help);
       std::map<std::string, std::string> params;
       for (size_t f = 1; f < fields.size(); ++f) {
         const size_t eq = fields[f].find('=');
@@ -114,6 +138,16 @@ class Parser {
   }
 
  private:
+  PolicySpec wholeRest(const PolicyRule& r) const {
+    const std::string rest = text_.substr(r.name.size() + 1);
+    if (rest.empty()) fail("needs " + r.name + ":" + r.params[0].help);
+    PolicySpec p;
+    p.name = r.name;
+    p.params[r.params[0].key] = rest;
+    p.text = text_;
+    return p;
+  }
+
   [[noreturn]] void fail(const std::string& why) const { throw InputError("policy '" + text_ + "': " + why); }
 
   static std::string helpOf(const PolicyRule& r) {
@@ -159,23 +193,16 @@ std::string selectiveText(const PolicySpec& p) {
   return s;
 }
 
-int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
-
 }  // namespace
 
 PolicySpec parsePolicy(const std::string& text) { return Parser(text).parse(); }
 
 Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
-  auto param = [&](const char* key) { return std::stoll(p.params.at(key)); };
   std::vector<KeepMask> keep;
   if (p.selective) keep = selectiveMasks(c, p.recomputeKinds);
-  Schedule s;
-  if (p.name == "store-all") s = storeAllSchedule(c);
-  else if (p.name == "uniform") s = uniformSchedule(c, p.params.count("k") ? static_cast<int>(param("k")) : roundSqrt(c.layers()));
-  else if (p.name == "recursive") s = recursiveSchedule(c);
-  else if (p.name == "revolve") s = revolveSchedule(c, static_cast<int>(param("slots")));
-  else if (p.name == "optimal") s = optimalPlan(c, param("budget"), OptimalOptions{.keep = keep}).schedule;  // the DP must know the masks
-  else throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
+  const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == p.name; });
+  if (rule == rules().end() || !rule->make) throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
+  Schedule s = rule->make(p, c, keep);
   if (p.selective) {
     s.keep = std::move(keep);
     const bool alone = p.text.rfind("selective", 0) == 0;  // "selective" = store-all with masks

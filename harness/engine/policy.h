@@ -2,6 +2,7 @@
 //   store-all | uniform[:k=K] | recursive | revolve:slots=C | optimal:budget=BYTES
 //   selective[:recompute=KIND,KIND...]   (op-level; alone it composes with store-all)
 //   BLOCKPOLICY+selective[...]           (block policy with op-level masks on every tape)
+//   schedule:FILE                        (an explicit schedule from a file; composes with nothing)
 // One file per policy under harness/policies/.
 #pragma once
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace ckpt {
 
 struct PolicySpec {
   std::string name;                           // store-all, uniform, recursive, revolve, optimal
-  std::map<std::string, std::string> params;  // k, slots, budget
+  std::map<std::string, std::string> params;  // k, slots, budget, file
   bool selective = false;
   std::vector<std::string> recomputeKinds;    // selective: op kinds to drop (default: every non-matmul op)
   std::string text;                           // canonical string
@@ -38,6 +39,12 @@ Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes);
 // The least peak the optimal policy can reach on `c` (its smallest feasible budget).
 int64_t optimalMinBudget(const ChainCost& c);
 std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::string>& recomputeKinds);
+// schedule:FILE (harness/policies/schedule_file.cpp). fileSchedule reads FILE, refuses it unless it is for c's
+// chain length and passes validateSchedule; its policy string is "schedule:FILE". All three throw InputError
+// naming the file and the first bad field or instruction.
+Schedule fileSchedule(const std::string& path, const ChainCost& c);
+Schedule readScheduleFile(const std::string& path);        // read and parsed, not checked against a chain
+Schedule scheduleFromJson(const nlohmann::json& doc);      // a schedule object, or plan --schedule --json's output
 // The op kinds selective:recompute=... accepts.
 const std::vector<std::string>& selectableOpKinds();
 

@@ -22,7 +22,7 @@ struct Mutant {
   std::function<std::unique_ptr<EngineVariant>()> make;
 };
 
-// Every mutant, in the order.
+// Every mutant, in the order of harness/verify/README.md's kill matrix.
 const std::vector<Mutant>& mutantCatalog();
 // nullptr when no mutant has that name.
 const Mutant* findMutant(std::string_view name);

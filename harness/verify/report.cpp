@@ -1,11 +1,11 @@
 #include "harness/verify/report.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cases/case_json.h"
 #include "cases/input_error.h"
+#include "harness/atomic_file.h"
 
 namespace ckpt {
 namespace {
@@ -94,11 +94,7 @@ FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const 
   CaseSpec shrunk = f.shrunk.spec;
   shrunk.name = "shrunk-" + findingName(r);
   nlohmann::json j = caseToJson(shrunk);
-  {
-    std::ofstream os(file);
-    os << j.dump(2) << "\n";
-    if (!os) throw std::runtime_error("cannot write '" + file.string() + "'");
-  }
+  writeFileAtomic(file, j.dump(2) + "\n");
   out.caseFile = fs::absolute(file).string();
   const std::string mutant = (r.mutant.empty() ? "" : " --mutant " + shellQuote(r.mutant)) +
                              (r.device == "cpu" ? "" : " --device " + r.device);
@@ -220,11 +216,12 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
   const int failures = r.finding ? 1 : 0;
   std::ostringstream s;
   const std::string time = fixed(r.totalSeconds, 3);
+  const size_t tests = kProperties.size();  // one test case per property
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s << "<testsuites name=\"ckptcheck verify\" tests=\"" << kPropertyCount << "\" failures=\"" << failures << "\" errors=\"0\" time=\"" << time
-    << "\">\n";
-  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"" << kPropertyCount << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
-    << time << "\">\n";
+  s << "<testsuites name=\"ckptcheck verify\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"0\" time=\"" << time << "\">\n";
+  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"0\" skipped=\"0\" time=\"" << time << "\">\n";
   s << "    <properties>\n";
   s << "      <property name=\"engine\" value=\"" << xmlEscape(r.mutant.empty() ? "correct" : r.mutant) << "\"/>\n";
   s << "      <property name=\"seed\" value=\"" << r.seed << "\"/>\n";

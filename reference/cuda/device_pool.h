@@ -3,7 +3,7 @@
 // allocator does, so a step's steady state makes no raw allocations. It counts what it hands out:
 //   live / peak live   bytes requested by callers and not yet released (activations, workspace, parameters);
 //   reserved / peak    bytes obtained from the raw allocator (cached blocks included): the real footprint.
-// Activation bytes in the sense of DESIGN.md are counted separately, by the ActivationMeter each DTensor
+// Activation bytes in the sense of reference/meter.h are counted separately, by the ActivationMeter each DTensor
 // charges (reference/meter.h), exactly as the CPU Tensor does.
 #pragma once
 #include <cstddef>

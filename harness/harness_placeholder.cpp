@@ -1,2 +1,0 @@
-// Engine sources replace this file as they land.
-namespace ckpt {}

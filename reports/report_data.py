@@ -1,0 +1,277 @@
+"""The report's inputs: bench_engine's Google Benchmark JSON (repetitions folded, GB's q1/q3 aggregates read),
+`ckptcheck verify --json` and `ckptcheck validate --timing-case` results, as rows the report renders
+(reports/make_report.py).
+"""
+import json
+import re
+import statistics
+
+ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
+FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
+MIB = 1024.0 * 1024.0
+
+
+class BadInput(Exception):
+    pass
+
+
+def load_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise BadInput(f"{what} '{path}': no such file")
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})")
+    except OSError as e:
+        raise BadInput(f"{what} '{path}': {e.strerror}")
+
+
+def base_name(name):
+    """A benchmark's name without Google Benchmark's suffixes (manual_time, aggregates)."""
+    for suffix in ("_mean", "_median", "_stddev", "_cv"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return re.sub(r"/(manual_time|real_time|process_time|(repeats|iterations|threads):\d+|min_time:[0-9.]+s?|"
+                  r"min_warmup_time:[0-9.]+s?)(?=/|$)", "", name)
+
+
+def counter(entry, key, default=None):
+    v = entry.get(key, default)
+    if v is None:
+        return default
+    return v
+
+
+class Bench:
+    """Benchmark runs grouped by name; repetitions are folded into the median of each field."""
+
+    def __init__(self):
+        self.context = {}
+        self.runs = {}      # base name -> merged entry (dict)
+        self.order = []     # base names in first-seen order
+        self.errors = []    # (name, message)
+
+    def add_file(self, path):
+        doc = load_json(path, "benchmark JSON")
+        if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+            raise BadInput(f"benchmark JSON '{path}': no 'benchmarks' list (was it written with "
+                           f"--benchmark_out_format=json?)")
+        ctx = doc.get("context", {})
+        if isinstance(ctx, dict):
+            for k, v in ctx.items():
+                self.context.setdefault(k, v)
+        grouped = {}
+        quartiles = {}  # base name -> {"q1": aggregate entry, "q3": ...}: Google Benchmark's statistics over repetitions
+        for i, b in enumerate(doc["benchmarks"]):
+            if not isinstance(b, dict) or not isinstance(b.get("name"), str):
+                raise BadInput(f"benchmark JSON '{path}': benchmarks[{i}] has no name")
+            if b.get("run_type", "iteration") != "iteration":
+                # The median is recomputed below from the repetitions; the quartiles are bench_engine's own.
+                if b.get("aggregate_name") in ("q1", "q3"):
+                    quartiles.setdefault(base_name(b.get("run_name", b["name"])), {})[b["aggregate_name"]] = b
+                continue
+            name = base_name(b.get("run_name", b["name"]))
+            if b.get("error_occurred"):
+                self.errors.append((name, str(b.get("error_message", "error"))))
+                continue
+            grouped.setdefault(name, []).append(b)
+        for name, entries in grouped.items():
+            merged = dict(entries[0])
+            for k, v in entries[0].items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and len(entries) > 1:
+                    vals = [e[k] for e in entries if isinstance(e.get(k), (int, float))]
+                    merged[k] = statistics.median(vals)
+            merged["repetitions_folded"] = len(entries)
+            # BM_Step's interquartile range of the time ratio over repetitions (older JSON: counters of one run).
+            for q, agg in quartiles.get(name, {}).items():
+                if isinstance(agg.get("time_overhead"), (int, float)):
+                    merged["time_overhead_" + q] = agg["time_overhead"]
+            if name not in self.runs:
+                self.order.append(name)
+            self.runs[name] = merged
+
+    def family(self, prefix):
+        out = []
+        for name in self.order:
+            parts = name.split("/", 2)
+            if parts[0] == prefix and len(parts) == 3:
+                out.append((parts[1], parts[2], self.runs[name]))
+        return out
+
+
+def need(entry, key, name):
+    v = entry.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise BadInput(f"benchmark '{name}': counter '{key}' missing or not a number")
+    return v
+
+
+class StepRow:
+    def __init__(self, case, policy, e):
+        name = f"BM_Step/{case}/{policy}"
+        self.case = case
+        self.policy = policy  # as registered (defaultPolicies' string); the label has the schedule's own
+        label = e.get("label", "")
+        self.display = label.split(" ", 1)[1] if label.startswith(case + " ") else policy
+        self.layers = int(need(e, "layers", name))
+        self.peak = int(need(e, "peak_activation_bytes", name))
+        self.store_all_peak = int(need(e, "store_all_peak_activation_bytes", name))
+        self.forward_evals = int(need(e, "forward_evals", name))
+        self.flops_forward = int(need(e, "flops_forward", name))
+        self.flops_recompute = int(need(e, "flops_recompute", name))
+        self.flops_backward = int(need(e, "flops_backward", name))
+        self.flop_overhead = float(need(e, "flop_overhead", name))
+        self.time_ratio = float(need(e, "time_overhead", name))
+        self.q1 = float(e.get("time_overhead_q1", self.time_ratio))
+        self.q3 = float(e.get("time_overhead_q3", self.time_ratio))
+        self.step_seconds = float(e.get("step_seconds", 0.0))
+        self.store_all_seconds = float(e.get("store_all_step_seconds", 0.0))
+        self.samples = int(e.get("samples", e.get("repetitions_folded", 0)))  # repetitions (older JSON: samples)
+        self.planned_ok = e.get("planned_equals_measured", 1) == 1
+        self.bitwise = e.get("bitwise_equal")  # None: not checked by this bench
+        share = e.get("recompute_time_share")
+        self.recompute_share = None if share is None else float(share)
+        # Per op kind: (recompute time as a fraction of the reference step, recompute FLOP share).
+        self.recompute_kinds = {}
+        for k, v in e.items():
+            if k.startswith("recompute_time_share."):
+                kind = k.split(".", 1)[1]
+                self.recompute_kinds[kind] = (float(v) * self.time_ratio,
+                                              float(e.get("recompute_flop_share." + kind, 0.0)))
+        self.verdict = None
+
+    @property
+    def memory_ratio(self):
+        return self.peak / self.store_all_peak if self.store_all_peak else float("nan")
+
+    @property
+    def engine_tax(self):
+        return self.time_ratio - (1.0 + self.flop_overhead)
+
+    @property
+    def op_cost_tax(self):
+        """Engine tax from the recomputed ops themselves: their time (in reference steps) minus their FLOP share."""
+        return None if self.recompute_share is None else self.time_ratio * self.recompute_share - self.flop_overhead
+
+    @property
+    def rest_tax(self):
+        """Engine tax from everything but the recomputed ops: executor bookkeeping, allocation, cache effects."""
+        return None if self.recompute_share is None else self.time_ratio * (1.0 - self.recompute_share) - 1.0
+
+    @property
+    def is_full_recompute(self):
+        return self.display == f"uniform:k={self.layers}" or self.policy == f"uniform:k={self.layers}"
+
+
+class FrontierPoint:
+    def __init__(self, case, e, name):
+        self.case = case
+        self.budget = int(need(e, "budget_bytes", name))
+        self.peak = int(need(e, "peak_activation_bytes", name))
+        self.flops_recompute = int(need(e, "flops_recompute", name))
+        self.flop_overhead = float(need(e, "flop_overhead", name))
+        self.forward_evals = int(need(e, "forward_evals", name))
+        self.store_all_peak = int(e.get("store_all_peak_activation_bytes", 0))
+        self.seconds = seconds_of(e)
+
+
+class PlannerPoint:
+    def __init__(self, fam, e, name):
+        self.family = fam
+        self.policy = e.get("label") or fam
+        self.layers = int(need(e, "layers", name))
+        self.peak = int(need(e, "peak_activation_bytes", name))
+        self.forward_evals = int(need(e, "forward_evals", name))
+        self.flop_overhead = float(e.get("flop_overhead", 0.0))
+        self.seconds = seconds_of(e)
+
+
+def seconds_of(e):
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}.get(e.get("time_unit", "ns"), 1e-9)
+    return float(e.get("real_time", 0.0)) * scale
+
+
+def family_of(policy):
+    """'uniform:k=8+selective' -> 'uniform+selective'; 'revolve:slots=3' -> 'revolve'."""
+    parts = [p.split(":")[0] for p in str(policy).split("+")]
+    return "+".join(parts)
+
+
+class Verify:
+    def __init__(self, doc, path):
+        if not isinstance(doc, dict) or not isinstance(doc.get("findings", []), list):
+            raise BadInput(f"verify JSON '{path}': not the output of `ckptcheck verify --json` (no 'findings' list)")
+        self.doc = doc
+        self.findings = [f for f in doc.get("findings", []) if isinstance(f, dict)]
+        self.ok = bool(doc.get("ok", not self.findings))
+        self.catalogue_cases = doc.get("catalogue_cases")
+
+    def finding_for(self, case, policy):
+        """The finding on this catalogue case and policy family, if any."""
+        for f in self.findings:
+            origin = str(f.get("origin", ""))
+            if origin == f"catalogue case {case}" and family_of(f.get("policy", "")) == family_of(policy):
+                return f
+        return None
+
+    def summary_line(self):
+        d = self.doc
+        props = d.get("properties", [])
+        held = [p for p in props if isinstance(p, dict) and p.get("holds")]
+        engine = d.get("engine", "correct")
+        s = "`ckptcheck verify`" + ("" if engine == "correct" else f" of the broken engine '{engine}'")
+        s += (f": seed {d.get('seed', '?')}, {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
+             f"{d.get('catalogue_cases', '?')} catalogue), {d.get('policy_runs', '?')} case × policy runs")
+        cpm = d.get("cases_per_minute")
+        if isinstance(cpm, (int, float)):
+            s += f", {cpm:.0f} random cases per minute"
+        if props:
+            s += "; properties " + ", ".join(
+                f"{p.get('number')} {p.get('id', '')} {'held' if p.get('holds') else 'VIOLATED'} "
+                f"({p.get('checked', '?')} checked)" for p in props if isinstance(p, dict))
+        s += f"; {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}"
+        if len(held) == len(props) and not self.findings:
+            s += " — all hold"
+        return s + "."
+
+
+class Frameworks:
+    """`ckptcheck validate --timing-case ... --json` outputs: another framework's step-time overhead of
+    checkpointing next to ckptcheck's own engine with the same segmenting, measured in the same run."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, doc, path):
+        if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
+            raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
+                           f"(no 'timing' list)")
+        version = str(doc.get("adapter", {}).get("version", "")) if isinstance(doc.get("adapter"), dict) else ""
+        for t in doc["timing"]:
+            try:
+                fw, ck = t["framework"], t["ckptcheck"]
+                row = {"case": str(t["case"]), "blocks": int(t["blocks"]), "segments": int(t["segments"]),
+                       "framework": f"{fw['name']} {version}".strip(),
+                       "options": ",".join(f"{k}={v}" for k, v in sorted(fw.get("options", {}).items())),
+                       "fw_plain": float(fw["plain_step_ms"]), "fw_ckpt": float(fw["checkpoint_step_ms"]),
+                       "fw_overhead": float(fw["overhead"]), "fw_bitwise": bool(fw.get("bitwise_equal", False)),
+                       "policy": str(ck["policy"]), "ck_plain": float(ck["plain_step_ms"]),
+                       "ck_ckpt": float(ck["checkpoint_step_ms"]), "ck_overhead": float(ck["overhead"])}
+            except (KeyError, TypeError, ValueError) as e:
+                raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}")
+            self.rows.append(row)
+
+
+def median_of(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def policy_family(row):
+    if row.is_full_recompute:
+        return "full recompute (uniform:k=L)"
+    p = row.policy
+    base = p.split("+")[0]
+    name = base.split(":")[0]
+    return name + ("+selective" if "+selective" in p else "")
