@@ -62,6 +62,9 @@ class EngineVariant {
   // Mutants: segment-input-fed (recomputed blocks fed the segment input, the nearest isCheckpoint below,
   // instead of their predecessor's output), segment-boundary-off-by-one (block +- 1, where held).
   virtual int forwardInput(int block, bool recompute, const StepView& v) const { return block; }
+  // Runs before a forward reads its input. tests/narrow_mutants_test.cpp: a fast path for "every block its own
+  // segment" that reads its input one ULP off.
+  virtual void beforeForward(int block, bool recompute, StepView& v) const {}
   // Runs after a forward stored x_{block+1} (and its tape, if any).
   // Mutants: stale-checkpoint-buffer (a freed buffer reused while still needed: a later checkpoint's data
   // written over an older held one, as a caching allocator would), context-before-filled (a saved context

@@ -146,6 +146,7 @@ class StepRunner final : public StepView {
     const bool recompute = forwarded_[at(i)] != 0;
     BlockEnv env{&c_.rng, step_, i, true, {}};
     if (recompute) env = v_.recomputeEnv(env);
+    v_.beforeForward(i, recompute, *this);
     const Tensor<T>& input = heldBoundary(v_.forwardInput(i, recompute, *this));
     RngState live{};
     if (recompute) {
