@@ -1,0 +1,218 @@
+#include "harness/adapters/user_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "cases/input_error.h"
+#include "harness/adapters/case_dir.h"
+#include "harness/adapters/user_model_report.h"
+#include "harness/adapters/user_model_run.h"
+#include "harness/exit_codes.h"
+
+namespace ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.size() > 1) v.erase(v.begin());  // step 0 ran under the saved-tensor hooks: not a fair time
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+class Checker {
+ public:
+  Checker(const UserModelSpec& spec, const UserModelOptions& o) : spec_(spec), o_(o) {}
+
+  // Plain and checkpointed runs of one seed, compared; a difference is confirmed against a second plain run.
+  SeedOutcome check(int seed, int steps, int batch, const std::string& dir) {
+    SeedOutcome r;
+    r.seed = seed;
+    r.steps = steps;
+    r.batchSize = batch;
+    r.dir = dir;
+    const RunDump plain = run(seed, steps, batch, "plain", dir + "/plain");
+    r.batchSize = plain.batchSize;
+    if (!usable(plain, "plain", r)) return r;
+    const RunDump ckpt = run(seed, steps, batch, "checkpoint", dir + "/checkpoint");
+    if (ckpt.status == RunDump::Status::kRaised) {
+      // The plain run of the same model trained: the checkpointing setup itself breaks training.
+      r.status = SeedOutcome::Status::kFinding;
+      r.checkpointRaised = true;
+      r.error = "the checkpointed run raised (" + ckpt.phase + ") where the plain run did not: " + ckpt.error;
+      return r;
+    }
+    if (!usable(ckpt, "checkpointed", r)) return r;
+    r.secondsPlain = median(plain.stepSeconds);
+    r.secondsCheckpoint = median(ckpt.stepSeconds);
+    r.savedPlain = plain.savedBytes;
+    r.savedCheckpoint = ckpt.savedBytes;
+    if (!compare(plain, ckpt, dir, r)) return r;
+    checkMemory(r);
+    r.status = r.bitwiseFinding() || r.memoryFinding ? SeedOutcome::Status::kFinding : SeedOutcome::Status::kHolds;
+    return r;
+  }
+
+  int runs() const { return runs_; }
+
+ private:
+  RunDump run(int seed, int steps, int batch, const std::string& mode, const std::string& dir) {
+    ++runs_;
+    DriverRequest q;
+    q.seed = seed;
+    q.steps = steps;
+    q.batchSize = batch;
+    q.mode = mode;
+    q.dir = dir;
+    q.timeoutSeconds = o_.timeoutSeconds;
+    return runDriver(spec_, q);
+  }
+
+  static bool usable(const RunDump& d, const std::string& which, SeedOutcome& r) {
+    switch (d.status) {
+      case RunDump::Status::kOk:
+        return true;
+      case RunDump::Status::kBadFactory:
+        r.status = SeedOutcome::Status::kBadInput;
+        r.error = d.error;
+        return false;
+      case RunDump::Status::kRaised:
+        r.status = SeedOutcome::Status::kFault;
+        r.error = "the " + which + " run raised (" + d.phase + "): " + d.error;
+        return false;
+      case RunDump::Status::kCrashed:
+        r.status = SeedOutcome::Status::kFault;
+        r.error = d.error;
+        return false;
+    }
+    return false;
+  }
+
+  // False when the outcome is decided (a fault): the plain run does not repeat itself, or a dump is unreadable.
+  bool compare(const RunDump& plain, const RunDump& ckpt, const std::string& dir, SeedOutcome& r) {
+    try {
+      DumpComparison c = compareDumps(plain, ckpt);
+      if (c.differences.empty()) return true;
+      const RunDump again = run(r.seed, r.steps, r.batchSize, "plain", dir + "/plain-again");
+      if (!usable(again, "second plain", r)) return false;
+      const DumpComparison self = compareDumps(plain, again);
+      if (!self.differences.empty()) {
+        r.status = SeedOutcome::Status::kFault;
+        r.error = "the model is not deterministic: two plain runs of seed " + std::to_string(r.seed) +
+                  " differ (" + toText(self.differences.front()) + "); no finding can be trusted";
+        return false;
+      }
+      r.differences = std::move(c.differences);
+      r.diagnosis = diagnose(c.evidence, std::max(o_.ulp, kRoundingLevelUlp));
+      r.roundingAccepted = o_.ulp > 0 && r.diagnosis->cls == FindingClass::kRoundingLevel &&
+                           std::all_of(r.differences.begin(), r.differences.end(),
+                                       [&](const Difference& d) { return d.shape.empty() && d.maxUlpDistance <= o_.ulp; });
+      return true;
+    } catch (const std::exception& e) {
+      r.status = SeedOutcome::Status::kFault;
+      r.error = std::string("cannot compare the runs: ") + e.what();
+      return false;
+    }
+  }
+
+  void checkMemory(SeedOutcome& r) const {
+    if (!r.savedPlain || !r.savedCheckpoint || *r.savedPlain <= 0) return;
+    const double plain = static_cast<double>(*r.savedPlain), ckpt = static_cast<double>(*r.savedCheckpoint);
+    if (ckpt >= plain) {
+      r.memoryFinding = true;
+      r.memoryWhy = "checkpointing had no effect on saved activations (plain " + std::to_string(*r.savedPlain) +
+                    " bytes, checkpointed " + std::to_string(*r.savedCheckpoint) + ")";
+    } else if (ckpt > (1.0 - o_.minSaving) * plain) {
+      std::ostringstream s;
+      s.precision(3);
+      s << "checkpointing saved only " << 100.0 * (1.0 - ckpt / plain) << "% of the saved activations (plain "
+        << *r.savedPlain << " bytes, checkpointed " << *r.savedCheckpoint << "); --min-saving requires "
+        << 100.0 * o_.minSaving << "%";
+      r.memoryWhy = s.str();
+      r.memoryFinding = true;
+    }
+  }
+
+  const UserModelSpec& spec_;
+  const UserModelOptions& o_;
+  int runs_ = 0;
+};
+
+// Shrinks a bitwise finding: the smallest batch (halving), then only the steps up to the first difference,
+// then a smaller seed, each kept only when it fails the same way (same class, same kind of first tensor).
+SeedOutcome shrink(Checker& checker, SeedOutcome f, const UserModelOptions& o, const std::string& root) {
+  const auto kindOf = [](const SeedOutcome& s) {
+    return s.differences.empty() ? std::string("raised") : s.differences.front().tensor.substr(0, 4);
+  };
+  const auto classOf = [](const SeedOutcome& s) { return s.diagnosis ? s.diagnosis->cls : FindingClass::kSemantic; };
+  const SeedOutcome original = f;
+  int trial = 0;
+  auto same = [&](const SeedOutcome& c) {
+    return c.bitwiseFinding() && c.checkpointRaised == original.checkpointRaised && kindOf(c) == kindOf(original) &&
+           classOf(c) == classOf(original);
+  };
+  auto attempt = [&](int seed, int steps, int batch) {
+    SeedOutcome c = checker.check(seed, steps, batch, root + "/shrink-" + std::to_string(++trial));
+    if (same(c)) f = c;
+    return same(c);
+  };
+  for (int b = f.batchSize / 2; b >= 1 && attempt(f.seed, f.steps, b); b /= 2) {
+  }
+  if (!f.differences.empty() && f.differences.front().step + 1 < f.steps)
+    attempt(f.seed, f.differences.front().step + 1, f.batchSize);
+  for (int s = o.firstSeed; s < f.seed && s < o.firstSeed + 3; ++s)
+    if (attempt(s, f.steps, f.batchSize)) break;
+  f.shrunkFrom = original.seed;
+  return f;
+}
+
+}  // namespace
+
+int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostream& err) {
+  UserModelReport rep;
+  rep.options = &o;
+  try {
+    rep.spec = parseUserModelSpec(o.adapter, o.options);
+    fs::create_directories(o.outDir);
+  } catch (const std::exception& e) {
+    err << "ckptcheck validate: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  Checker checker(rep.spec, o);
+  const std::string work = (fs::path(o.outDir) / "work").string();
+  for (int i = 0; i < o.seeds; ++i) {
+    const int seed = o.firstSeed + i;
+    rep.seeds.push_back(checker.check(seed, o.steps, o.batchSize, work + "/seed" + std::to_string(seed)));
+    if (rep.seeds.back().status == SeedOutcome::Status::kBadInput) break;  // every seed would say the same
+  }
+  for (const auto& s : rep.seeds) {
+    if (s.bitwiseFinding() && o.shrink) {
+      rep.shrunk = shrink(checker, s, o, work);
+      break;
+    }
+  }
+  rep.driverRuns = checker.runs();
+  const int code = rep.exitCode();
+  try {
+    writeUserModelReport(rep, o.outDir);
+  } catch (const std::exception& e) {
+    err << "ckptcheck validate: " << e.what() << "\n";
+    return kExitInfra;
+  }
+  if (code == kExitBadInput) {  // one line and nothing else, as for every bad input
+    err << "ckptcheck validate: " << rep.firstError() << "\n";
+    return code;
+  }
+  if (o.json)
+    out << userModelJson(rep).dump(2) << "\n";
+  else
+    out << userModelSummary(rep);
+  if (code == kExitInfra) err << "ckptcheck validate: " << rep.firstError() << "\n";
+  return code;
+}
+
+}  // namespace ckpt

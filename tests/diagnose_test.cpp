@@ -1,0 +1,117 @@
+// The finding classifier (harness/diagnose.h) on hand-made evidence: each class from the tensors that define
+// it, the order in which classes win, and the near misses that must fall through to "semantic".
+#include "harness/diagnose.h"
+
+#include <gtest/gtest.h>
+
+namespace ckpt {
+namespace {
+
+TensorEvidence tensor(TensorKind kind, std::vector<double> plain, std::vector<double> other, uint64_t maxUlp = 0) {
+  TensorEvidence t;
+  t.name = "t";
+  t.kind = kind;
+  t.plain = std::move(plain);
+  t.other = std::move(other);
+  t.maxUlp = maxUlp;
+  return t;
+}
+
+// A running mean moved from `before` by momentum m towards x, once (plain) and twice (other).
+TensorEvidence runningStat(double m, std::vector<double> before, std::vector<double> x, bool momentumKnown) {
+  TensorEvidence t = tensor(TensorKind::kState, {}, {});
+  t.name = "layer1.0.bn1.running_mean";
+  for (size_t i = 0; i < before.size(); ++i) {
+    const float once = static_cast<float>((1 - m) * before[i] + m * x[i]);
+    t.plain.push_back(once);
+    t.other.push_back(static_cast<float>((1 - m) * once + m * x[i]));
+  }
+  t.before = before;
+  if (momentumKnown) t.momentum = m;
+  t.maxUlp = 100000;
+  return t;
+}
+
+TEST(Diagnose, absentGradientIsMissingGradient) {
+  TensorEvidence g = tensor(TensorKind::kGradient, {0.5, -1.0}, {});
+  g.otherPresent = false;
+  const Diagnosis d = diagnose({g}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kMissingGradient);
+  EXPECT_NE(d.why.find("absent"), std::string::npos);
+}
+
+TEST(Diagnose, zeroGradientWherePlainHasOneIsMissingGradient) {
+  EXPECT_EQ(diagnose({tensor(TensorKind::kGradient, {0.5, -1.0}, {0.0, 0.0}, 1u << 30)}, 64).cls,
+            FindingClass::kMissingGradient);
+  // Both zero is no missing gradient (nor a difference at all): falls through.
+  EXPECT_NE(diagnose({tensor(TensorKind::kGradient, {0.0, 0.0}, {0.0, -0.0}, 1u << 31)}, 64).cls,
+            FindingClass::kMissingGradient);
+}
+
+TEST(Diagnose, differentDropoutZeroPatternIsRngDesync) {
+  TensorEvidence mask = tensor(TensorKind::kMask, {1, 0, 0, 1}, {0, 0, 1, 1});
+  const Diagnosis d = diagnose({tensor(TensorKind::kGradient, {1.0}, {2.0}, 1u << 23), mask}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kRngDesync);
+  EXPECT_NE(d.why.find("2 element(s)"), std::string::npos);
+}
+
+TEST(Diagnose, generatorStateAloneIsRngDesync) {
+  EXPECT_EQ(diagnose({tensor(TensorKind::kRng, {1, 2, 3}, {1, 2, 4}, 1)}, 64).cls, FindingClass::kRngDesync);
+}
+
+TEST(Diagnose, secondMomentumUpdateIsStateUpdatedTwice) {
+  for (bool known : {true, false}) {
+    const TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, known);
+    EXPECT_TRUE(isSecondUpdate(t)) << "momentum known: " << known;
+    EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kStateUpdatedTwice);
+  }
+}
+
+TEST(Diagnose, counterIncrementedTwiceIsStateUpdatedTwice) {
+  TensorEvidence c = tensor(TensorKind::kState, {1}, {2}, 1);
+  c.floating = false;
+  c.before = {0};
+  EXPECT_TRUE(isSecondUpdate(c));
+  c.other = {3};  // two increments more: not one more update
+  EXPECT_FALSE(isSecondUpdate(c));
+}
+
+TEST(Diagnose, aStateChangeThatIsNoSecondUpdateIsSemantic) {
+  TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, true);
+  t.other[1] += 0.01;  // one element off the second-update line
+  EXPECT_FALSE(isSecondUpdate(t));
+  EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kSemantic);
+  // Without the value before the step nothing can be said.
+  TensorEvidence u = runningStat(0.1, {0.0, 0.5}, {1.0, 1.0}, true);
+  u.before.clear();
+  EXPECT_FALSE(isSecondUpdate(u));
+}
+
+TEST(Diagnose, stateTwiceNeedsEveryDifferenceToBeState) {
+  const TensorEvidence t = runningStat(0.1, {0.0, 0.5}, {1.0, 1.0}, true);
+  EXPECT_EQ(diagnose({t, tensor(TensorKind::kGradient, {1.0}, {1.5}, 1u << 22)}, 64).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, smallUlpEverywhereIsRoundingLevelUpToN) {
+  const std::vector<TensorEvidence> ts = {tensor(TensorKind::kGradient, {1.0}, {1.0000001}, 3),
+                                          tensor(TensorKind::kLoss, {2.0}, {2.0000002}, 12)};
+  EXPECT_EQ(diagnose(ts, 12).cls, FindingClass::kRoundingLevel);
+  EXPECT_EQ(diagnose(ts, 11).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, missingGradientWinsOverRoundingAndRng) {
+  TensorEvidence g = tensor(TensorKind::kGradient, {0.5}, {});
+  g.otherPresent = false;
+  EXPECT_EQ(diagnose({tensor(TensorKind::kRng, {1}, {2}, 1), g}, 64).cls, FindingClass::kMissingGradient);
+}
+
+TEST(Diagnose, classNamesAreStable) {
+  EXPECT_STREQ(findingClassName(FindingClass::kMissingGradient), "missing-gradient");
+  EXPECT_STREQ(findingClassName(FindingClass::kRngDesync), "rng-desync");
+  EXPECT_STREQ(findingClassName(FindingClass::kStateUpdatedTwice), "state-updated-twice");
+  EXPECT_STREQ(findingClassName(FindingClass::kRoundingLevel), "rounding-level");
+  EXPECT_STREQ(findingClassName(FindingClass::kSemantic), "semantic");
+}
+
+}  // namespace
+}  // namespace ckpt
