@@ -8,9 +8,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 VOCAB, SEQ = 96, 16
 
 
-def _gpt2(use_reentrant, freeze_embeddings=False):
+def _gpt2(use_reentrant, freeze_embeddings=False, input_grads=True):
     config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
-                        resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+                        resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, bos_token_id=0, eos_token_id=0)
     config._attn_implementation = "eager"  # attention dropout as an nn.Dropout module: its masks are probed
     model = GPT2LMHeadModel(config)
     if freeze_embeddings:
@@ -20,6 +20,10 @@ def _gpt2(use_reentrant, freeze_embeddings=False):
 
     def checkpoint(m):
         m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": use_reentrant})
+        if not input_grads:
+            # The pinned transformers (5.24.0) makes the embeddings' output require grad when checkpointing is
+            # enabled (enable_input_require_grads), which avoids issue 21381; undoing it shows the issue again.
+            m.disable_input_require_grads()
 
     return {
         "model": model,
@@ -41,6 +45,10 @@ def non_reentrant(seed):
 
 def frozen_embeddings_reentrant(seed):
     return _gpt2(use_reentrant=True, freeze_embeddings=True)
+
+
+def frozen_embeddings_reentrant_without_input_grads(seed):
+    return _gpt2(use_reentrant=True, freeze_embeddings=True, input_grads=False)
 
 
 def frozen_embeddings_non_reentrant(seed):

@@ -119,16 +119,6 @@ def compiled_aot_eager(seed):
                                           backend="aot_eager"))
 
 
-def returns_wrong_things(seed):
-    """A factory that breaks the contract (a tuple, not a dict): bad input, exit 2."""
-    return Net(), None
-
-
-def raises(seed):
-    """A factory that raises at run time: exit 3, one line."""
-    raise RuntimeError("factory failed on purpose")
-
-
 def compiled_eager_backend(seed):
     """torch.compile(backend="eager") of the checkpointed model (PyTorch issue 160773 reports checkpointing
     silently ignored there)."""

@@ -165,7 +165,9 @@ std::string userModelSummary(const UserModelReport& r) {
   s << "validate " << r.spec.label << ": " << r.seeds.size() << " seed(s) x " << o.steps << " step(s), "
     << r.driverRuns << " runs\n";
   for (const auto& x : r.seeds) {
-    s << "  seed " << x.seed << " (batch " << x.batchSize << "): ";
+    s << "  seed " << x.seed;
+    if (x.batchSize > 0) s << " (batch " << x.batchSize << ")";
+    s << ": ";
     if (!compared(x)) {
       s << statusName(x.status) << ": " << x.error << "\n";
       continue;

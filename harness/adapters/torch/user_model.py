@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -28,6 +29,10 @@ torch.use_deterministic_algorithms(True)
 EXIT_BAD_FACTORY = 2
 EXIT_RAISED = 4
 DEFAULT_BATCH = 4
+
+
+class RankRaised(Exception):
+    """A DDP rank raised; the message is that rank's exception, already 'Type: message'."""
 
 
 class BadFactory(Exception):
@@ -68,7 +73,11 @@ def check_setup(setup, factory_name):
     for key in ("optimizer", "wrap"):
         if setup.get(key) is not None and not callable(setup[key]):
             raise BadFactory("%s: '%s' must be callable" % (where, key))
-    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap"}
+    ddp = setup.get("ddp")
+    if ddp is not None and (not isinstance(ddp, dict) or int(ddp.get("world_size", 2)) < 1
+                            or set(ddp) - {"world_size", "find_unused_parameters", "static_graph"}):
+        raise BadFactory("%s: 'ddp' must be a dict of world_size, find_unused_parameters, static_graph" % where)
+    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap", "ddp"}
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
 
@@ -150,7 +159,7 @@ def momenta(model):
     return m
 
 
-def train(setup, args, dump, meta):
+def train(setup, args, dump, meta, rank=0, world=1):
     model = setup["model"]
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
@@ -170,6 +179,11 @@ def train(setup, args, dump, meta):
     if setup.get("wrap") is not None:
         meta["phase"] = "wrap"
         runner = setup["wrap"](runner)  # both runs: e.g. torch.compile, so plain and checkpointed compile alike
+    if setup.get("ddp") is not None:
+        ddp = setup["ddp"]
+        runner = torch.nn.parallel.DistributedDataParallel(
+            runner, find_unused_parameters=bool(ddp.get("find_unused_parameters", False)),
+            static_graph=bool(ddp.get("static_graph", False)))
     batch_size = args.batch_size or int(setup.get("batch_size", DEFAULT_BATCH))
     meta["batch_size"] = batch_size
     torch.manual_seed(args.seed)  # the same generator state at step 0 whatever the transform drew
@@ -177,7 +191,7 @@ def train(setup, args, dump, meta):
     seconds, saved = [], None
     for step in range(args.steps):
         meta["phase"] = "step %d" % step
-        gen = torch.Generator().manual_seed(args.seed * 1000003 + step)
+        gen = torch.Generator().manual_seed((args.seed * 1000003 + step) * world + rank)  # each rank its own data
         batch = setup["batch"](gen, batch_size)
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
@@ -209,6 +223,48 @@ def train(setup, args, dump, meta):
     meta.update({"saved_activation_bytes": saved, "step_seconds": seconds})
 
 
+def ddp_worker(rank, args, factory, world, rendezvous):
+    """One rank of a DistributedDataParallel run over gloo: the whole training, on this rank's batches. Rank 0
+    dumps (gradients after the all-reduce are the same on every rank); each rank's meta goes to rank<r>.json."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
+    try:
+        torch.manual_seed(args.seed)
+        setup = factory(args.seed)
+        dump = Dump(args.out if rank == 0 else os.path.join(args.out, "rank%d" % rank))
+        meta = {}
+        train(setup, args, dump, meta, rank, world)
+        meta["tensors"] = dump.tensors
+        with open(os.path.join(args.out, "rank%d.json" % rank), "w") as f:
+            json.dump(meta, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ddp(args, factory, ddp, meta):
+    """Forks world_size ranks; a rank that raises ends them all (torch.multiprocessing), and its exception,
+    reduced to its last line, is the run's. More ranks: world_size; each is a process on this machine."""
+    import torch.multiprocessing as mp
+    world = int(ddp.get("world_size", 2))
+    rendezvous = os.path.join(os.path.abspath(args.out), "rendezvous")
+    meta["world_size"] = world
+    try:
+        mp.start_processes(ddp_worker, args=(args, factory, world, rendezvous), nprocs=world, join=True,
+                           start_method="fork")
+    except mp.ProcessRaisedException as e:
+        # The rank's formatted traceback: keep its final exception, from the last "SomeError: ..." line on.
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception): ", line)]
+        text = " ".join(lines[starts[-1]:]) if starts else (lines[-1] if lines else "a DDP rank raised")
+        raise RankRaised("rank %d: %s" % (e.error_index, text)) from None
+    except mp.ProcessExitedException as e:
+        raise RankRaised("a DDP rank died: %s" % one_line(e)) from None
+    with open(os.path.join(args.out, "rank0.json")) as f:
+        rank0 = json.load(f)
+    meta.update(rank0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", required=True)
@@ -229,14 +285,20 @@ def main():
         torch.manual_seed(args.seed)  # the model's initial weights: the same in both modes
         setup = factory(args.seed)
         check_setup(setup, args.factory)
-        train(setup, args, dump, meta)
+        if setup.get("ddp") is not None:
+            meta["phase"] = "ddp"
+            run_ddp(args, factory, setup["ddp"], meta)
+            dump.tensors = meta.pop("tensors")
+        else:
+            train(setup, args, dump, meta)
         meta["phase"] = "done"
     except BadFactory as e:
         meta["error"] = {"kind": "bad_factory", "message": one_line(e)}
         code = EXIT_BAD_FACTORY
     except Exception as e:  # the user's code raised: the harness decides whether that is a finding
         traceback.print_exc()
-        meta["error"] = {"kind": "raised", "message": one_line("%s: %s" % (type(e).__name__, e))}
+        text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
+        meta["error"] = {"kind": "raised", "message": one_line(text)}
         code = EXIT_RAISED
     meta["tensors"] = dump.tensors
     tmp = os.path.join(args.out, ".index.json.tmp")

@@ -1,0 +1,53 @@
+"""Broken user-model factories for the bad-input and fault tests of `ckptcheck validate --adapter
+torch:module=...` (tests/CMakeLists.txt, user_model_* tests). The working setups are in examples/torch/."""
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
+import mlp  # noqa: E402
+
+
+def returns_wrong_things(seed):
+    """Breaks the contract (a tuple, not a dict): bad input, exit 2."""
+    return mlp.Net(), None
+
+
+def raises(seed):
+    """Raises at run time: exit 3, one line."""
+    raise RuntimeError("factory failed on purpose")
+
+
+def raises_on_seed_2(seed):
+    """Seed 1 works and holds; seed 2 raises: exit 3, and seed 1's result stays in the report."""
+    if seed == 2:
+        raise RuntimeError("no model for seed 2")
+    return mlp.correct(seed)
+
+
+def nondeterministic(seed):
+    """Every run draws noise from the clock, so two plain runs differ: exit 3, never a finding."""
+    s = mlp.correct(seed)
+    noise = torch.Generator().manual_seed(time.time_ns())
+
+    def loss(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x + 1e-3 * torch.randn(x.shape, generator=noise)), y)
+
+    s["loss"] = loss
+    return s
+
+
+def checkpoint_raises(seed):
+    """The checkpointing transform breaks training (not the model): a finding of that setup, not a fault."""
+    s = mlp.correct(seed)
+
+    def broken(m):
+        def forward(*args, **kwargs):
+            raise RuntimeError("Expected to mark a variable ready only once (simulated)")
+        m.forward = forward
+    s["checkpoint"] = broken
+    return s
