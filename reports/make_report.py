@@ -22,6 +22,9 @@ import statistics
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import user_models  # noqa: E402
+
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue
@@ -261,8 +264,12 @@ class Frameworks:
 
     def __init__(self):
         self.rows = []
+        self.user_rows = []  # `validate --adapter torch:module=...` reports (reports/user_models.py)
 
     def add(self, doc, path):
+        if user_models.is_user_model(doc):
+            self.user_rows += user_models.rows(doc, path, BadInput)
+            return
         if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
             raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
                            f"(no 'timing' list)")
@@ -326,6 +333,7 @@ def fmt_time(s):
 class Report:
     def __init__(self, bench, verify, frameworks=None):
         self.frameworks = frameworks.rows if frameworks is not None else []
+        self.user_models = frameworks.user_rows if frameworks is not None else []
         self.bench = bench
         self.verify = verify
         self.cases = []  # names in bench order
@@ -858,6 +866,9 @@ def document(rep, figs):
                     "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
                     "*bitwise* says whether the framework's checkpointed run equalled its plain one."),
               ("table", FRAMEWORK_HEADER, framework_rows(rep), None)]
+    if rep.user_models:
+        d += [("h2", "Your own models: plain vs checkpointed"), ("p", user_models.NOTE),
+              ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]
     d.append(("h2", "Figures"))
     for name, title, caption, svg in figs:
         d.append(("figure", name, title, caption, svg))
