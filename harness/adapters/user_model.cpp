@@ -179,7 +179,7 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
     rep.spec = parseUserModelSpec(o.adapter, o.options);
     fs::create_directories(o.outDir);
   } catch (const std::exception& e) {
-    err << "ckptcheck validate: " << e.what() << "\n";
+    err << "ckptcheck: " << e.what() << "\n";
     return kExitBadInput;
   }
   Checker checker(rep.spec, o);
@@ -200,18 +200,18 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
   try {
     writeUserModelReport(rep, o.outDir);
   } catch (const std::exception& e) {
-    err << "ckptcheck validate: " << e.what() << "\n";
+    err << "ckptcheck: " << e.what() << "\n";
     return kExitInfra;
   }
   if (code == kExitBadInput) {  // one line and nothing else, as for every bad input
-    err << "ckptcheck validate: " << rep.firstError() << "\n";
+    err << "ckptcheck: " << rep.firstError() << "\n";
     return code;
   }
   if (o.json)
     out << userModelJson(rep).dump(2) << "\n";
   else
     out << userModelSummary(rep);
-  if (code == kExitInfra) err << "ckptcheck validate: " << rep.firstError() << "\n";
+  if (code == kExitInfra) err << "ckptcheck: " << rep.firstError() << "\n";
   return code;
 }
 
