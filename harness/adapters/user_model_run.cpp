@@ -113,8 +113,9 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
                      (r.exitCode == 0 || r.exitCode == kDriverBadFactory || r.exitCode == kDriverRaised);
   if (!known || !j.is_object()) {
     d.status = RunDump::Status::kCrashed;
+    const std::string tail = oneLine(fileTail(err, 300));
     d.error = "the " + req.mode + " run " + r.describe() + (j.is_object() ? "" : " without writing index.json") +
-              ": " + oneLine(fileTail(err, 300));
+              (tail.empty() ? "" : ": " + tail);
     return d;
   }
   d.phase = j.value("phase", "");

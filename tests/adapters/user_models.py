@@ -51,3 +51,29 @@ def checkpoint_raises(seed):
         m.forward = forward
     s["checkpoint"] = broken
     return s
+
+
+def _ddp_rank1(action):
+    """DDP over gloo (examples/torch/ddp.py's non-reentrant setup) whose rank 1 runs `action` in every forward."""
+    import ddp
+    import torch.distributed as dist
+    s = ddp.non_reentrant(0)
+    inner = s["loss"]
+
+    def loss(m, batch):
+        if dist.get_rank() == 1:
+            action()
+        return inner(m, batch)
+
+    s["loss"] = loss
+    return s
+
+
+def ddp_rank_dies(seed):
+    """Rank 1 exits in the plain run already: exit 3, one line naming the dead rank."""
+    return _ddp_rank1(lambda: os._exit(7))
+
+
+def ddp_rank_hangs(seed):
+    """Rank 1 never returns, rank 0 waits in the all-reduce: the run times out (--adapter-timeout), exit 3."""
+    return _ddp_rank1(lambda: time.sleep(3600))
