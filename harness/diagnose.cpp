@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 namespace ckpt {
 
@@ -49,6 +51,24 @@ bool near(double a, double b, double scale) { return std::fabs(a - b) <= 1e-5 * 
 
 }  // namespace
 
+double scaledUlp(const TensorEvidence& t) {
+  if (!t.plainPresent || !t.otherPresent || t.plain.size() != t.other.size())
+    return std::numeric_limits<double>::infinity();
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < t.plain.size(); ++i) {
+    const double d = std::fabs(t.plain[i] - t.other[i]);
+    if (std::isnan(d) && !(std::isnan(t.plain[i]) && std::isnan(t.other[i])))
+      return std::numeric_limits<double>::infinity();
+    scale = std::max(scale, std::fabs(t.plain[i]));
+    if (!std::isnan(d)) diff = std::max(diff, d);
+  }
+  if (diff == 0) return 0;
+  if (scale == 0 || std::isinf(scale)) return std::numeric_limits<double>::infinity();
+  int e = 0;
+  std::frexp(scale, &e);  // scale in [2^(e-1), 2^e): its ULP is 2^(e - digits)
+  return diff / std::ldexp(1.0, e - t.digits);
+}
+
 bool isSecondUpdate(const TensorEvidence& t) {
   const size_t n = t.plain.size();
   if (t.kind != TensorKind::kState || !t.plainPresent || !t.otherPresent || t.before.size() != n ||
@@ -90,16 +110,20 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
       }))
     return {FindingClass::kStateUpdatedTwice,
             compared.front()->name + " (and every other differing buffer) equals one more update of its plain value"};
-  uint64_t worst = 0;
+  double worst = 0;
   bool allFloat = true;
   for (const auto* t : compared) {
     allFloat = allFloat && t->floating && t->plainPresent && t->otherPresent;
-    worst = std::max(worst, t->maxUlp);
+    worst = std::max(worst, scaledUlp(*t));
   }
-  if (allFloat && worst <= roundingUlp)
-    return {FindingClass::kRoundingLevel, "every differing element is within " + std::to_string(worst) + " ULP"};
-  return {FindingClass::kSemantic, "no narrower class explains the differences (largest " +
-                                       std::to_string(worst) + " ULP)"};
+  std::ostringstream w;
+  w.precision(3);
+  w << worst;
+  if (allFloat && worst <= static_cast<double>(roundingUlp))
+    return {FindingClass::kRoundingLevel,
+            "every difference is within " + w.str() + " ULP of its tensor's largest magnitude", worst};
+  return {FindingClass::kSemantic,
+          "no narrower class explains the differences (largest " + w.str() + " ULP of the tensor's scale)", worst};
 }
 
 }  // namespace ckpt

@@ -4,7 +4,9 @@
 //   rng-desync           a dropout-like output's zero pattern differs, or the generator ends in another state
 //   state-updated-twice  every differing running statistic equals what one more momentum update would give
 //                        (a counter: one more increment), the recompute having updated it again
-//   rounding-level       every differing element is within N ULP (summation order, a recompiled graph)
+//   rounding-level       every difference is within N ULP of its tensor's scale (the ULP of the tensor's largest
+//                        magnitude): summation order, a recompiled graph. Per-element ULP would not do: a gradient
+//                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
 //   semantic             anything else
 // Checked in that order: the first that explains the evidence wins. Used by `validate` for user models
 // (harness/adapters/user_model.h); any caller with two runs' tensors can use it.
@@ -29,7 +31,8 @@ struct TensorEvidence {
   bool plainPresent = true, otherPresent = true;
   std::vector<double> plain, other;
   bool floating = true;
-  uint64_t maxUlp = 0;                   // floating: the largest ULP distance among differing elements
+  int digits = 24;                       // floating: significand bits (float32 24, float64 53)
+  uint64_t maxUlp = 0;                   // floating: the largest per-element ULP distance (reported, not used)
   std::vector<double> before;            // state: the value before this step (empty when unknown)
   std::optional<double> momentum;        // state: the module's momentum when known (BatchNorm's 0.1)
 };
@@ -37,11 +40,16 @@ struct TensorEvidence {
 struct Diagnosis {
   FindingClass cls = FindingClass::kSemantic;
   std::string why;  // one line: the evidence for the class
+  double worstScaledUlp = 0;  // the largest difference in ULPs of its tensor's scale (infinite: not comparable)
 };
 
 // `differing`: every tensor of the step whose two versions differ (masks included: they are evidence only).
 // `roundingUlp`: the N of rounding-level.
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp);
+
+// max |plain - other| in units of the ULP of max |plain| at t.digits (0 when equal, infinity for NaN or a zero
+// scale with a difference).
+double scaledUlp(const TensorEvidence& t);
 
 // Whether `other` is `plain` updated once more the way `before` became `plain` (exposed for its unit test).
 bool isSecondUpdate(const TensorEvidence& t);

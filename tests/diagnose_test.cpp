@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace ckpt {
 namespace {
 
@@ -92,11 +94,33 @@ TEST(Diagnose, stateTwiceNeedsEveryDifferenceToBeState) {
   EXPECT_EQ(diagnose({t, tensor(TensorKind::kGradient, {1.0}, {1.5}, 1u << 22)}, 64).cls, FindingClass::kSemantic);
 }
 
-TEST(Diagnose, smallUlpEverywhereIsRoundingLevelUpToN) {
-  const std::vector<TensorEvidence> ts = {tensor(TensorKind::kGradient, {1.0}, {1.0000001}, 3),
-                                          tensor(TensorKind::kLoss, {2.0}, {2.0000002}, 12)};
-  EXPECT_EQ(diagnose(ts, 12).cls, FindingClass::kRoundingLevel);
+TEST(Diagnose, smallUlpOfTheScaleEverywhereIsRoundingLevelUpToN) {
+  const double u = std::ldexp(1.0, -23);  // float32's ULP at 1.0
+  const std::vector<TensorEvidence> ts = {tensor(TensorKind::kGradient, {1.0, -0.5}, {1.0 + 3 * u, -0.5}),
+                                          tensor(TensorKind::kLoss, {2.0}, {2.0 + 2 * 12 * u})};  // ULP at 2 is 2u
+  EXPECT_DOUBLE_EQ(scaledUlp(ts[0]), 3.0);
+  EXPECT_DOUBLE_EQ(scaledUlp(ts[1]), 12.0);
+  const Diagnosis d = diagnose(ts, 12);
+  EXPECT_EQ(d.cls, FindingClass::kRoundingLevel);
+  EXPECT_DOUBLE_EQ(d.worstScaledUlp, 12.0);
   EXPECT_EQ(diagnose(ts, 11).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, anElementNearZeroIsMeasuredAtItsTensorsScale) {
+  // 1e-8 vs 1.1e-8 is ~10^6 of its own float32 ULPs, but 0.008 ULP of the tensor's largest value 1.0: the
+  // cancellation of a reordered sum, not a semantic change.
+  const TensorEvidence t = tensor(TensorKind::kGradient, {1.0, 1e-8}, {1.0, 1.1e-8}, 1000000);
+  EXPECT_LT(scaledUlp(t), 0.01);
+  EXPECT_EQ(diagnose({t}, 1).cls, FindingClass::kRoundingLevel);
+  TensorEvidence d = t;
+  d.digits = 53;  // the same values in float64 are 2^29 times more ULPs apart
+  EXPECT_EQ(diagnose({d}, 64).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, nanOrAZeroScaleIsNeverRounding) {
+  EXPECT_TRUE(std::isinf(scaledUlp(tensor(TensorKind::kGradient, {0.0, 0.0}, {0.0, 1e-30}))));
+  EXPECT_TRUE(std::isinf(scaledUlp(tensor(TensorKind::kLoss, {1.0}, {std::nan("")}))));
+  EXPECT_EQ(scaledUlp(tensor(TensorKind::kLoss, {std::nan("")}, {std::nan("")})), 0.0);
 }
 
 TEST(Diagnose, missingGradientWinsOverRoundingAndRng) {

@@ -109,8 +109,7 @@ class Checker {
       r.differences = std::move(c.differences);
       r.diagnosis = diagnose(c.evidence, std::max(o_.ulp, kRoundingLevelUlp));
       r.roundingAccepted = o_.ulp > 0 && r.diagnosis->cls == FindingClass::kRoundingLevel &&
-                           std::all_of(r.differences.begin(), r.differences.end(),
-                                       [&](const Difference& d) { return d.shape.empty() && d.maxUlpDistance <= o_.ulp; });
+                           r.diagnosis->worstScaledUlp <= static_cast<double>(o_.ulp);
       return true;
     } catch (const std::exception& e) {
       r.status = SeedOutcome::Status::kFault;

@@ -155,7 +155,9 @@ json userModelJson(const UserModelReport& r) {
     if (s.memoryFinding) j["findings"].push_back({{"check", "memory"}, {"seed", s.seed}, {"why", s.memoryWhy}});
   }
   if (r.shrunk) j["shrunk"] = seedJson(r, *r.shrunk);
-  if (o.ulp > 0) j["ulp_note"] = "differences within " + std::to_string(o.ulp) + " ULP are accepted (--ulp)";
+  if (o.ulp > 0)
+    j["ulp_note"] = "rounding-level differences within " + std::to_string(o.ulp) +
+                    " ULP of their tensor's scale are accepted (--ulp), not bitwise equal";
   return j;
 }
 
@@ -185,6 +187,9 @@ std::string userModelSummary(const UserModelReport& r) {
     s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << ", " << x.steps << " step(s): " << differenceLine(x)
       << "\n    runs in " << x.dir << "\n    replay: " << shellJoin(replayArgs(r, x)) << "\n";
   }
+  if (o.ulp > 0)
+    s << "  --ulp " << o.ulp << ": rounding-level differences within " << o.ulp
+      << " ULP of their tensor's scale are accepted, not bitwise equal\n";
   s << "result: " << resultName(r.exitCode()) << " (exit " << r.exitCode() << "); report "
     << (fs::path(o.outDir) / "validate.json").string() << "\n";
   return s.str();

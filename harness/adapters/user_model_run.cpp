@@ -268,6 +268,7 @@ DumpComparison compareDumps(const RunDump& plain, const RunDump& other) {
     if (x.present) e.plain = asDoubles(x.a, t.file);
     if (y.present) e.other = asDoubles(y.a, u.file);
     e.floating = x.present && isFloating(x.a.type);
+    e.digits = x.present && x.a.type == NpyType::kFloat64 ? 53 : 24;
     if (e.kind == TensorKind::kState) {
       // The value before this step: the previous step's plain buffer (equal in both runs, or that step would
       // be the first to differ), else the initial one.

@@ -77,3 +77,30 @@ def ddp_rank_dies(seed):
 def ddp_rank_hangs(seed):
     """Rank 1 never returns, rank 0 waits in the all-reduce: the run times out (--adapter-timeout), exit 3."""
     return _ddp_rank1(lambda: time.sleep(3600))
+
+
+class _SplitHead(torch.nn.Module):
+    """The head's Linear computed in float64 and rounded back: the same math, rounded differently."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        w, b = self.linear.weight.double(), self.linear.bias.double()
+        return (x.double() @ w.t() + b).float()
+
+
+def rounding_only(seed):
+    """Checkpointed blocks plus a head computed in another order: every difference is rounding-level, which
+    --ulp accepts."""
+    s = mlp.correct(seed)
+    ckpt = s["checkpoint"]
+
+    def transform(m):
+        m = ckpt(m) or m
+        m.head = _SplitHead(m.head)
+        return m
+
+    s["checkpoint"] = transform
+    return s
