@@ -23,10 +23,11 @@ def rows(doc, path, bad_input):
     try:
         for s in doc["seeds"]:
             mem, t = s.get("memory") or {}, s.get("step_seconds") or {}
-            first = (s.get("first_difference") or {}).get("tensor", s.get("error", ""))
+            first = str((s.get("first_difference") or {}).get("tensor", s.get("error", "")))
+            first = first if len(first) <= 120 else first[:117] + "..."  # an exception's text can be a paragraph
             out.append({"setup": setup, "seed": int(s["seed"]), "batch": int(s.get("batch_size", 0)),
                         "bitwise": str(s.get("bitwise", s["status"])),
-                        "class": str((s.get("diagnosis") or {}).get("class", "")), "first": str(first),
+                        "class": str((s.get("diagnosis") or {}).get("class", "")), "first": first,
                         "memory": str(mem.get("result", "")), "plain_b": mem.get("plain_bytes"),
                         "ckpt_b": mem.get("checkpoint_bytes"), "saving": mem.get("saving"),
                         "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint")})
