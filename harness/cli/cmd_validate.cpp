@@ -68,8 +68,15 @@ void addValidate(CLI::App& app, int& exitCode) {
           ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62)),
       cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it")};
   auto* timeout = cmd->get_option("--adapter-timeout");
-  cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, &exitCode] {
+  // Options of the random-case search, which a user model has no use for: refused rather than ignored.
+  std::vector<CLI::Option*> casesOnly;
+  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--case", "--junit", "--no-serve",
+                        "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
+    casesOnly.push_back(cmd->get_option(n));
+  cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, casesOnly, &exitCode] {
     if (isUserModelSpec(o->adapter, o->options)) {
+      for (const auto* opt : casesOnly)
+        if (opt->count() > 0) throw InputError(opt->get_name() + ": not with module= (a user model has no random cases)");
       u->adapter = o->adapter;
       u->options = o->options;
       u->outDir = o->outDir;
