@@ -1,6 +1,7 @@
 // The finding classifier (harness/diagnose.h) on hand-made evidence: each class from the tensors that define
 // it, the order in which classes win, and the near misses that must fall through to "semantic".
 #include "harness/diagnose.h"
+#include "harness/diagnose_steps.h"
 
 #include <gtest/gtest.h>
 
@@ -135,6 +136,50 @@ TEST(Diagnose, classNamesAreStable) {
   EXPECT_STREQ(findingClassName(FindingClass::kStateUpdatedTwice), "state-updated-twice");
   EXPECT_STREQ(findingClassName(FindingClass::kRoundingLevel), "rounding-level");
   EXPECT_STREQ(findingClassName(FindingClass::kSemantic), "semantic");
+}
+
+// The same classes for StepResult runs (verify's engine, validate's adapters): a BatchNorm running mean moved
+// twice at step 1, a generator left elsewhere at step 0, equal runs.
+Mat<float> row(std::vector<float> v) {
+  Mat<float> m(1, static_cast<Eigen::Index>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) m(0, static_cast<Eigen::Index>(i)) = v[i];
+  return m;
+}
+
+StepResult<float> stepResult(float loss, float runningMean, float batches, uint64_t rngOffset) {
+  StepResult<float> r;
+  r.loss = loss;
+  r.grads.push_back({"b0.fc.weight", row({0.5f, -0.25f})});
+  r.inputGrad = row({1.0f});
+  r.state.push_back({"b0.bn.running_mean", row({runningMean, 0.0f})});
+  r.state.push_back({"b0.bn.num_batches_tracked", row({batches})});
+  r.rng.offset = rngOffset;
+  return r;
+}
+
+TEST(DiagnoseSteps, classesFromStepResults) {
+  const std::vector<NamedMat<float>> initial = {{"b0.bn.running_mean", row({0.0f, 0.0f})},
+                                                {"b0.bn.num_batches_tracked", row({0.0f})}};
+  // x = 1: plain moves 0 -> 0.1 -> 0.19; the checkpointed run moves 0.19 -> 0.271 at step 1 (and counts 3).
+  const std::vector<StepResult<float>> plain = {stepResult(1.0f, 0.1f, 1, 4), stepResult(0.9f, 0.19f, 2, 8)};
+  std::vector<StepResult<float>> twice = plain;
+  twice[1].state[0].value(0, 0) = 0.271f;
+  twice[1].state[1].value(0, 0) = 3;
+  const auto d = diagnoseSteps(plain, twice, initial, 64);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->cls, FindingClass::kStateUpdatedTwice) << d->why;
+
+  std::vector<StepResult<float>> desync = plain;
+  desync[0].rng.offset = 6;
+  desync[0].grads[0].value(0, 1) = -0.3f;
+  const auto r = diagnoseSteps(plain, desync, initial, 64);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->cls, FindingClass::kRngDesync);
+
+  std::vector<StepResult<float>> grads = plain;
+  grads[1].grads[0].value(0, 0) = 0.75f;
+  EXPECT_EQ(diagnoseSteps(plain, grads, initial, 64)->cls, FindingClass::kSemantic);
+  EXPECT_FALSE(diagnoseSteps(plain, plain, initial, 64));
 }
 
 }  // namespace
