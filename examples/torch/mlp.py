@@ -61,6 +61,21 @@ class Ineffective(nn.Module):
         return self.inner(x)
 
 
+class CheckpointedLogging(nn.Module):
+    """Checkpoints the block, but also keeps a statistic of its hidden layer for logging, computed with grad
+    enabled: the statistic's graph keeps fc1's output saved until the next step, outside the checkpoint. The
+    gradients are right; the memory is what checkpointing was meant to free."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.hidden_norm = None
+
+    def forward(self, x):
+        self.hidden_norm = self.inner.fc1(x).norm()  # the bug: no torch.no_grad() / .detach()
+        return tc.checkpoint(self.inner, x, use_reentrant=False)
+
+
 def _setup(checkpoint, loss_context=None):
     model = Net()
 
@@ -100,6 +115,11 @@ def reentrant(seed):
 
 def ineffective(seed):
     return _setup(lambda m: _wrap_blocks(m, Ineffective))
+
+
+def logging_leak(seed):
+    """Saves less than plain, but more than its checkpoint placement implies: the placement bound catches it."""
+    return _setup(lambda m: _wrap_blocks(m, CheckpointedLogging))
 
 
 def rng_not_preserved(seed):

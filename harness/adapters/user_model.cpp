@@ -51,6 +51,10 @@ class Checker {
     r.secondsCheckpoint = median(ckpt.stepSeconds);
     r.savedPlain = plain.savedBytes;
     r.savedCheckpoint = ckpt.savedBytes;
+    if (const auto bound = placementBound(plain, ckpt)) {
+      r.placementBytes = bound->bytes;
+      r.recomputed = bound->recomputed;
+    }
     if (!compare(plain, ckpt, dir, r)) return r;
     checkMemory(r);
     r.status = r.bitwiseFinding() || r.memoryFinding ? SeedOutcome::Status::kFinding : SeedOutcome::Status::kHolds;
@@ -125,6 +129,12 @@ class Checker {
       r.memoryFinding = true;
       r.memoryWhy = "checkpointing had no effect on saved activations (plain " + std::to_string(*r.savedPlain) +
                     " bytes, checkpointed " + std::to_string(*r.savedCheckpoint) + ")";
+    } else if (r.placementBytes && *r.savedCheckpoint > *r.placementBytes) {
+      r.memoryFinding = true;
+      r.memoryWhy = "the checkpointed run saved " + std::to_string(*r.savedCheckpoint) +
+                    " bytes, more than its checkpoint placement implies: " + std::to_string(*r.placementBytes) +
+                    " (what the plain run saves outside the " + std::to_string(r.recomputed.size()) +
+                    " recomputed module(s), plus their inputs)";
     } else if (ckpt > (1.0 - o_.minSaving) * plain) {
       std::ostringstream s;
       s.precision(3);

@@ -77,6 +77,10 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
                    {"checkpoint_bytes", *s.savedCheckpoint},
                    {"saving", *s.savedPlain > 0 ? saving(s) : 0.0},
                    {"result", s.memoryFinding ? "finding" : "holds"}};
+    if (s.placementBytes) {
+      j["memory"]["placement_bound_bytes"] = *s.placementBytes;
+      j["memory"]["recomputed_modules"] = s.recomputed;
+    }
     if (s.memoryFinding) j["memory"]["why"] = s.memoryWhy;
   }
   if (compared(s) && !s.checkpointRaised)
@@ -107,6 +111,9 @@ std::string memoryLine(const SeedOutcome& s) {
   std::string m = std::string("memory ") + (s.memoryFinding ? "FINDING" : "holds") + ": saved activations plain " +
                   std::to_string(*s.savedPlain) + " B, checkpointed " + std::to_string(*s.savedCheckpoint) + " B";
   if (*s.savedPlain > 0) m += " (" + fixed(100.0 * saving(s), 1) + "% saved)";
+  if (s.placementBytes)
+    m += ", placement bound " + std::to_string(*s.placementBytes) + " B (" + std::to_string(s.recomputed.size()) +
+         " recomputed module(s))";
   if (s.secondsPlain > 0)
     m += "; step plain " + fixed(1e3 * s.secondsPlain, 2) + " ms, checkpointed " + fixed(1e3 * s.secondsCheckpoint, 2) +
          " ms (" + (s.secondsCheckpoint >= s.secondsPlain ? "+" : "") +

@@ -25,6 +25,8 @@ struct SeedOutcome {
   std::optional<Diagnosis> diagnosis;
   bool roundingAccepted = false;  // every difference within --ulp: reported, not a finding
   std::optional<int64_t> savedPlain, savedCheckpoint;
+  std::optional<int64_t> placementBytes;  // what the checkpoint placement implies (user_model_run.h), when known
+  std::vector<std::string> recomputed;    // the outermost recomputed modules behind that bound
   bool memoryFinding = false;
   std::string memoryWhy;
   double secondsPlain = 0, secondsCheckpoint = 0;  // median step time (step 0, under the hooks, left out)

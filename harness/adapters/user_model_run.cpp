@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -129,6 +130,16 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     if (j.contains("step_seconds")) d.stepSeconds = j["step_seconds"].get<std::vector<double>>();
     d.batchSize = j.value("batch_size", 0);
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
+    if (j.contains("placement") && j["placement"].is_object()) {
+      const json& p = j["placement"];
+      Placement pl;
+      pl.calls = p.at("forward_calls").get<std::map<std::string, int64_t>>();
+      for (const auto& [name, list] : p.at("module_inputs").items())
+        for (const auto& e : list) pl.inputs[name].emplace_back(e.at(0).get<uint64_t>(), e.at(1).get<int64_t>());
+      for (const auto& e : p.at("pack_events"))
+        pl.packs.push_back({e.at(0).get<uint64_t>(), e.at(1).get<int64_t>(), e.at(2).get<std::vector<std::string>>()});
+      d.placement = std::move(pl);
+    }
     for (const auto& t : j.value("tensors", json::array()))
       d.tensors.push_back({t.at("step").get<int>(), t.at("kind").get<std::string>(), t.at("name").get<std::string>(),
                            t.at("file").is_null() ? "" : t.at("file").get<std::string>()});
@@ -137,6 +148,40 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     d.error = "the " + req.mode + " run wrote a malformed index.json: " + oneLine(e.what());
   }
   return d;
+}
+
+std::optional<PlacementBound> placementBound(const RunDump& plain, const RunDump& checkpointed) {
+  if (!plain.placement || !checkpointed.placement) return std::nullopt;
+  const auto& before = plain.placement->calls;
+  std::set<std::string> recomputed;
+  for (const auto& [name, n] : checkpointed.placement->calls) {
+    const auto it = before.find(name);
+    if (n > (it == before.end() ? 0 : it->second)) recomputed.insert(name);
+  }
+  // Outermost only: "blocks.0.fc1" goes when "blocks.0" is recomputed.
+  auto inside = [&](const std::string& name) {
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+      if (recomputed.count(name.substr(0, dot))) return true;
+    return false;
+  };
+  PlacementBound b;
+  for (const auto& name : recomputed)
+    if (!inside(name)) b.recomputed.push_back(name);
+  if (b.recomputed.empty()) return std::nullopt;
+  const std::set<std::string> outer(b.recomputed.begin(), b.recomputed.end());
+  std::map<uint64_t, int64_t> kept;  // storage -> bytes: saved outside every recomputed module, or an input of one
+  for (const auto& p : plain.placement->packs) {
+    bool under = false;
+    for (const auto& m : p.stack) under = under || outer.count(m) > 0;
+    if (!under) kept[p.ptr] = p.bytes;
+  }
+  for (const auto& name : b.recomputed) {
+    const auto it = plain.placement->inputs.find(name);
+    if (it != plain.placement->inputs.end())
+      for (const auto& [ptr, bytes] : it->second) kept[ptr] = bytes;
+  }
+  for (const auto& [ptr, bytes] : kept) b.bytes += bytes;
+  return b;
 }
 
 std::string kindLabel(const std::string& kind) {

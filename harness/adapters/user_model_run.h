@@ -32,6 +32,19 @@ struct DumpedTensor {
   std::string file;  // relative to the run directory; "" when absent (a parameter without gradient)
 };
 
+// Step 0's module-level record (harness/adapters/torch/placement.py): forward calls per module (recomputes
+// included), each module's first input storages, and every storage packed for backward with the modules running.
+struct Placement {
+  struct Pack {
+    uint64_t ptr = 0;
+    int64_t bytes = 0;
+    std::vector<std::string> stack;
+  };
+  std::map<std::string, int64_t> calls;
+  std::map<std::string, std::vector<std::pair<uint64_t, int64_t>>> inputs;
+  std::vector<Pack> packs;
+};
+
 struct RunDump {
   std::string dir;
   enum class Status { kOk, kBadFactory, kRaised, kCrashed } status = Status::kOk;
@@ -41,6 +54,7 @@ struct RunDump {
   std::vector<double> stepSeconds;
   int batchSize = 0;
   std::map<std::string, double> momenta;  // running buffer -> its module's momentum
+  std::optional<Placement> placement;     // absent under torch.compile
   std::vector<DumpedTensor> tensors;      // in comparison order
 };
 
@@ -64,6 +78,15 @@ struct DumpComparison {
 
 // Compares `other` against `plain`, bit for bit. Throws AdapterError for an unreadable dump.
 DumpComparison compareDumps(const RunDump& plain, const RunDump& other);
+
+// What the checkpoint placement implies the checkpointed run may save: the recomputed modules are those the
+// checkpointed run calls more often than the plain run (outermost only); the bound is what the plain run saves
+// outside them plus their inputs, each storage once. nullopt when nothing is recomputed or a run has no record.
+struct PlacementBound {
+  int64_t bytes = 0;
+  std::vector<std::string> recomputed;
+};
+std::optional<PlacementBound> placementBound(const RunDump& plain, const RunDump& checkpointed);
 
 std::string kindLabel(const std::string& kind);  // "grad" -> "gradient", "param" -> "parameter after the step"
 

@@ -22,6 +22,9 @@ import traceback
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import placement  # noqa: E402
+
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -85,14 +88,17 @@ def check_setup(setup, factory_name):
 class SavedBytes:
     """Distinct storages packed for backward during one forward, parameters excluded (as the torch adapter)."""
 
-    def __init__(self, params):
+    def __init__(self, params, probe=None):
         self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
         self.seen = {}
+        self.probe = probe
 
     def pack(self, t):
         s = t.untyped_storage()
         if s.data_ptr() not in self.param_ptrs:
             self.seen[s.data_ptr()] = s.nbytes()
+            if self.probe is not None:
+                self.probe.packed(s.data_ptr(), s.nbytes())
         return t
 
     @staticmethod
@@ -163,6 +169,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
     model = setup["model"]
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
+    modules = list(model.named_modules())  # before the transform renames any
     probe = MaskProbe(model)
     make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
     opt = make_opt(model.parameters())
@@ -195,9 +202,12 @@ def train(setup, args, dump, meta, rank=0, world=1):
         batch = setup["batch"](gen, batch_size)
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
+        where = None
         if step == 0:
             # Step 0 only, so the hooks' own cost stays out of the later steps' times.
-            meter = SavedBytes(model.parameters())
+            if not placement.traced(runner) and setup.get("wrap") is None:
+                where = placement.PlacementProbe(modules, {p.untyped_storage().data_ptr() for p in model.parameters()})
+            meter = SavedBytes(model.parameters(), where)
             with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
                 loss = setup["loss"](runner, batch)
             saved = meter.total()
@@ -206,6 +216,9 @@ def train(setup, args, dump, meta, rank=0, world=1):
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(loss).__name__)
         loss.backward()
+        if where is not None:  # after backward: the recomputes have run
+            where.remove()
+            meta["placement"] = where.meta()
         grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in params.items()}
         opt.step()
         seconds.append(time.perf_counter() - t0)
