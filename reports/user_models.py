@@ -4,12 +4,14 @@ times, all measured in the same run (harness/adapters/torch/USER_MODEL.md). Kept
 which feeds it through `--frameworks`."""
 
 HEADER = ["setup", "seed", "batch", "bitwise", "class", "first difference", "memory", "saved plain",
-          "saved checkpointed", "saving", "plain ms", "checkpointed ms", "time overhead"]
+          "saved checkpointed", "placement bound", "saving", "plain ms", "checkpointed ms", "time overhead"]
 
 NOTE = ("Each row trains the user's model plain and with the user's checkpointing for the same seed, steps and "
         "batches, in the same run on this machine: *bitwise* compares loss, gradients, buffers, parameters after "
         "the step and the generator state; *saved* bytes are what the forward of step 0 left for backward (each "
-        "storage once, parameters excluded); step times are the median of the steps after the first.")
+        "storage once, parameters excluded); the *placement bound* is what the plain run saves outside the "
+        "modules the checkpointed run recomputes, plus their inputs; step times are the median of the steps "
+        "after the first.")
 
 
 def is_user_model(doc):
@@ -29,7 +31,8 @@ def rows(doc, path, bad_input):
                         "bitwise": str(s.get("bitwise", s["status"])),
                         "class": str((s.get("diagnosis") or {}).get("class", "")), "first": first,
                         "memory": str(mem.get("result", "")), "plain_b": mem.get("plain_bytes"),
-                        "ckpt_b": mem.get("checkpoint_bytes"), "saving": mem.get("saving"),
+                        "ckpt_b": mem.get("checkpoint_bytes"), "bound_b": mem.get("placement_bound_bytes"),
+                        "saving": mem.get("saving"),
                         "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint")})
     except (KeyError, TypeError, ValueError) as e:
         raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}")
@@ -47,5 +50,6 @@ def cells(rows_, fmt_bytes):
     return [[r["setup"], str(r["seed"]), str(r["batch"]), r["bitwise"], r["class"] or "-", r["first"] or "-",
              r["memory"] or "-", fmt_bytes(r["plain_b"]) if r["plain_b"] is not None else "-",
              fmt_bytes(r["ckpt_b"]) if r["ckpt_b"] is not None else "-",
+             fmt_bytes(r["bound_b"]) if r.get("bound_b") is not None else "-",
              f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
              over(r)] for r in rows_]
