@@ -35,7 +35,8 @@ TensorEvidence evidence(const std::string& name, TensorKind kind, const Mat<T>& 
 
 // Every differing tensor of step s.
 template <class T>
-std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain, const std::vector<StepResult<T>>& other,
+std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain,
+                                         const std::vector<StepResult<T>>& other,
                                          const std::vector<NamedMat<T>>& initialState, size_t s, double momentum) {
   const StepResult<T>& a = plain[s];
   const StepResult<T>& b = other[s];

@@ -63,7 +63,8 @@ def _enable(m):
 def checkpoint_sequential_stages(seed):
     return {
         "model": ResNet18(),
-        "batch": lambda gen, n: (torch.randn(n, 3, 32, 32, generator=gen), torch.randint(0, CLASSES, (n,), generator=gen)),
+        "batch": lambda gen, n: (torch.randn(n, 3, 32, 32, generator=gen),
+                                 torch.randint(0, CLASSES, (n,), generator=gen)),
         "loss": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
         "optimizer": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=5e-4),
         "checkpoint": _enable,

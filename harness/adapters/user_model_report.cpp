@@ -191,7 +191,8 @@ std::string userModelSummary(const UserModelReport& r) {
   }
   if (r.shrunk) {
     const auto& x = *r.shrunk;
-    s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << ", " << x.steps << " step(s): " << differenceLine(x)
+    s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << ", " << x.steps
+      << " step(s): " << differenceLine(x)
       << "\n    runs in " << x.dir << "\n    replay: " << shellJoin(replayArgs(r, x)) << "\n";
   }
   if (o.ulp > 0)

@@ -76,7 +76,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, casesOnly, &exitCode] {
     if (isUserModelSpec(o->adapter, o->options)) {
       for (const auto* opt : casesOnly)
-        if (opt->count() > 0) throw InputError(opt->get_name() + ": not with module= (a user model has no random cases)");
+        if (opt->count() > 0)
+          throw InputError(opt->get_name() + ": not with module= (a user model has no random cases)");
       u->adapter = o->adapter;
       u->options = o->options;
       u->outDir = o->outDir;
