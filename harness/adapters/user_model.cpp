@@ -39,6 +39,12 @@ class Checker {
     r.batchSize = plain.batchSize;
     if (!usable(plain, "plain", r)) return r;
     const RunDump ckpt = run(seed, steps, batch, "checkpoint", dir + "/checkpoint");
+    if (ckpt.status == RunDump::Status::kRaised && ckpt.phase == "checkpoint transform") {
+      // The transform itself failed: nothing was trained with checkpointing, so there is nothing to judge.
+      r.status = SeedOutcome::Status::kFault;
+      r.error = "the checkpoint transform raised: " + ckpt.error;
+      return r;
+    }
     if (ckpt.status == RunDump::Status::kRaised) {
       // The plain run of the same model trained: the checkpointing setup itself breaks training.
       r.status = SeedOutcome::Status::kFinding;

@@ -105,3 +105,10 @@ def rounding_only(seed):
 
     s["checkpoint"] = transform
     return s
+
+
+def transform_raises(seed):
+    """The checkpoint transform itself fails (here: an API the model does not have): a fault, exit 3."""
+    s = mlp.correct(seed)
+    s["checkpoint"] = lambda m: m.gradient_checkpointing_enable()
+    return s
