@@ -29,14 +29,17 @@ class Checker {
   Checker(const UserModelSpec& spec, const UserModelOptions& o) : spec_(spec), o_(o) {}
 
   // Plain and checkpointed runs of one seed, compared; a difference is confirmed against a second plain run.
-  SeedOutcome check(int seed, int steps, int batch, const std::string& dir) {
+  SeedOutcome check(int seed, int steps, int batch, bool zeroBatch, const std::string& dir) {
     SeedOutcome r;
+    r.zeroBatch = zeroBatch;
     r.seed = seed;
     r.steps = steps;
     r.batchSize = batch;
     r.dir = dir;
+    zero_ = zeroBatch;
     const RunDump plain = run(seed, steps, batch, "plain", dir + "/plain");
     r.batchSize = plain.batchSize;
+    r.zeroBatch = zeroBatch && plain.zeroedTensors > 0;  // a batch of ids only has no values to zero
     if (!usable(plain, "plain", r)) return r;
     const RunDump ckpt = run(seed, steps, batch, "checkpoint", dir + "/checkpoint");
     if (ckpt.status == RunDump::Status::kRaised && ckpt.phase == "checkpoint transform") {
@@ -76,6 +79,7 @@ class Checker {
     q.seed = seed;
     q.steps = steps;
     q.batchSize = batch;
+    q.zeroBatch = zero_;
     q.mode = mode;
     q.dir = dir;
     q.timeoutSeconds = o_.timeoutSeconds;
@@ -155,32 +159,40 @@ class Checker {
   const UserModelSpec& spec_;
   const UserModelOptions& o_;
   int runs_ = 0;
+  bool zero_ = false;  // the batch values of the check in progress
 };
 
-// Shrinks a bitwise finding: the smallest batch (halving), then only the steps up to the first difference,
-// then a smaller seed, each kept only when it fails the same way (same class, same kind of first tensor).
+// Shrinks a bitwise finding: the smallest batch (halving), its values (floating tensors zeroed), the steps up
+// to the first difference, then a smaller seed, each kept only when it fails the same way (same class, same
+// first differing tensor, not reduced to a sign of zero).
 SeedOutcome shrink(Checker& checker, SeedOutcome f, const UserModelOptions& o, const std::string& root) {
-  const auto kindOf = [](const SeedOutcome& s) {
-    return s.differences.empty() ? std::string("raised") : s.differences.front().tensor.substr(0, 4);
+  const auto firstOf = [](const SeedOutcome& s) {
+    return s.differences.empty() ? std::string("raised") : s.differences.front().tensor;
   };
   const auto classOf = [](const SeedOutcome& s) { return s.diagnosis ? s.diagnosis->cls : FindingClass::kSemantic; };
   const SeedOutcome original = f;
   int trial = 0;
-  auto same = [&](const SeedOutcome& c) {
-    return c.bitwiseFinding() && c.checkpointRaised == original.checkpointRaised && kindOf(c) == kindOf(original) &&
-           classOf(c) == classOf(original);
+  // A difference that collapses to the sign of a zero (zeroed inputs make -0 vs +0 gradients) says less than the
+  // original: not the same way.
+  const auto signOnly = [](const SeedOutcome& s) {
+    return !s.differences.empty() && s.differences.front().shape.empty() && s.differences.front().maxUlpDistance == 0;
   };
-  auto attempt = [&](int seed, int steps, int batch) {
-    SeedOutcome c = checker.check(seed, steps, batch, root + "/shrink-" + std::to_string(++trial));
+  auto same = [&](const SeedOutcome& c) {
+    return c.bitwiseFinding() && c.checkpointRaised == original.checkpointRaised && firstOf(c) == firstOf(original) &&
+           classOf(c) == classOf(original) && signOnly(c) == signOnly(original);
+  };
+  auto attempt = [&](int seed, int steps, int batch, bool zero) {
+    SeedOutcome c = checker.check(seed, steps, batch, zero, root + "/shrink-" + std::to_string(++trial));
     if (same(c)) f = c;
     return same(c);
   };
-  for (int b = f.batchSize / 2; b >= 1 && attempt(f.seed, f.steps, b); b /= 2) {
+  for (int b = f.batchSize / 2; b >= 1 && attempt(f.seed, f.steps, b, f.zeroBatch); b /= 2) {
   }
+  if (!f.zeroBatch) attempt(f.seed, f.steps, f.batchSize, true);
   if (!f.differences.empty() && f.differences.front().step + 1 < f.steps)
-    attempt(f.seed, f.differences.front().step + 1, f.batchSize);
+    attempt(f.seed, f.differences.front().step + 1, f.batchSize, f.zeroBatch);
   for (int s = o.firstSeed; s < f.seed && s < o.firstSeed + 3; ++s)
-    if (attempt(s, f.steps, f.batchSize)) break;
+    if (attempt(s, f.steps, f.batchSize, f.zeroBatch)) break;
   f.shrunkFrom = original.seed;
   return f;
 }
@@ -201,7 +213,8 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
   const std::string work = (fs::path(o.outDir) / "work").string();
   for (int i = 0; i < o.seeds; ++i) {
     const int seed = o.firstSeed + i;
-    rep.seeds.push_back(checker.check(seed, o.steps, o.batchSize, work + "/seed" + std::to_string(seed)));
+    rep.seeds.push_back(
+        checker.check(seed, o.steps, o.batchSize, o.zeroBatch, work + "/seed" + std::to_string(seed)));
     if (rep.seeds.back().status == SeedOutcome::Status::kBadInput) break;  // every seed would say the same
   }
   for (const auto& s : rep.seeds) {

@@ -29,6 +29,7 @@ struct UserModelOptions {
   int firstSeed = 1;
   int steps = 2;
   int batchSize = 0;  // 0: the factory's batch_size
+  bool zeroBatch = false;  // floating batch tensors zeroed (what shrinking the batch's values tries)
   double minSaving = kDefaultMinSaving;
   uint64_t ulp = 0;  // accept differences within this many ULP (rounding-level), reported as such
   bool shrink = true;

@@ -57,11 +57,13 @@ std::vector<std::string> replayArgs(const UserModelReport& r, const SeedOutcome&
     a.push_back("--batch-size");
     a.push_back(std::to_string(s.batchSize));
   }
+  if (s.zeroBatch) a.push_back("--zero-batch");
   return a;
 }
 
 json seedJson(const UserModelReport& r, const SeedOutcome& s) {
-  json j = {{"seed", s.seed}, {"steps", s.steps}, {"batch_size", s.batchSize}, {"status", statusName(s.status)},
+  json j = {{"seed", s.seed}, {"steps", s.steps}, {"batch_size", s.batchSize}, {"zero_batch", s.zeroBatch},
+            {"status", statusName(s.status)},
             {"bitwise", bitwiseResult(s)}, {"dir", s.dir}};
   if (!s.error.empty()) j["error"] = s.error;
   if (!s.differences.empty()) {
@@ -191,7 +193,8 @@ std::string userModelSummary(const UserModelReport& r) {
   }
   if (r.shrunk) {
     const auto& x = *r.shrunk;
-    s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << ", " << x.steps
+    s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << (x.zeroBatch ? " (values zeroed)" : "") << ", "
+      << x.steps
       << " step(s): " << differenceLine(x)
       << "\n    runs in " << x.dir << "\n    replay: " << shellJoin(replayArgs(r, x)) << "\n";
   }

@@ -18,6 +18,7 @@ namespace ckpt {
 struct SeedOutcome {
   enum class Status { kHolds, kFinding, kFault, kBadInput };
   int seed = 1, steps = 1, batchSize = 0;
+  bool zeroBatch = false;  // the batch's floating values were zeroed
   Status status = Status::kHolds;
   std::string error;  // a fault, a bad factory, or the checkpointed run's exception
   bool checkpointRaised = false;

@@ -98,6 +98,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     argv.push_back("--batch-size");
     argv.push_back(std::to_string(req.batchSize));
   }
+  if (req.zeroBatch) argv.push_back("--zero-batch");
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
   const ProcessResult r = runProcess(argv, (fs::path(d.dir) / "driver.stdout").string(), err, req.timeoutSeconds);
   json j;
@@ -129,6 +130,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
       d.savedBytes = j["saved_activation_bytes"].get<int64_t>();
     if (j.contains("step_seconds")) d.stepSeconds = j["step_seconds"].get<std::vector<double>>();
     d.batchSize = j.value("batch_size", 0);
+    d.zeroedTensors = j.value("zeroed_tensors", int64_t{0});
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];

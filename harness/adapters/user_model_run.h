@@ -53,6 +53,7 @@ struct RunDump {
   std::optional<int64_t> savedBytes;  // step 0's saved activation bytes
   std::vector<double> stepSeconds;
   int batchSize = 0;
+  int64_t zeroedTensors = 0;              // with --zero-batch: floating batch tensors zeroed (0: nothing to zero)
   std::map<std::string, double> momenta;  // running buffer -> its module's momentum
   std::optional<Placement> placement;     // absent under torch.compile
   std::vector<DumpedTensor> tensors;      // in comparison order
@@ -62,6 +63,7 @@ struct DriverRequest {
   int seed = 1;
   int steps = 2;
   int batchSize = 0;  // 0: the factory's
+  bool zeroBatch = false;  // floating batch tensors set to zero (shrinking the batch's values)
   std::string mode;   // plain | checkpoint
   std::string dir;    // created empty
   double timeoutSeconds = 300;

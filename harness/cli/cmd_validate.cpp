@@ -66,7 +66,9 @@ void addValidate(CLI::App& app, int& exitCode) {
           ->check(CLI::Range(0.0, 1.0)),
       cmd->add_option("--ulp", u->ulp, "module=: accept differences within N ULP everywhere (rounding-level)")
           ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62)),
-      cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it")};
+      cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it"),
+      cmd->add_flag("--zero-batch", u->zeroBatch,
+                    "module=: zero the batch's floating tensors (labels and ids kept), as shrinking tries")};
   auto* timeout = cmd->get_option("--adapter-timeout");
   // Options of the random-case search, which a user model has no use for: refused rather than ignored.
   std::vector<CLI::Option*> casesOnly;

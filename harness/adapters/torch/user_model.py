@@ -4,7 +4,7 @@ must be bitwise equal between the two (harness/adapters/torch/USER_MODEL.md). `c
 torch:module=PATH.py:FACTORY` runs this once per mode and seed and compares the dumps in C++.
 
   user_model.py --module PATH --factory NAME --seed S --steps N --mode plain|checkpoint --out DIR
-                [--batch-size B]
+                [--batch-size B] [--zero-batch]
 
 Exit codes: 0 done; 2 the module or the factory is unusable (missing, not a function, returns the wrong
 things: error.json says which); 4 the factory or the training raised (error.json holds the one-line message and
@@ -154,6 +154,28 @@ class Dump:
         self.tensors.append(entry)
 
 
+def zero_floats(batch):
+    """The batch with every floating tensor zeroed (labels and token ids kept): the simplest values a finding
+    can be shrunk to."""
+    if isinstance(batch, torch.Tensor):
+        return torch.zeros_like(batch) if batch.is_floating_point() else batch
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(zero_floats(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: zero_floats(v) for k, v in batch.items()}
+    return batch
+
+
+def count_floats(batch):
+    if isinstance(batch, torch.Tensor):
+        return int(batch.is_floating_point())
+    if isinstance(batch, (tuple, list)):
+        return sum(count_floats(b) for b in batch)
+    if isinstance(batch, dict):
+        return sum(count_floats(v) for v in batch.values())
+    return 0
+
+
 def momenta(model):
     """Each BatchNorm-like running buffer's momentum, for the 'state updated twice' diagnosis."""
     m = {}
@@ -200,6 +222,9 @@ def train(setup, args, dump, meta, rank=0, world=1):
         meta["phase"] = "step %d" % step
         gen = torch.Generator().manual_seed((args.seed * 1000003 + step) * world + rank)  # each rank its own data
         batch = setup["batch"](gen, batch_size)
+        if args.zero_batch:
+            meta["zeroed_tensors"] = meta.get("zeroed_tensors", 0) + count_floats(batch)
+            batch = zero_floats(batch)
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         where = None
@@ -287,6 +312,7 @@ def main():
     ap.add_argument("--mode", choices=["plain", "checkpoint"], required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-size", type=int, default=0)
+    ap.add_argument("--zero-batch", action="store_true", help="floating tensors of every batch set to zero")
     args = ap.parse_args()
     dump = Dump(args.out)
     meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
