@@ -149,5 +149,31 @@ TEST(UserModelDumps, aMissingFileIsAnAdapterError) {
   EXPECT_THROW(compareDumps(a.dump(), b.dump()), AdapterError);
 }
 
+// The placement bound: recomputed = called more often when checkpointed (outermost kept); bound = storages the
+// plain run packs outside them plus their inputs, each once.
+TEST(UserModelPlacement, boundIsWhatPlainSavesOutsideTheRecomputedModulesPlusTheirInputs) {
+  RunDump plain, ckpt;
+  plain.placement = Placement{};
+  plain.placement->calls = {{"stem", 1}, {"blocks.0", 1}, {"blocks.0.fc", 1}, {"head", 2}};
+  plain.placement->inputs = {{"blocks.0", {{100, 64}}}, {"blocks.0.fc", {{100, 64}}}};
+  plain.placement->packs = {{100, 64, {"blocks.0", "blocks.0.fc"}},  // the block's input, saved inside it...
+                            {100, 64, {"head"}},                      // ...and again outside: kept
+                            {200, 512, {"blocks.0", "blocks.0.fc"}},  // only inside: recomputed instead
+                            {300, 32, {}},                            // the loss
+                            {400, 128, {"head"}}};
+  ckpt.placement = Placement{};
+  ckpt.placement->calls = {{"stem", 1}, {"blocks.0", 2}, {"blocks.0.fc", 2}, {"head", 2}};  // head: twice in both
+  const auto b = placementBound(plain, ckpt);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->recomputed, (std::vector<std::string>{"blocks.0"}));
+  EXPECT_EQ(b->bytes, 64 + 32 + 128);
+
+  ckpt.placement->calls["blocks.0"] = 1;  // nothing recomputed at module level: no bound
+  ckpt.placement->calls["blocks.0.fc"] = 1;
+  EXPECT_FALSE(placementBound(plain, ckpt));
+  ckpt.placement.reset();  // no record (torch.compile): no bound
+  EXPECT_FALSE(placementBound(plain, ckpt));
+}
+
 }  // namespace
 }  // namespace ckpt
