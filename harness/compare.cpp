@@ -1,6 +1,7 @@
 #include "harness/compare.h"
 
 #include <charconv>
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -62,6 +63,7 @@ class Comparer {
         d.actualBits = y;
         d.ulpDistance = ulpDistance<T>(x, y);
       }
+      d.maxUlpDistance = std::max(d.maxUlpDistance, ulpDistance<T>(x, y));
     }
     if (d.count == 0) return;
     d.step = step;
@@ -101,6 +103,7 @@ class Comparer {
     d.expectedBits = a;
     d.actualBits = b;
     d.ulpDistance = a > b ? a - b : b - a;
+    d.maxUlpDistance = d.ulpDistance;
     d.count = 1;
     add(std::move(d));
   }
@@ -138,6 +141,42 @@ Comparison compareSteps(const std::vector<StepResult<T>>& expected, const std::v
 template Comparison compareSteps(const std::vector<StepResult<float>>&, const std::vector<StepResult<float>>&);
 template Comparison compareSteps(const std::vector<StepResult<double>>&, const std::vector<StepResult<double>>&);
 
+std::optional<Difference> compareFlat(int step, const std::string& name, const float* a, const float* b, int64_t n) {
+  Comparison c;
+  Comparer(c).values(step, name, a, n, 1, b, n, 1);
+  return c.differences.empty() ? std::nullopt : std::optional<Difference>(c.differences.front());
+}
+
+std::optional<Difference> compareFlat(int step, const std::string& name, const double* a, const double* b, int64_t n) {
+  Comparison c;
+  Comparer(c).values(step, name, a, n, 1, b, n, 1);
+  return c.differences.empty() ? std::nullopt : std::optional<Difference>(c.differences.front());
+}
+
+std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b,
+                                      int64_t n) {
+  Difference d;
+  for (int64_t i = 0; i < n; ++i) {
+    if (a[i] == b[i]) continue;
+    // Two's-complement difference as unsigned: exact for every pair, no signed overflow.
+    const uint64_t ua = static_cast<uint64_t>(a[i]), ub = static_cast<uint64_t>(b[i]);
+    const uint64_t dist = a[i] > b[i] ? ua - ub : ub - ua;
+    if (d.count++ == 0) {
+      d.firstIndex = i;
+      d.expected = std::to_string(a[i]);
+      d.actual = std::to_string(b[i]);
+      d.expectedBits = ua;
+      d.actualBits = ub;
+      d.ulpDistance = dist;
+    }
+    d.maxUlpDistance = std::max(d.maxUlpDistance, dist);
+  }
+  if (d.count == 0) return std::nullopt;
+  d.step = step;
+  d.tensor = name;
+  return d;
+}
+
 namespace {
 std::string hex(uint64_t v) {
   char buf[24];
@@ -161,6 +200,7 @@ nlohmann::json toJson(const Difference& d) {
   j["expected_bits"] = hex(d.expectedBits);
   j["actual_bits"] = hex(d.actualBits);
   j["ulp_distance"] = d.ulpDistance;
+  j["max_ulp_distance"] = d.maxUlpDistance;
   j["count"] = d.count;
   return j;
 }

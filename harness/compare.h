@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct Difference {
   // their bits differ); for the generator state, the plain integer difference.
   uint64_t ulpDistance = 0;
   int64_t count = 0;         // differing elements in the tensor
+  uint64_t maxUlpDistance = 0;  // the largest ulpDistance over all differing elements (rounding-level or not)
 };
 
 struct Comparison {
@@ -37,6 +39,13 @@ Comparison compareSteps(const std::vector<StepResult<T>>& expected, const std::v
 
 extern template Comparison compareSteps(const std::vector<StepResult<float>>&, const std::vector<StepResult<float>>&);
 extern template Comparison compareSteps(const std::vector<StepResult<double>>&, const std::vector<StepResult<double>>&);
+
+// One named tensor of two runs, flat and of equal length, bit by bit: nullopt when equal. For user models
+// (harness/adapters/user_model.h), whose tensors are not StepResults. Integers: the distance is |a - b|.
+std::optional<Difference> compareFlat(int step, const std::string& name, const float* a, const float* b, int64_t n);
+std::optional<Difference> compareFlat(int step, const std::string& name, const double* a, const double* b, int64_t n);
+std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b,
+                                      int64_t n);
 
 nlohmann::json toJson(const Difference& d);
 nlohmann::json toJson(const Comparison& c);

@@ -25,6 +25,7 @@ from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench
                          FrontierPoint, PlannerPoint, StepRow, Verify, load_json, median_of, policy_family)
 from report_figures import figures, svg_clean  # noqa: E402
 from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax  # noqa: E402
+import user_models  # noqa: E402
 
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
@@ -41,6 +42,7 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 class Report:
     def __init__(self, bench, verify, frameworks=None):
         self.frameworks = frameworks.rows if frameworks is not None else []
+        self.user_models = frameworks.user_rows if frameworks is not None else []
         self.bench = bench
         self.verify = verify
         self.cases = []  # names in bench order
@@ -386,6 +388,9 @@ def document(rep, figs):
                     "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
                     "*bitwise* says whether the framework's checkpointed run equalled its plain one."),
               ("table", FRAMEWORK_HEADER, framework_rows(rep), None)]
+    if rep.user_models:
+        d += [("h2", "Your own models: plain vs checkpointed"), ("p", user_models.NOTE),
+              ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]
     d.append(("h2", "Figures"))
     for name, title, caption, svg in figs:
         d.append(("figure", name, title, caption, svg))

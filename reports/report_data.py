@@ -6,6 +6,8 @@ import json
 import re
 import statistics
 
+import user_models
+
 ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
 MIB = 1024.0 * 1024.0
@@ -242,8 +244,12 @@ class Frameworks:
 
     def __init__(self):
         self.rows = []
+        self.user_rows = []  # `validate --adapter torch:module=...` reports (reports/user_models.py)
 
     def add(self, doc, path):
+        if user_models.is_user_model(doc):
+            self.user_rows += user_models.rows(doc, path, BadInput)
+            return
         if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
             raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
                            f"(no 'timing' list)")

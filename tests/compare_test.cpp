@@ -129,5 +129,25 @@ TEST(Compare, jsonCarriesEveryField) {
             "step 0 grad b0.fc.weight: 1 element(s) differ; first at [0]: 1 (0x3f800000) vs 2 (0x40000000), 8388608 ulp");
 }
 
+TEST(Compare, flatArraysReportCountFirstAndLargestUlp) {
+  const float a[] = {1.0f, 2.0f, 3.0f, 4.0f};
+  float b[] = {1.0f, 2.0f, 3.0f, 4.0f};
+  EXPECT_FALSE(compareFlat(0, "grad w", a, b, 4));
+  b[1] = std::nextafter(2.0f, 3.0f);
+  b[3] = std::nextafter(std::nextafter(std::nextafter(4.0f, 0.0f), 0.0f), 0.0f);
+  const auto d = compareFlat(2, "grad w", a, b, 4);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->step, 2);
+  EXPECT_EQ(d->count, 2);
+  EXPECT_EQ(d->firstIndex, 1);
+  EXPECT_EQ(d->ulpDistance, 1u);
+  EXPECT_EQ(d->maxUlpDistance, 3u);
+  const int64_t x[] = {5, -3}, y[] = {6, -3};
+  const auto e = compareFlat(0, "buffer n", x, y, 2);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->maxUlpDistance, 1u);
+  EXPECT_EQ(e->actual, "6");
+}
+
 }  // namespace
 }  // namespace ckpt

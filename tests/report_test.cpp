@@ -218,6 +218,31 @@ TEST_F(ReportTest, readsRepetitionsQuartilesNamedArgumentsAndSkippedBenchmarks) 
     EXPECT_TRUE(fs::is_regular_file(root_ / "gb" / f)) << f;
 }
 
+// `--frameworks` also takes `validate --adapter torch:module=...` reports: one row per seed with the verdicts,
+// saved bytes plain vs checkpointed and step times of the same run (tests/data/report/user_model_small.json is a
+// real ResNet-18-layout run, trimmed).
+TEST_F(ReportTest, userModelTableCarriesVerdictsBytesAndTimes) {
+  const CliRun r = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
+                              data("user_model_small.json").string(), "--out", (root_ / "u").string(), "--quiet"},
+                             root_ / "run-u");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string m = slurp(root_ / "u" / "report.md");
+  EXPECT_NE(m.find("\n## Your own models: plain vs checkpointed\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("| resnet.py:checkpoint_sequential_stages | 1 | 8 | finding | state-updated-twice | "
+                   "buffer layer1.0.bn1.running_mean | holds | 538 KiB | 344 KiB | 360 KiB | 36.0% | 8.02 | 16.19 | "
+                   "+102% |"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(md().find("Your own models"), std::string::npos);
+
+  std::ofstream(root_ / "badseeds.json") << R"({"kind": "user-model", "seeds": [{"status": "holds"}]})";
+  const CliRun bad = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
+                                (root_ / "badseeds.json").string(), "--out", (root_ / "v").string()},
+                               root_ / "run-v");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("badseeds.json"), std::string::npos) << bad.err;
+}
+
 TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
   const fs::path scratch = root_ / "bad";
   fs::create_directories(scratch);

@@ -1,8 +1,12 @@
 // ckptcheck validate: another framework's checkpointing, driven through an adapter (harness/adapters/PROTOCOL.md),
 // checked bitwise against its own plain run over random cases, with the smallest failing case reported.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
+#include "cases/input_error.h"
+#include "harness/adapters/user_model.h"
+#include "harness/adapters/user_model_run.h"
 #include "harness/adapters/validate.h"
 #include "harness/cli/commands.h"
 
@@ -10,6 +14,8 @@ namespace ckpt::cli {
 
 void addValidate(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<ValidateOptions>();
+  auto u = std::make_shared<UserModelOptions>();
+  auto noShrink = std::make_shared<bool>(false);
   auto seed = std::make_shared<uint64_t>(0);
   auto* cmd = app.add_subcommand(
       "validate",
@@ -18,7 +24,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   auto* a = cmd->add_option("--adapter", o->adapter,
                             "Built-in adapter NAME[:k=v,...]: numpy [segments=K]; torch [use_reentrant=0|1, "
                             "preserve_rng_state=0|1, mode=checkpoint|sequential|selective, segments=K]; jax "
-                            "[policy=nothing_saveable|dots_saveable|everything_saveable]");
+                            "[policy=nothing_saveable|dots_saveable|everything_saveable]; your own PyTorch model: "
+                            "torch:module=PATH.py[:FACTORY] (harness/adapters/torch/USER_MODEL.md)");
   auto* c = cmd->add_option("--adapter-cmd", o->adapterCmd, "Any adapter command line \"COMMAND ARGS\" (PROTOCOL.md)");
   a->excludes(c);
   c->excludes(a);
@@ -46,7 +53,45 @@ void addValidate(CLI::App& app, int& exitCode) {
                   "Measure checkpointing's step-time overhead on this case file (repeatable)");
   cmd->add_option("--timing-steps", o->timingSteps, "Steps per timing run; the first is warm-up (default 5)")
       ->check(CLI::Range(2, 1000));
-  cmd->callback([o, seed, s, &exitCode] {
+  // Options of a user model (module=): seeds, steps and batch of its training runs, the memory property.
+  std::vector<CLI::Option*> userOnly = {
+      cmd->add_option("--seeds", u->seeds, "module=: how many seeds, from --seed (default 1) on (default 2)")
+          ->check(CLI::Range(1, 1000)),
+      cmd->add_option("--steps", u->steps, "module=: training steps per run, optimizer step included (default 2)")
+          ->check(CLI::Range(1, 1000)),
+      cmd->add_option("--batch-size", u->batchSize, "module=: batch size (default: the factory's batch_size)")
+          ->check(CLI::Range(1, 1 << 20)),
+      cmd->add_option("--min-saving", u->minSaving,
+                      "module=: the fraction of saved activation bytes checkpointing must cut (default 0.1)")
+          ->check(CLI::Range(0.0, 1.0)),
+      cmd->add_option("--ulp", u->ulp, "module=: accept differences within N ULP everywhere (rounding-level)")
+          ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62)),
+      cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it"),
+      cmd->add_flag("--zero-batch", u->zeroBatch,
+                    "module=: zero the batch's floating tensors (labels and ids kept), as shrinking tries")};
+  auto* timeout = cmd->get_option("--adapter-timeout");
+  // Options of the random-case search, which a user model has no use for: refused rather than ignored.
+  std::vector<CLI::Option*> casesOnly;
+  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--case", "--junit", "--no-serve",
+                        "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
+    casesOnly.push_back(cmd->get_option(n));
+  cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, casesOnly, &exitCode] {
+    if (isUserModelSpec(o->adapter, o->options)) {
+      for (const auto* opt : casesOnly)
+        if (opt->count() > 0)
+          throw InputError(opt->get_name() + ": not with module= (a user model has no random cases)");
+      u->adapter = o->adapter;
+      u->options = o->options;
+      u->outDir = o->outDir;
+      u->json = o->json;
+      u->shrink = !*noShrink;
+      if (s->count() > 0) u->firstSeed = static_cast<int>(std::min<uint64_t>(*seed, 1u << 30));
+      if (timeout->count() > 0) u->timeoutSeconds = o->timeoutSeconds;
+      exitCode = runUserModelValidate(*u, std::cout, std::cerr);
+      return;
+    }
+    for (const auto* opt : userOnly)
+      if (opt->count() > 0) throw InputError(opt->get_name() + ": only with --adapter torch:module=PATH.py");
     if (s->count() > 0) o->seed = *seed;
     exitCode = runValidate(*o, std::cout, std::cerr);
   });

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Trains the user's own PyTorch model, plain or with the user's own checkpointing, and dumps every tensor that
+must be bitwise equal between the two (harness/adapters/torch/USER_MODEL.md). `ckptcheck validate --adapter
+torch:module=PATH.py:FACTORY` runs this once per mode and seed and compares the dumps in C++.
+
+  user_model.py --module PATH --factory NAME --seed S --steps N --mode plain|checkpoint --out DIR
+                [--batch-size B] [--zero-batch]
+
+Exit codes: 0 done; 2 the module or the factory is unusable (missing, not a function, returns the wrong
+things: error.json says which); 4 the factory or the training raised (error.json holds the one-line message and
+the phase, so the harness can tell "the checkpointed run raised" — a finding — from a broken model).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import placement  # noqa: E402
+
+# One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+EXIT_BAD_FACTORY = 2
+EXIT_RAISED = 4
+DEFAULT_BATCH = 4
+
+
+class RankRaised(Exception):
+    """A DDP rank raised; the message is that rank's exception, already 'Type: message'."""
+
+
+class BadFactory(Exception):
+    """The user's module or factory breaks the contract (not an exception raised by their code)."""
+
+
+def one_line(text):
+    return " ".join(str(text).split())[:400]
+
+
+def load_factory(path, name):
+    if not os.path.isfile(path):
+        raise BadFactory("module file '%s' does not exist" % path)
+    spec = importlib.util.spec_from_file_location("ckpt_user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(module)  # an exception here is the user's code raising: phase "import"
+    factory = getattr(module, name, None)
+    if factory is None or not callable(factory):
+        raise BadFactory("'%s' has no function '%s'" % (path, name))
+    return factory
+
+
+def check_setup(setup, factory_name):
+    """The factory returns a dict; checks each entry's type so a mistake is one clear line, not a traceback."""
+    where = "factory '%s'" % factory_name
+    if not isinstance(setup, dict):
+        raise BadFactory("%s returned %s, expected a dict with model, batch, loss, checkpoint"
+                         % (where, type(setup).__name__))
+    for key in ("model", "batch", "loss", "checkpoint"):
+        if key not in setup:
+            raise BadFactory("%s: the returned dict has no '%s'" % (where, key))
+    if not isinstance(setup["model"], torch.nn.Module):
+        raise BadFactory("%s: 'model' is %s, expected a torch.nn.Module" % (where, type(setup["model"]).__name__))
+    for key in ("batch", "loss", "checkpoint"):
+        if not callable(setup[key]):
+            raise BadFactory("%s: '%s' must be callable" % (where, key))
+    for key in ("optimizer", "wrap"):
+        if setup.get(key) is not None and not callable(setup[key]):
+            raise BadFactory("%s: '%s' must be callable" % (where, key))
+    ddp = setup.get("ddp")
+    if ddp is not None and (not isinstance(ddp, dict) or int(ddp.get("world_size", 2)) < 1
+                            or set(ddp) - {"world_size", "find_unused_parameters", "static_graph"}):
+        raise BadFactory("%s: 'ddp' must be a dict of world_size, find_unused_parameters, static_graph" % where)
+    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap", "ddp"}
+    if unknown:
+        raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
+
+
+class SavedBytes:
+    """Distinct storages packed for backward during one forward, parameters excluded (as the torch adapter)."""
+
+    def __init__(self, params, probe=None):
+        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self.seen = {}
+        self.probe = probe
+
+    def pack(self, t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in self.param_ptrs:
+            self.seen[s.data_ptr()] = s.nbytes()
+            if self.probe is not None:
+                self.probe.packed(s.data_ptr(), s.nbytes())
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    def total(self):
+        return sum(self.seen.values())
+
+
+class MaskProbe:
+    """The zero pattern of every dropout-like module's output, as of its last call in a step (the recompute's
+    when a checkpoint recomputes it). Evidence for the RNG-desync diagnosis only; never compared for equality."""
+
+    def __init__(self, model):
+        self.masks = {}
+        self.handles = []
+        for name, m in model.named_modules():
+            kind = type(m).__name__
+            if "Dropout" in kind or "DropPath" in kind:
+                self.handles.append(m.register_forward_hook(self._hook(name)))
+
+    def _hook(self, name):
+        def hook(_module, _inputs, output):
+            if isinstance(output, torch.Tensor):
+                self.masks[name] = (output.detach() == 0).cpu().numpy()
+        return hook
+
+
+class Dump:
+    """Writes tensors as .npy and lists them, in comparison order, in index.json."""
+
+    def __init__(self, out):
+        self.out = out
+        self.tensors = []
+        os.makedirs(out, exist_ok=True)
+
+    def tensor(self, step, kind, name, value):
+        entry = {"step": step, "kind": kind, "name": name, "file": None}
+        if value is not None:
+            a = value
+            if isinstance(a, torch.Tensor):
+                a = a.detach().cpu()
+                if a.dtype in (torch.bfloat16, torch.float16):
+                    a = a.float()  # exact: every bf16/fp16 value is a float32 value
+                    entry["converted_from"] = str(value.dtype).replace("torch.", "")
+                a = a.numpy()
+            a = np.ascontiguousarray(a)
+            rel = os.path.join("step%d" % step if step >= 0 else "init", kind, name + ".npy")
+            os.makedirs(os.path.dirname(os.path.join(self.out, rel)), exist_ok=True)
+            np.save(os.path.join(self.out, rel), a)
+            entry["file"] = rel
+        self.tensors.append(entry)
+
+
+def zero_floats(batch):
+    """The batch with every floating tensor zeroed (labels and token ids kept): the simplest values a finding
+    can be shrunk to."""
+    if isinstance(batch, torch.Tensor):
+        return torch.zeros_like(batch) if batch.is_floating_point() else batch
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(zero_floats(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: zero_floats(v) for k, v in batch.items()}
+    return batch
+
+
+def count_floats(batch):
+    if isinstance(batch, torch.Tensor):
+        return int(batch.is_floating_point())
+    if isinstance(batch, (tuple, list)):
+        return sum(count_floats(b) for b in batch)
+    if isinstance(batch, dict):
+        return sum(count_floats(v) for v in batch.values())
+    return 0
+
+
+def momenta(model):
+    """Each BatchNorm-like running buffer's momentum, for the 'state updated twice' diagnosis."""
+    m = {}
+    for name, mod in model.named_modules():
+        mom = getattr(mod, "momentum", None)
+        if isinstance(mom, float) and hasattr(mod, "running_mean"):
+            for b in ("running_mean", "running_var"):
+                m[(name + "." if name else "") + b] = mom
+    return m
+
+
+def train(setup, args, dump, meta, rank=0, world=1):
+    model = setup["model"]
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    modules = list(model.named_modules())  # before the transform renames any
+    probe = MaskProbe(model)
+    make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
+    opt = make_opt(model.parameters())
+    meta["momenta"] = momenta(model)
+    for name, b in buffers.items():
+        dump.tensor(-1, "buffer", name, b)
+    runner = model
+    if args.mode == "checkpoint":
+        meta["phase"] = "checkpoint transform"
+        transformed = setup["checkpoint"](model)
+        runner = transformed if transformed is not None else model
+        if not isinstance(runner, torch.nn.Module) and not callable(runner):
+            raise BadFactory("'checkpoint' returned %s, expected the model (or None)" % type(runner).__name__)
+    if setup.get("wrap") is not None:
+        meta["phase"] = "wrap"
+        runner = setup["wrap"](runner)  # both runs: e.g. torch.compile, so plain and checkpointed compile alike
+    if setup.get("ddp") is not None:
+        ddp = setup["ddp"]
+        runner = torch.nn.parallel.DistributedDataParallel(
+            runner, find_unused_parameters=bool(ddp.get("find_unused_parameters", False)),
+            static_graph=bool(ddp.get("static_graph", False)))
+    batch_size = args.batch_size or int(setup.get("batch_size", DEFAULT_BATCH))
+    meta["batch_size"] = batch_size
+    torch.manual_seed(args.seed)  # the same generator state at step 0 whatever the transform drew
+    model.train()
+    seconds, saved = [], None
+    for step in range(args.steps):
+        meta["phase"] = "step %d" % step
+        gen = torch.Generator().manual_seed((args.seed * 1000003 + step) * world + rank)  # each rank its own data
+        batch = setup["batch"](gen, batch_size)
+        if args.zero_batch:
+            meta["zeroed_tensors"] = meta.get("zeroed_tensors", 0) + count_floats(batch)
+            batch = zero_floats(batch)
+        opt.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        where = None
+        if step == 0:
+            # Step 0 only, so the hooks' own cost stays out of the later steps' times.
+            if not placement.traced(runner) and setup.get("wrap") is None:
+                where = placement.PlacementProbe(modules, {p.untyped_storage().data_ptr() for p in model.parameters()})
+            meter = SavedBytes(model.parameters(), where)
+            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+                loss = setup["loss"](runner, batch)
+            saved = meter.total()
+        else:
+            loss = setup["loss"](runner, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(loss).__name__)
+        loss.backward()
+        if where is not None:  # after backward: the recomputes have run
+            where.remove()
+            meta["placement"] = where.meta()
+        grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in params.items()}
+        opt.step()
+        seconds.append(time.perf_counter() - t0)
+        dump.tensor(step, "loss", "loss", loss.reshape(()))
+        for n, g in grads.items():
+            dump.tensor(step, "grad", n, g)
+        for n, b in buffers.items():
+            dump.tensor(step, "buffer", n, b)
+        for n, p in params.items():
+            dump.tensor(step, "param", n, p)
+        dump.tensor(step, "rng", "cpu", torch.get_rng_state())
+        for n, mask in sorted(probe.masks.items()):
+            dump.tensor(step, "mask", n, mask)
+        probe.masks.clear()
+    meta.update({"saved_activation_bytes": saved, "step_seconds": seconds})
+
+
+def ddp_worker(rank, args, factory, world, rendezvous):
+    """One rank of a DistributedDataParallel run over gloo: the whole training, on this rank's batches. Rank 0
+    dumps (gradients after the all-reduce are the same on every rank); each rank's meta goes to rank<r>.json."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
+    try:
+        torch.manual_seed(args.seed)
+        setup = factory(args.seed)
+        dump = Dump(args.out if rank == 0 else os.path.join(args.out, "rank%d" % rank))
+        meta = {}
+        train(setup, args, dump, meta, rank, world)
+        meta["tensors"] = dump.tensors
+        with open(os.path.join(args.out, "rank%d.json" % rank), "w") as f:
+            json.dump(meta, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ddp(args, factory, ddp, meta):
+    """Forks world_size ranks; a rank that raises ends them all (torch.multiprocessing), and its exception,
+    reduced to its last line, is the run's. More ranks: world_size; each is a process on this machine."""
+    import torch.multiprocessing as mp
+    world = int(ddp.get("world_size", 2))
+    rendezvous = os.path.join(os.path.abspath(args.out), "rendezvous")
+    meta["world_size"] = world
+    try:
+        mp.start_processes(ddp_worker, args=(args, factory, world, rendezvous), nprocs=world, join=True,
+                           start_method="fork")
+    except mp.ProcessRaisedException as e:
+        # The rank's formatted traceback: keep its final exception, from the last "SomeError: ..." line on.
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception): ", line)]
+        text = " ".join(lines[starts[-1]:]) if starts else (lines[-1] if lines else "a DDP rank raised")
+        raise RankRaised("rank %d: %s" % (e.error_index, text)) from None
+    except mp.ProcessExitedException as e:
+        raise RankRaised("a DDP rank died: %s" % one_line(e)) from None
+    with open(os.path.join(args.out, "rank0.json")) as f:
+        rank0 = json.load(f)
+    meta.update(rank0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--factory", required=True)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--mode", choices=["plain", "checkpoint"], required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch-size", type=int, default=0)
+    ap.add_argument("--zero-batch", action="store_true", help="floating tensors of every batch set to zero")
+    args = ap.parse_args()
+    dump = Dump(args.out)
+    meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
+            "phase": "import"}
+    code = 0
+    try:
+        factory = load_factory(args.module, args.factory)
+        meta["phase"] = "factory"
+        torch.manual_seed(args.seed)  # the model's initial weights: the same in both modes
+        setup = factory(args.seed)
+        check_setup(setup, args.factory)
+        if setup.get("ddp") is not None:
+            meta["phase"] = "ddp"
+            run_ddp(args, factory, setup["ddp"], meta)
+            dump.tensors = meta.pop("tensors")
+        else:
+            train(setup, args, dump, meta)
+        meta["phase"] = "done"
+    except BadFactory as e:
+        meta["error"] = {"kind": "bad_factory", "message": one_line(e)}
+        code = EXIT_BAD_FACTORY
+    except Exception as e:  # the user's code raised: the harness decides whether that is a finding
+        traceback.print_exc()
+        text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
+        meta["error"] = {"kind": "raised", "message": one_line(text)}
+        code = EXIT_RAISED
+    meta["tensors"] = dump.tensors
+    tmp = os.path.join(args.out, ".index.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(tmp, os.path.join(args.out, "index.json"))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

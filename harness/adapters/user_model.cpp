@@ -1,0 +1,246 @@
+#include "harness/adapters/user_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "cases/input_error.h"
+#include "harness/adapters/case_dir.h"
+#include "harness/adapters/user_model_report.h"
+#include "harness/adapters/user_model_run.h"
+#include "harness/exit_codes.h"
+
+namespace ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.size() > 1) v.erase(v.begin());  // step 0 ran under the saved-tensor hooks: not a fair time
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+class Checker {
+ public:
+  Checker(const UserModelSpec& spec, const UserModelOptions& o) : spec_(spec), o_(o) {}
+
+  // Plain and checkpointed runs of one seed, compared; a difference is confirmed against a second plain run.
+  SeedOutcome check(int seed, int steps, int batch, bool zeroBatch, const std::string& dir) {
+    SeedOutcome r;
+    r.zeroBatch = zeroBatch;
+    r.seed = seed;
+    r.steps = steps;
+    r.batchSize = batch;
+    r.dir = dir;
+    zero_ = zeroBatch;
+    const RunDump plain = run(seed, steps, batch, "plain", dir + "/plain");
+    r.batchSize = plain.batchSize;
+    r.zeroBatch = zeroBatch && plain.zeroedTensors > 0;  // a batch of ids only has no values to zero
+    if (!usable(plain, "plain", r)) return r;
+    const RunDump ckpt = run(seed, steps, batch, "checkpoint", dir + "/checkpoint");
+    if (ckpt.status == RunDump::Status::kRaised && ckpt.phase == "checkpoint transform") {
+      // The transform itself failed: nothing was trained with checkpointing, so there is nothing to judge.
+      r.status = SeedOutcome::Status::kFault;
+      r.error = "the checkpoint transform raised: " + ckpt.error;
+      return r;
+    }
+    if (ckpt.status == RunDump::Status::kRaised) {
+      // The plain run of the same model trained: the checkpointing setup itself breaks training.
+      r.status = SeedOutcome::Status::kFinding;
+      r.checkpointRaised = true;
+      r.error = "the checkpointed run raised (" + ckpt.phase + ") where the plain run did not: " + ckpt.error;
+      return r;
+    }
+    if (!usable(ckpt, "checkpointed", r)) return r;
+    r.secondsPlain = median(plain.stepSeconds);
+    r.secondsCheckpoint = median(ckpt.stepSeconds);
+    r.savedPlain = plain.savedBytes;
+    r.savedCheckpoint = ckpt.savedBytes;
+    if (const auto bound = placementBound(plain, ckpt)) {
+      r.placementBytes = bound->bytes;
+      r.recomputed = bound->recomputed;
+    }
+    if (!compare(plain, ckpt, dir, r)) return r;
+    checkMemory(r);
+    r.status = r.bitwiseFinding() || r.memoryFinding ? SeedOutcome::Status::kFinding : SeedOutcome::Status::kHolds;
+    return r;
+  }
+
+  int runs() const { return runs_; }
+
+ private:
+  RunDump run(int seed, int steps, int batch, const std::string& mode, const std::string& dir) {
+    ++runs_;
+    DriverRequest q;
+    q.seed = seed;
+    q.steps = steps;
+    q.batchSize = batch;
+    q.zeroBatch = zero_;
+    q.mode = mode;
+    q.dir = dir;
+    q.timeoutSeconds = o_.timeoutSeconds;
+    return runDriver(spec_, q);
+  }
+
+  static bool usable(const RunDump& d, const std::string& which, SeedOutcome& r) {
+    switch (d.status) {
+      case RunDump::Status::kOk:
+        return true;
+      case RunDump::Status::kBadFactory:
+        r.status = SeedOutcome::Status::kBadInput;
+        r.error = d.error;
+        return false;
+      case RunDump::Status::kRaised:
+        r.status = SeedOutcome::Status::kFault;
+        r.error = "the " + which + " run raised (" + d.phase + "): " + d.error;
+        return false;
+      case RunDump::Status::kCrashed:
+        r.status = SeedOutcome::Status::kFault;
+        r.error = d.error;
+        return false;
+    }
+    return false;
+  }
+
+  // False when the outcome is decided (a fault): the plain run does not repeat itself, or a dump is unreadable.
+  bool compare(const RunDump& plain, const RunDump& ckpt, const std::string& dir, SeedOutcome& r) {
+    try {
+      DumpComparison c = compareDumps(plain, ckpt);
+      if (c.differences.empty()) return true;
+      const RunDump again = run(r.seed, r.steps, r.batchSize, "plain", dir + "/plain-again");
+      if (!usable(again, "second plain", r)) return false;
+      const DumpComparison self = compareDumps(plain, again);
+      if (!self.differences.empty()) {
+        r.status = SeedOutcome::Status::kFault;
+        r.error = "the model is not deterministic: two plain runs of seed " + std::to_string(r.seed) +
+                  " differ (" + toText(self.differences.front()) + "); no finding can be trusted";
+        return false;
+      }
+      r.differences = std::move(c.differences);
+      r.diagnosis = diagnose(c.evidence, std::max(o_.ulp, kRoundingLevelUlp));
+      r.roundingAccepted = o_.ulp > 0 && r.diagnosis->cls == FindingClass::kRoundingLevel &&
+                           r.diagnosis->worstScaledUlp <= static_cast<double>(o_.ulp);
+      return true;
+    } catch (const std::exception& e) {
+      r.status = SeedOutcome::Status::kFault;
+      r.error = std::string("cannot compare the runs: ") + e.what();
+      return false;
+    }
+  }
+
+  void checkMemory(SeedOutcome& r) const {
+    if (!r.savedPlain || !r.savedCheckpoint || *r.savedPlain <= 0) return;
+    const double plain = static_cast<double>(*r.savedPlain), ckpt = static_cast<double>(*r.savedCheckpoint);
+    if (ckpt >= plain) {
+      r.memoryFinding = true;
+      r.memoryWhy = "checkpointing had no effect on saved activations (plain " + std::to_string(*r.savedPlain) +
+                    " bytes, checkpointed " + std::to_string(*r.savedCheckpoint) + ")";
+    } else if (r.placementBytes && *r.savedCheckpoint > *r.placementBytes) {
+      r.memoryFinding = true;
+      r.memoryWhy = "the checkpointed run saved " + std::to_string(*r.savedCheckpoint) +
+                    " bytes, more than its checkpoint placement implies: " + std::to_string(*r.placementBytes) +
+                    " (what the plain run saves outside the " + std::to_string(r.recomputed.size()) +
+                    " recomputed module(s), plus their inputs)";
+    } else if (ckpt > (1.0 - o_.minSaving) * plain) {
+      std::ostringstream s;
+      s.precision(3);
+      s << "checkpointing saved only " << 100.0 * (1.0 - ckpt / plain) << "% of the saved activations (plain "
+        << *r.savedPlain << " bytes, checkpointed " << *r.savedCheckpoint << "); --min-saving requires "
+        << 100.0 * o_.minSaving << "%";
+      r.memoryWhy = s.str();
+      r.memoryFinding = true;
+    }
+  }
+
+  const UserModelSpec& spec_;
+  const UserModelOptions& o_;
+  int runs_ = 0;
+  bool zero_ = false;  // the batch values of the check in progress
+};
+
+// Shrinks a bitwise finding: the smallest batch (halving), its values (floating tensors zeroed), the steps up
+// to the first difference, then a smaller seed, each kept only when it fails the same way (same class, same
+// first differing tensor, not reduced to a sign of zero).
+SeedOutcome shrink(Checker& checker, SeedOutcome f, const UserModelOptions& o, const std::string& root) {
+  const auto firstOf = [](const SeedOutcome& s) {
+    return s.differences.empty() ? std::string("raised") : s.differences.front().tensor;
+  };
+  const auto classOf = [](const SeedOutcome& s) { return s.diagnosis ? s.diagnosis->cls : FindingClass::kSemantic; };
+  const SeedOutcome original = f;
+  int trial = 0;
+  // A difference that collapses to the sign of a zero (zeroed inputs make -0 vs +0 gradients) says less than the
+  // original: not the same way.
+  const auto signOnly = [](const SeedOutcome& s) {
+    return !s.differences.empty() && s.differences.front().shape.empty() && s.differences.front().maxUlpDistance == 0;
+  };
+  auto same = [&](const SeedOutcome& c) {
+    return c.bitwiseFinding() && c.checkpointRaised == original.checkpointRaised && firstOf(c) == firstOf(original) &&
+           classOf(c) == classOf(original) && signOnly(c) == signOnly(original);
+  };
+  auto attempt = [&](int seed, int steps, int batch, bool zero) {
+    SeedOutcome c = checker.check(seed, steps, batch, zero, root + "/shrink-" + std::to_string(++trial));
+    if (same(c)) f = c;
+    return same(c);
+  };
+  for (int b = f.batchSize / 2; b >= 1 && attempt(f.seed, f.steps, b, f.zeroBatch); b /= 2) {
+  }
+  if (!f.zeroBatch) attempt(f.seed, f.steps, f.batchSize, true);
+  if (!f.differences.empty() && f.differences.front().step + 1 < f.steps)
+    attempt(f.seed, f.differences.front().step + 1, f.batchSize, f.zeroBatch);
+  for (int s = o.firstSeed; s < f.seed && s < o.firstSeed + 3; ++s)
+    if (attempt(s, f.steps, f.batchSize, f.zeroBatch)) break;
+  f.shrunkFrom = original.seed;
+  return f;
+}
+
+}  // namespace
+
+int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostream& err) {
+  UserModelReport rep;
+  rep.options = &o;
+  try {
+    rep.spec = parseUserModelSpec(o.adapter, o.options);
+    fs::create_directories(o.outDir);
+  } catch (const std::exception& e) {
+    err << "ckptcheck: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  Checker checker(rep.spec, o);
+  const std::string work = (fs::path(o.outDir) / "work").string();
+  for (int i = 0; i < o.seeds; ++i) {
+    const int seed = o.firstSeed + i;
+    rep.seeds.push_back(
+        checker.check(seed, o.steps, o.batchSize, o.zeroBatch, work + "/seed" + std::to_string(seed)));
+    if (rep.seeds.back().status == SeedOutcome::Status::kBadInput) break;  // every seed would say the same
+  }
+  for (const auto& s : rep.seeds) {
+    if (s.bitwiseFinding() && o.shrink) {
+      rep.shrunk = shrink(checker, s, o, work);
+      break;
+    }
+  }
+  rep.driverRuns = checker.runs();
+  const int code = rep.exitCode();
+  try {
+    writeUserModelReport(rep, o.outDir);
+  } catch (const std::exception& e) {
+    err << "ckptcheck: " << e.what() << "\n";
+    return kExitInfra;
+  }
+  if (code == kExitBadInput) {  // one line and nothing else, as for every bad input
+    err << "ckptcheck: " << rep.firstError() << "\n";
+    return code;
+  }
+  if (o.json)
+    out << userModelJson(rep).dump(2) << "\n";
+  else
+    out << userModelSummary(rep);
+  if (code == kExitInfra) err << "ckptcheck: " << rep.firstError() << "\n";
+  return code;
+}
+
+}  // namespace ckpt

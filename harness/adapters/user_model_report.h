@@ -1,0 +1,57 @@
+// What `validate` of a user model found, per seed, and how it is written: OUT/validate.json, OUT/validate.md
+// (atomically) and the summary on stdout. The JSON's per-seed figures (saved bytes, step times) also feed the
+// report's side-by-side table.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/adapters/user_model.h"
+#include "harness/adapters/user_model_run.h"
+#include "harness/compare.h"
+#include "harness/diagnose.h"
+
+namespace ckpt {
+
+struct SeedOutcome {
+  enum class Status { kHolds, kFinding, kFault, kBadInput };
+  int seed = 1, steps = 1, batchSize = 0;
+  bool zeroBatch = false;  // the batch's floating values were zeroed
+  Status status = Status::kHolds;
+  std::string error;  // a fault, a bad factory, or the checkpointed run's exception
+  bool checkpointRaised = false;
+  std::vector<Difference> differences;  // of the first differing step
+  std::optional<Diagnosis> diagnosis;
+  bool roundingAccepted = false;  // every difference within --ulp: reported, not a finding
+  std::optional<int64_t> savedPlain, savedCheckpoint;
+  std::optional<int64_t> placementBytes;  // what the checkpoint placement implies (user_model_run.h), when known
+  std::vector<std::string> recomputed;    // the outermost recomputed modules behind that bound
+  bool memoryFinding = false;
+  std::string memoryWhy;
+  double secondsPlain = 0, secondsCheckpoint = 0;  // median step time (step 0, under the hooks, left out)
+  std::string dir;                                 // its runs: plain/, checkpoint/ (plain-again/)
+  std::optional<int> shrunkFrom;                   // the seed this shrunk finding came from
+
+  bool bitwiseFinding() const { return checkpointRaised || (!differences.empty() && !roundingAccepted); }
+};
+
+struct UserModelReport {
+  const UserModelOptions* options = nullptr;
+  UserModelSpec spec;
+  std::vector<SeedOutcome> seeds;
+  std::optional<SeedOutcome> shrunk;
+  int driverRuns = 0;
+
+  int exitCode() const;
+  std::string firstError() const;  // the first fault's or bad input's one line
+};
+
+nlohmann::json userModelJson(const UserModelReport& r);
+std::string userModelSummary(const UserModelReport& r);
+std::string userModelMarkdown(const UserModelReport& r);
+// OUT/validate.json and OUT/validate.md, each written atomically.
+void writeUserModelReport(const UserModelReport& r, const std::string& outDir);
+
+}  // namespace ckpt

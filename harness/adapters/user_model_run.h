@@ -1,0 +1,95 @@
+// One run of the user's own PyTorch model (harness/adapters/torch/USER_MODEL.md): the spec
+// `torch:module=PATH.py:FACTORY`, the driver process (harness/adapters/torch/user_model.py) that trains it plain
+// or checkpointed and dumps its tensors, and the bitwise comparison of two such dumps.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/compare.h"
+#include "harness/diagnose.h"
+
+namespace ckpt {
+
+struct UserModelSpec {
+  std::string module;   // absolute path of the user's .py file
+  std::string factory;  // the function in it
+  std::string label;    // as given: "torch:module=examples/torch/gpt2.py:reentrant"
+};
+
+// True when `adapter` (NAME:k=v,...) or one of the --option words names a module=.
+bool isUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
+// Parses "torch:module=PATH.py[:FACTORY]" plus --option words; FACTORY defaults to "factory". Throws InputError
+// (one line) for another framework, an unknown option, or a module file that does not exist.
+UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
+
+struct DumpedTensor {
+  int step = 0;  // -1: before training (initial buffers)
+  std::string kind;  // loss, grad, buffer, param, rng, mask
+  std::string name;  // module path: "layer1.0.bn1.running_mean"
+  std::string file;  // relative to the run directory; "" when absent (a parameter without gradient)
+};
+
+// Step 0's module-level record (harness/adapters/torch/placement.py): forward calls per module (recomputes
+// included), each module's first input storages, and every storage packed for backward with the modules running.
+struct Placement {
+  struct Pack {
+    uint64_t ptr = 0;
+    int64_t bytes = 0;
+    std::vector<std::string> stack;
+  };
+  std::map<std::string, int64_t> calls;
+  std::map<std::string, std::vector<std::pair<uint64_t, int64_t>>> inputs;
+  std::vector<Pack> packs;
+};
+
+struct RunDump {
+  std::string dir;
+  enum class Status { kOk, kBadFactory, kRaised, kCrashed } status = Status::kOk;
+  std::string error;  // one line when not kOk
+  std::string phase;  // where it stopped: "factory", "checkpoint transform", "step 1"
+  std::optional<int64_t> savedBytes;  // step 0's saved activation bytes
+  std::vector<double> stepSeconds;
+  int batchSize = 0;
+  int64_t zeroedTensors = 0;              // with --zero-batch: floating batch tensors zeroed (0: nothing to zero)
+  std::map<std::string, double> momenta;  // running buffer -> its module's momentum
+  std::optional<Placement> placement;     // absent under torch.compile
+  std::vector<DumpedTensor> tensors;      // in comparison order
+};
+
+struct DriverRequest {
+  int seed = 1;
+  int steps = 2;
+  int batchSize = 0;  // 0: the factory's
+  bool zeroBatch = false;  // floating batch tensors set to zero (shrinking the batch's values)
+  std::string mode;   // plain | checkpoint
+  std::string dir;    // created empty
+  double timeoutSeconds = 300;
+};
+
+// Runs the driver once; never throws for what the user's code does (that is the status).
+RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req);
+
+struct DumpComparison {
+  std::vector<Difference> differences;  // compared tensors (loss, grad, buffer, param, rng) in order
+  std::optional<int> firstStep;         // the first step with a difference
+  std::vector<TensorEvidence> evidence;  // that step's differing tensors, masks included, for diagnose()
+};
+
+// Compares `other` against `plain`, bit for bit. Throws AdapterError for an unreadable dump.
+DumpComparison compareDumps(const RunDump& plain, const RunDump& other);
+
+// What the checkpoint placement implies the checkpointed run may save: the recomputed modules are those the
+// checkpointed run calls more often than the plain run (outermost only); the bound is what the plain run saves
+// outside them plus their inputs, each storage once. nullopt when nothing is recomputed or a run has no record.
+struct PlacementBound {
+  int64_t bytes = 0;
+  std::vector<std::string> recomputed;
+};
+std::optional<PlacementBound> placementBound(const RunDump& plain, const RunDump& checkpointed);
+
+std::string kindLabel(const std::string& kind);  // "grad" -> "gradient", "param" -> "parameter after the step"
+
+}  // namespace ckpt

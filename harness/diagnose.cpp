@@ -1,0 +1,129 @@
+#include "harness/diagnose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace ckpt {
+
+const char* findingClassName(FindingClass c) {
+  switch (c) {
+    case FindingClass::kMissingGradient: return "missing-gradient";
+    case FindingClass::kRngDesync: return "rng-desync";
+    case FindingClass::kStateUpdatedTwice: return "state-updated-twice";
+    case FindingClass::kRoundingLevel: return "rounding-level";
+    case FindingClass::kSemantic: return "semantic";
+  }
+  return "semantic";
+}
+
+namespace {
+
+bool allZero(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return x == 0.0; });
+}
+
+std::optional<std::string> missingGradient(const std::vector<TensorEvidence>& ts) {
+  for (const auto& t : ts) {
+    if (t.kind != TensorKind::kGradient || !t.plainPresent || allZero(t.plain)) continue;
+    if (!t.otherPresent) return "gradient of " + t.name + " is absent in the checkpointed run";
+    if (allZero(t.other)) return "gradient of " + t.name + " is all zero in the checkpointed run";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> rngDesync(const std::vector<TensorEvidence>& ts) {
+  for (const auto& t : ts) {
+    if (t.kind != TensorKind::kMask || t.plain.size() != t.other.size()) continue;
+    int64_t n = 0;
+    for (size_t i = 0; i < t.plain.size(); ++i) n += t.plain[i] != t.other[i];
+    if (n > 0) return "the zero pattern of " + t.name + "'s output differs in " + std::to_string(n) + " element(s)";
+  }
+  for (const auto& t : ts)
+    if (t.kind == TensorKind::kRng) return "the generator state " + t.name + " differs after the step";
+  return std::nullopt;
+}
+
+// Relative agreement for recomputed statistics: the second update's batch statistic is recomputed with the same
+// kernels, but the update itself rounds, so allow a few float32 ULPs of the values involved.
+bool near(double a, double b, double scale) { return std::fabs(a - b) <= 1e-5 * scale + 1e-30; }
+
+}  // namespace
+
+double scaledUlp(const TensorEvidence& t) {
+  if (!t.plainPresent || !t.otherPresent || t.plain.size() != t.other.size())
+    return std::numeric_limits<double>::infinity();
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < t.plain.size(); ++i) {
+    const double d = std::fabs(t.plain[i] - t.other[i]);
+    if (std::isnan(d) && !(std::isnan(t.plain[i]) && std::isnan(t.other[i])))
+      return std::numeric_limits<double>::infinity();
+    scale = std::max(scale, std::fabs(t.plain[i]));
+    if (!std::isnan(d)) diff = std::max(diff, d);
+  }
+  if (diff == 0) return 0;
+  if (scale == 0 || std::isinf(scale)) return std::numeric_limits<double>::infinity();
+  int e = 0;
+  std::frexp(scale, &e);  // scale in [2^(e-1), 2^e): its ULP is 2^(e - digits)
+  return diff / std::ldexp(1.0, e - t.digits);
+}
+
+bool isSecondUpdate(const TensorEvidence& t) {
+  const size_t n = t.plain.size();
+  if (t.kind != TensorKind::kState || !t.plainPresent || !t.otherPresent || t.before.size() != n ||
+      t.other.size() != n || n == 0)
+    return false;
+  if (!t.floating) {  // a counter: incremented once more by the same amount
+    for (size_t i = 0; i < n; ++i)
+      if (t.other[i] - t.plain[i] != t.plain[i] - t.before[i] || t.plain[i] == t.before[i]) return false;
+    return true;
+  }
+  // r1 = (1-m) r0 + m x and r2 = (1-m) r1 + m x give r2 - r1 = (1-m)(r1 - r0): the same ratio k = 1-m for every
+  // element that moved. With the momentum known, k is fixed; else it is estimated from the largest move.
+  size_t ref = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (std::fabs(t.plain[i] - t.before[i]) > std::fabs(t.plain[ref] - t.before[ref])) ref = i;
+  const double d1ref = t.plain[ref] - t.before[ref];
+  if (d1ref == 0.0) return false;
+  const double k = t.momentum ? 1.0 - *t.momentum : (t.other[ref] - t.plain[ref]) / d1ref;
+  if (!(k > 0.0 && k < 1.0)) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const double d1 = t.plain[i] - t.before[i];
+    const double scale = std::max({std::fabs(t.plain[i]), std::fabs(t.before[i]), std::fabs(d1)});
+    if (!near(t.other[i], t.plain[i] + k * d1, scale)) return false;
+  }
+  return true;
+}
+
+Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp) {
+  if (auto why = missingGradient(differing)) return {FindingClass::kMissingGradient, *why};
+  if (auto why = rngDesync(differing)) return {FindingClass::kRngDesync, *why};
+  std::vector<const TensorEvidence*> compared;  // masks are evidence, never a difference of their own
+  for (const auto& t : differing)
+    if (t.kind != TensorKind::kMask) compared.push_back(&t);
+  if (compared.empty()) return {FindingClass::kSemantic, "no compared tensor differs"};
+  const bool onlyState = std::all_of(compared.begin(), compared.end(),
+                                     [](const TensorEvidence* t) { return t->kind == TensorKind::kState; });
+  if (onlyState && std::all_of(compared.begin(), compared.end(), [](const TensorEvidence* t) {
+        return isSecondUpdate(*t);
+      }))
+    return {FindingClass::kStateUpdatedTwice,
+            compared.front()->name + " (and every other differing buffer) equals one more update of its plain value"};
+  double worst = 0;
+  bool allFloat = true;
+  for (const auto* t : compared) {
+    allFloat = allFloat && t->floating && t->plainPresent && t->otherPresent;
+    worst = std::max(worst, scaledUlp(*t));
+  }
+  std::ostringstream w;
+  w.precision(3);
+  w << worst;
+  if (allFloat && worst <= static_cast<double>(roundingUlp))
+    return {FindingClass::kRoundingLevel,
+            "every difference is within " + w.str() + " ULP of its tensor's largest magnitude", worst};
+  return {FindingClass::kSemantic,
+          "no narrower class explains the differences (largest " + w.str() + " ULP of the tensor's scale)", worst};
+}
+
+}  // namespace ckpt

@@ -1,0 +1,57 @@
+// The class of a finding, computed from the tensors of its first differing step, so a report says *why* two
+// runs differ, not only where:
+//   missing-gradient     a gradient is absent, or all zero, in the checkpointed run where the plain run has one
+//   rng-desync           a dropout-like output's zero pattern differs, or the generator ends in another state
+//   state-updated-twice  every differing running statistic equals what one more momentum update would give
+//                        (a counter: one more increment), the recompute having updated it again
+//   rounding-level       every difference is within N ULP of its tensor's scale (the ULP of the tensor's largest
+//                        magnitude): summation order, a recompiled graph. Per-element ULP would not do: a gradient
+//                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
+//   semantic             anything else
+// Checked in that order: the first that explains the evidence wins. Used by `validate` for user models
+// (harness/adapters/user_model.h); any caller with two runs' tensors can use it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+enum class FindingClass { kMissingGradient, kRngDesync, kStateUpdatedTwice, kRoundingLevel, kSemantic };
+const char* findingClassName(FindingClass c);  // "missing-gradient", "rng-desync", ...
+
+enum class TensorKind { kLoss, kGradient, kState, kParameter, kRng, kMask };
+
+// One tensor of the first differing step in both runs. Values as double: exact for float32, float64, bool,
+// bytes and integers below 2^53 (counters).
+struct TensorEvidence {
+  std::string name;
+  TensorKind kind = TensorKind::kGradient;
+  bool plainPresent = true, otherPresent = true;
+  std::vector<double> plain, other;
+  bool floating = true;
+  int digits = 24;                       // floating: significand bits (float32 24, float64 53)
+  uint64_t maxUlp = 0;                   // floating: the largest per-element ULP distance (reported, not used)
+  std::vector<double> before;            // state: the value before this step (empty when unknown)
+  std::optional<double> momentum;        // state: the module's momentum when known (BatchNorm's 0.1)
+};
+
+struct Diagnosis {
+  FindingClass cls = FindingClass::kSemantic;
+  std::string why;  // one line: the evidence for the class
+  double worstScaledUlp = 0;  // the largest difference in ULPs of its tensor's scale (infinite: not comparable)
+};
+
+// `differing`: every tensor of the step whose two versions differ (masks included: they are evidence only).
+// `roundingUlp`: the N of rounding-level.
+Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp);
+
+// max |plain - other| in units of the ULP of max |plain| at t.digits (0 when equal, infinity for NaN or a zero
+// scale with a difference).
+double scaledUlp(const TensorEvidence& t);
+
+// Whether `other` is `plain` updated once more the way `before` became `plain` (exposed for its unit test).
+bool isSecondUpdate(const TensorEvidence& t);
+
+}  // namespace ckpt

@@ -1,0 +1,55 @@
+"""The "Your own models" table of the report: `ckptcheck validate --adapter torch:module=... --json` outputs (or
+their OUT/validate.json), one row per seed — verdicts, saved activation bytes plain vs checkpointed, and step
+times, all measured in the same run (harness/adapters/torch/USER_MODEL.md). Kept apart from make_report.py,
+which feeds it through `--frameworks`."""
+
+HEADER = ["setup", "seed", "batch", "bitwise", "class", "first difference", "memory", "saved plain",
+          "saved checkpointed", "placement bound", "saving", "plain ms", "checkpointed ms", "time overhead"]
+
+NOTE = ("Each row trains the user's model plain and with the user's checkpointing for the same seed, steps and "
+        "batches, in the same run on this machine: *bitwise* compares loss, gradients, buffers, parameters after "
+        "the step and the generator state; *saved* bytes are what the forward of step 0 left for backward (each "
+        "storage once, parameters excluded); the *placement bound* is what the plain run saves outside the "
+        "modules the checkpointed run recomputes, plus their inputs; step times are the median of the steps "
+        "after the first.")
+
+
+def is_user_model(doc):
+    return isinstance(doc, dict) and doc.get("kind") == "user-model"
+
+
+def rows(doc, path, bad_input):
+    """Rows of one report; raises bad_input(message) for a malformed one."""
+    out = []
+    setup = str(doc.get("adapter", "")).split("module=")[-1].split("/")[-1]
+    try:
+        for s in doc["seeds"]:
+            mem, t = s.get("memory") or {}, s.get("step_seconds") or {}
+            first = str((s.get("first_difference") or {}).get("tensor", s.get("error", "")))
+            first = first if len(first) <= 120 else first[:117] + "..."  # an exception's text can be a paragraph
+            out.append({"setup": setup, "seed": int(s["seed"]), "batch": int(s.get("batch_size", 0)),
+                        "bitwise": str(s.get("bitwise", s["status"])),
+                        "class": str((s.get("diagnosis") or {}).get("class", "")), "first": first,
+                        "memory": str(mem.get("result", "")), "plain_b": mem.get("plain_bytes"),
+                        "ckpt_b": mem.get("checkpoint_bytes"), "bound_b": mem.get("placement_bound_bytes"),
+                        "saving": mem.get("saving"),
+                        "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint")})
+    except (KeyError, TypeError, ValueError) as e:
+        raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}")
+    return out
+
+
+def cells(rows_, fmt_bytes):
+    def ms(x):
+        return f"{1e3 * x:.2f}" if isinstance(x, (int, float)) and x > 0 else "-"
+
+    def over(r):
+        p, c = r["plain_s"], r["ckpt_s"]
+        return f"{c / p - 1:+.0%}" if isinstance(p, (int, float)) and isinstance(c, (int, float)) and p > 0 else "-"
+
+    return [[r["setup"], str(r["seed"]), str(r["batch"]), r["bitwise"], r["class"] or "-", r["first"] or "-",
+             r["memory"] or "-", fmt_bytes(r["plain_b"]) if r["plain_b"] is not None else "-",
+             fmt_bytes(r["ckpt_b"]) if r["ckpt_b"] is not None else "-",
+             fmt_bytes(r["bound_b"]) if r.get("bound_b") is not None else "-",
+             f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
+             over(r)] for r in rows_]

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Runs one `ckptcheck validate --adapter torch:module=...` command and checks its exit code, its stderr and its
+JSON report (CTest's user-model tests; harness/adapters/torch/USER_MODEL.md).
+
+  check_user_model.py [expectations] -- CKPTCHECK validate ARGS... --out DIR
+
+Expectations:
+  --exit N                   the exit code (required)
+  --bitwise R                every compared seed's bitwise result is R (holds, finding, rounding-accepted)
+  --memory R                 every compared seed's memory result is R (holds, finding)
+  --class C                  the first bitwise finding's diagnosis class
+  --tensor REGEX             ... whose first differing tensor matches REGEX (re.search)
+  --shrunk-batch N           the shrunk finding's batch is at most N
+  --stderr REGEX             stderr is exactly one line, matching REGEX (exit 2 and 3)
+  --seed-status S:STATUS     seed S has this status in the report (kept although another seed failed)
+  --replay                   the shrunk finding's replay command, run too, exits the same way
+  --needs-python-module M    the Python of the built-in adapters must import M, else fail with a hint (or skip,
+                             exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
+Prints every seed's figures (saved bytes, step times) so the CTest log shows them.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_validate import adapter_python, fail  # noqa: E402
+
+
+def check_seeds(rep, a):
+    compared = [s for s in rep["seeds"] if s["status"] in ("holds", "finding")]
+    for s in rep["seeds"]:
+        mem = s.get("memory", {})
+        t = s.get("step_seconds", {})
+        print("seed %d: %s, bitwise %s, memory %s (plain %s B, checkpointed %s B), step %s / %s s%s"
+              % (s["seed"], s["status"], s["bitwise"], mem.get("result"), mem.get("plain_bytes"),
+                 mem.get("checkpoint_bytes"), t.get("plain"), t.get("checkpoint"),
+                 ", " + s["error"] if "error" in s else ""))
+    if (a.bitwise or a.memory) and not compared:
+        fail("no seed was compared")
+    for s in compared:
+        if a.bitwise and s["bitwise"] != a.bitwise:
+            fail("seed %d: bitwise %s, expected %s" % (s["seed"], s["bitwise"], a.bitwise))
+        if a.memory and s.get("memory", {}).get("result") != a.memory:
+            fail("seed %d: memory %s, expected %s" % (s["seed"], s.get("memory"), a.memory))
+    for want in a.seed_status:
+        seed, status = want.split(":")
+        got = [s["status"] for s in rep["seeds"] if s["seed"] == int(seed)]
+        if got != [status]:
+            fail("seed %s has status %s in the report, expected %s" % (seed, got, status))
+
+
+def check_finding(rep, a, cmd, code):
+    findings = [s for s in rep["seeds"] if s["bitwise"] == "finding"]
+    if not findings:
+        fail("no bitwise finding in the report")
+    f = rep.get("shrunk") or findings[0]
+    first = f.get("first_difference", {}).get("tensor", f.get("error", ""))
+    print("finding: %s; class %s; shrunk to seed %d, batch %d, %d step(s)"
+          % (first, f.get("diagnosis", {}).get("class"), f["seed"], f["batch_size"], f["steps"]))
+    if a.class_ and f.get("diagnosis", {}).get("class") != a.class_:
+        fail("class %s, expected %s" % (f.get("diagnosis"), a.class_))
+    if a.tensor and not re.search(a.tensor, first):
+        fail("first differing tensor %r does not match %r" % (first, a.tensor))
+    if a.shrunk_batch is not None and f["batch_size"] > a.shrunk_batch:
+        fail("shrunk batch %d, expected at most %d" % (f["batch_size"], a.shrunk_batch))
+    if a.replay:
+        replay = shlex.split(f["replay"])
+        replay[0] = cmd[0]
+        replay += ["--out", rep_dir(cmd) + "-replay"]
+        print("$ " + " ".join(shlex.quote(c) for c in replay), flush=True)
+        rr = subprocess.run(replay, capture_output=True, text=True)
+        if rr.returncode != code:
+            fail("replay exited %d, expected %d\n%s%s" % (rr.returncode, code, rr.stdout, rr.stderr))
+        print("replay: exit %d as expected" % rr.returncode)
+
+
+def rep_dir(cmd):
+    return cmd[cmd.index("--out") + 1]
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        fail("usage: check_user_model.py [expectations] -- CKPTCHECK validate ...")
+    split = argv.index("--")
+    p = argparse.ArgumentParser()
+    p.add_argument("--exit", type=int, required=True)
+    p.add_argument("--bitwise")
+    p.add_argument("--memory")
+    p.add_argument("--class", dest="class_")
+    p.add_argument("--tensor")
+    p.add_argument("--shrunk-batch", type=int)
+    p.add_argument("--stderr")
+    p.add_argument("--seed-status", action="append", default=[])
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--needs-python-module", action="append", default=[])
+    a = p.parse_args(argv[:split])
+    cmd = argv[split + 1:]
+    for m in a.needs_python_module:
+        if subprocess.run([adapter_python(), "-c", "import " + m], capture_output=True).returncode != 0:
+            if os.environ.get("CKPT_SKIP_FRAMEWORK_TESTS") == "1":
+                print("SKIP: %s not importable by %s" % (m, adapter_python()))
+                sys.exit(77)
+            fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(r.stdout)
+    print("stderr: " + r.stderr.strip().replace("\n", "\n        "))
+    if r.returncode != a.exit:
+        fail("exit code %d, expected %d" % (r.returncode, a.exit))
+    if a.stderr:
+        lines = r.stderr.splitlines()
+        if len(lines) != 1 or not re.search(a.stderr, lines[0]):
+            fail("stderr must be one line matching %r, got %r" % (a.stderr, r.stderr))
+    report = os.path.join(rep_dir(cmd), "validate.json")
+    if a.exit == 2 and not a.seed_status:
+        return  # bad input: the line is the whole answer
+    with open(report) as f:
+        rep = json.load(f)
+    if rep["exit_code"] != r.returncode:
+        fail("report says exit %d, the process exited %d" % (rep["exit_code"], r.returncode))
+    check_seeds(rep, a)
+    if a.bitwise == "finding" or a.class_ or a.tensor:
+        check_finding(rep, a, cmd, r.returncode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Broken user-model factories for the bad-input and fault tests of `ckptcheck validate --adapter
+torch:module=...` (tests/CMakeLists.txt, user_model_* tests). The working setups are in examples/torch/."""
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
+import mlp  # noqa: E402
+
+
+def returns_wrong_things(seed):
+    """Breaks the contract (a tuple, not a dict): bad input, exit 2."""
+    return mlp.Net(), None
+
+
+def raises(seed):
+    """Raises at run time: exit 3, one line."""
+    raise RuntimeError("factory failed on purpose")
+
+
+def raises_on_seed_2(seed):
+    """Seed 1 works and holds; seed 2 raises: exit 3, and seed 1's result stays in the report."""
+    if seed == 2:
+        raise RuntimeError("no model for seed 2")
+    return mlp.correct(seed)
+
+
+def nondeterministic(seed):
+    """Every run draws noise from the clock, so two plain runs differ: exit 3, never a finding."""
+    s = mlp.correct(seed)
+    noise = torch.Generator().manual_seed(time.time_ns())
+
+    def loss(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x + 1e-3 * torch.randn(x.shape, generator=noise)), y)
+
+    s["loss"] = loss
+    return s
+
+
+def checkpoint_raises(seed):
+    """The checkpointing transform breaks training (not the model): a finding of that setup, not a fault."""
+    s = mlp.correct(seed)
+
+    def broken(m):
+        def forward(*args, **kwargs):
+            raise RuntimeError("Expected to mark a variable ready only once (simulated)")
+        m.forward = forward
+    s["checkpoint"] = broken
+    return s
+
+
+def _ddp_rank1(action):
+    """DDP over gloo (examples/torch/ddp.py's non-reentrant setup) whose rank 1 runs `action` in every forward."""
+    import ddp
+    import torch.distributed as dist
+    s = ddp.non_reentrant(0)
+    inner = s["loss"]
+
+    def loss(m, batch):
+        if dist.get_rank() == 1:
+            action()
+        return inner(m, batch)
+
+    s["loss"] = loss
+    return s
+
+
+def ddp_rank_dies(seed):
+    """Rank 1 exits in the plain run already: exit 3, one line naming the dead rank."""
+    return _ddp_rank1(lambda: os._exit(7))
+
+
+def ddp_rank_hangs(seed):
+    """Rank 1 never returns, rank 0 waits in the all-reduce: the run times out (--adapter-timeout), exit 3."""
+    return _ddp_rank1(lambda: time.sleep(3600))
+
+
+class _SplitHead(torch.nn.Module):
+    """The head's Linear as two half-width products summed: the same math, rounded differently. Slices of its
+    input and of the parameters share their storages, so it saves no more than the Linear it replaces."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        w, h = self.linear.weight, x.shape[1] // 2
+        return (x[:, :h] @ w[:, :h].t() + x[:, h:] @ w[:, h:].t()) + self.linear.bias
+
+
+def rounding_only(seed):
+    """Checkpointed blocks plus a head summed in another order: every difference is rounding-level, which --ulp
+    accepts."""
+    s = mlp.correct(seed)
+    ckpt = s["checkpoint"]
+
+    def transform(m):
+        m = ckpt(m) or m
+        m.head = _SplitHead(m.head)
+        return m
+
+    s["checkpoint"] = transform
+    return s
+
+
+def transform_raises(seed):
+    """The checkpoint transform itself fails (here: an API the model does not have): a fault, exit 3."""
+    s = mlp.correct(seed)
+    s["checkpoint"] = lambda m: m.gradient_checkpointing_enable()
+    return s

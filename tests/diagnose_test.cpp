@@ -1,0 +1,186 @@
+// The finding classifier (harness/diagnose.h) on hand-made evidence: each class from the tensors that define
+// it, the order in which classes win, and the near misses that must fall through to "semantic".
+#include "harness/diagnose.h"
+#include "harness/diagnose_steps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace ckpt {
+namespace {
+
+TensorEvidence tensor(TensorKind kind, std::vector<double> plain, std::vector<double> other, uint64_t maxUlp = 0) {
+  TensorEvidence t;
+  t.name = "t";
+  t.kind = kind;
+  t.plain = std::move(plain);
+  t.other = std::move(other);
+  t.maxUlp = maxUlp;
+  return t;
+}
+
+// A running mean moved from `before` by momentum m towards x, once (plain) and twice (other).
+TensorEvidence runningStat(double m, std::vector<double> before, std::vector<double> x, bool momentumKnown) {
+  TensorEvidence t = tensor(TensorKind::kState, {}, {});
+  t.name = "layer1.0.bn1.running_mean";
+  for (size_t i = 0; i < before.size(); ++i) {
+    const float once = static_cast<float>((1 - m) * before[i] + m * x[i]);
+    t.plain.push_back(once);
+    t.other.push_back(static_cast<float>((1 - m) * once + m * x[i]));
+  }
+  t.before = before;
+  if (momentumKnown) t.momentum = m;
+  t.maxUlp = 100000;
+  return t;
+}
+
+TEST(Diagnose, absentGradientIsMissingGradient) {
+  TensorEvidence g = tensor(TensorKind::kGradient, {0.5, -1.0}, {});
+  g.otherPresent = false;
+  const Diagnosis d = diagnose({g}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kMissingGradient);
+  EXPECT_NE(d.why.find("absent"), std::string::npos);
+}
+
+TEST(Diagnose, zeroGradientWherePlainHasOneIsMissingGradient) {
+  EXPECT_EQ(diagnose({tensor(TensorKind::kGradient, {0.5, -1.0}, {0.0, 0.0}, 1u << 30)}, 64).cls,
+            FindingClass::kMissingGradient);
+  // Both zero is no missing gradient (nor a difference at all): falls through.
+  EXPECT_NE(diagnose({tensor(TensorKind::kGradient, {0.0, 0.0}, {0.0, -0.0}, 1u << 31)}, 64).cls,
+            FindingClass::kMissingGradient);
+}
+
+TEST(Diagnose, differentDropoutZeroPatternIsRngDesync) {
+  TensorEvidence mask = tensor(TensorKind::kMask, {1, 0, 0, 1}, {0, 0, 1, 1});
+  const Diagnosis d = diagnose({tensor(TensorKind::kGradient, {1.0}, {2.0}, 1u << 23), mask}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kRngDesync);
+  EXPECT_NE(d.why.find("2 element(s)"), std::string::npos);
+}
+
+TEST(Diagnose, generatorStateAloneIsRngDesync) {
+  EXPECT_EQ(diagnose({tensor(TensorKind::kRng, {1, 2, 3}, {1, 2, 4}, 1)}, 64).cls, FindingClass::kRngDesync);
+}
+
+TEST(Diagnose, secondMomentumUpdateIsStateUpdatedTwice) {
+  for (bool known : {true, false}) {
+    const TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, known);
+    EXPECT_TRUE(isSecondUpdate(t)) << "momentum known: " << known;
+    EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kStateUpdatedTwice);
+  }
+}
+
+TEST(Diagnose, counterIncrementedTwiceIsStateUpdatedTwice) {
+  TensorEvidence c = tensor(TensorKind::kState, {1}, {2}, 1);
+  c.floating = false;
+  c.before = {0};
+  EXPECT_TRUE(isSecondUpdate(c));
+  c.other = {3};  // two increments more: not one more update
+  EXPECT_FALSE(isSecondUpdate(c));
+}
+
+TEST(Diagnose, aStateChangeThatIsNoSecondUpdateIsSemantic) {
+  TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, true);
+  t.other[1] += 0.01;  // one element off the second-update line
+  EXPECT_FALSE(isSecondUpdate(t));
+  EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kSemantic);
+  // Without the value before the step nothing can be said.
+  TensorEvidence u = runningStat(0.1, {0.0, 0.5}, {1.0, 1.0}, true);
+  u.before.clear();
+  EXPECT_FALSE(isSecondUpdate(u));
+}
+
+TEST(Diagnose, stateTwiceNeedsEveryDifferenceToBeState) {
+  const TensorEvidence t = runningStat(0.1, {0.0, 0.5}, {1.0, 1.0}, true);
+  EXPECT_EQ(diagnose({t, tensor(TensorKind::kGradient, {1.0}, {1.5}, 1u << 22)}, 64).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, smallUlpOfTheScaleEverywhereIsRoundingLevelUpToN) {
+  const double u = std::ldexp(1.0, -23);  // float32's ULP at 1.0
+  const std::vector<TensorEvidence> ts = {tensor(TensorKind::kGradient, {1.0, -0.5}, {1.0 + 3 * u, -0.5}),
+                                          tensor(TensorKind::kLoss, {2.0}, {2.0 + 2 * 12 * u})};  // ULP at 2 is 2u
+  EXPECT_DOUBLE_EQ(scaledUlp(ts[0]), 3.0);
+  EXPECT_DOUBLE_EQ(scaledUlp(ts[1]), 12.0);
+  const Diagnosis d = diagnose(ts, 12);
+  EXPECT_EQ(d.cls, FindingClass::kRoundingLevel);
+  EXPECT_DOUBLE_EQ(d.worstScaledUlp, 12.0);
+  EXPECT_EQ(diagnose(ts, 11).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, anElementNearZeroIsMeasuredAtItsTensorsScale) {
+  // 1e-8 vs 1.1e-8 is ~10^6 of its own float32 ULPs, but 0.008 ULP of the tensor's largest value 1.0: the
+  // cancellation of a reordered sum, not a semantic change.
+  const TensorEvidence t = tensor(TensorKind::kGradient, {1.0, 1e-8}, {1.0, 1.1e-8}, 1000000);
+  EXPECT_LT(scaledUlp(t), 0.01);
+  EXPECT_EQ(diagnose({t}, 1).cls, FindingClass::kRoundingLevel);
+  TensorEvidence d = t;
+  d.digits = 53;  // the same values in float64 are 2^29 times more ULPs apart
+  EXPECT_EQ(diagnose({d}, 64).cls, FindingClass::kSemantic);
+}
+
+TEST(Diagnose, nanOrAZeroScaleIsNeverRounding) {
+  EXPECT_TRUE(std::isinf(scaledUlp(tensor(TensorKind::kGradient, {0.0, 0.0}, {0.0, 1e-30}))));
+  EXPECT_TRUE(std::isinf(scaledUlp(tensor(TensorKind::kLoss, {1.0}, {std::nan("")}))));
+  EXPECT_EQ(scaledUlp(tensor(TensorKind::kLoss, {std::nan("")}, {std::nan("")})), 0.0);
+}
+
+TEST(Diagnose, missingGradientWinsOverRoundingAndRng) {
+  TensorEvidence g = tensor(TensorKind::kGradient, {0.5}, {});
+  g.otherPresent = false;
+  EXPECT_EQ(diagnose({tensor(TensorKind::kRng, {1}, {2}, 1), g}, 64).cls, FindingClass::kMissingGradient);
+}
+
+TEST(Diagnose, classNamesAreStable) {
+  EXPECT_STREQ(findingClassName(FindingClass::kMissingGradient), "missing-gradient");
+  EXPECT_STREQ(findingClassName(FindingClass::kRngDesync), "rng-desync");
+  EXPECT_STREQ(findingClassName(FindingClass::kStateUpdatedTwice), "state-updated-twice");
+  EXPECT_STREQ(findingClassName(FindingClass::kRoundingLevel), "rounding-level");
+  EXPECT_STREQ(findingClassName(FindingClass::kSemantic), "semantic");
+}
+
+// The same classes for StepResult runs (verify's engine, validate's adapters): a BatchNorm running mean moved
+// twice at step 1, a generator left elsewhere at step 0, equal runs.
+Mat<float> row(std::vector<float> v) {
+  Mat<float> m(1, static_cast<Eigen::Index>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) m(0, static_cast<Eigen::Index>(i)) = v[i];
+  return m;
+}
+
+StepResult<float> stepResult(float loss, float runningMean, float batches, uint64_t rngOffset) {
+  StepResult<float> r;
+  r.loss = loss;
+  r.grads.push_back({"b0.fc.weight", row({0.5f, -0.25f})});
+  r.inputGrad = row({1.0f});
+  r.state.push_back({"b0.bn.running_mean", row({runningMean, 0.0f})});
+  r.state.push_back({"b0.bn.num_batches_tracked", row({batches})});
+  r.rng.offset = rngOffset;
+  return r;
+}
+
+TEST(DiagnoseSteps, classesFromStepResults) {
+  const std::vector<NamedMat<float>> initial = {{"b0.bn.running_mean", row({0.0f, 0.0f})},
+                                                {"b0.bn.num_batches_tracked", row({0.0f})}};
+  // x = 1: plain moves 0 -> 0.1 -> 0.19; the checkpointed run moves 0.19 -> 0.271 at step 1 (and counts 3).
+  const std::vector<StepResult<float>> plain = {stepResult(1.0f, 0.1f, 1, 4), stepResult(0.9f, 0.19f, 2, 8)};
+  std::vector<StepResult<float>> twice = plain;
+  twice[1].state[0].value(0, 0) = 0.271f;
+  twice[1].state[1].value(0, 0) = 3;
+  const auto d = diagnoseSteps(plain, twice, initial, 64);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->cls, FindingClass::kStateUpdatedTwice) << d->why;
+
+  std::vector<StepResult<float>> desync = plain;
+  desync[0].rng.offset = 6;
+  desync[0].grads[0].value(0, 1) = -0.3f;
+  const auto r = diagnoseSteps(plain, desync, initial, 64);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->cls, FindingClass::kRngDesync);
+
+  std::vector<StepResult<float>> grads = plain;
+  grads[1].grads[0].value(0, 0) = 0.75f;
+  EXPECT_EQ(diagnoseSteps(plain, grads, initial, 64)->cls, FindingClass::kSemantic);
+  EXPECT_FALSE(diagnoseSteps(plain, plain, initial, 64));
+}
+
+}  // namespace
+}  // namespace ckpt
