@@ -377,7 +377,11 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     report["evaluations"] = s.evaluations;
     report["adapter_runs"] = client.runs();
     report["reference_error"] = {
-        {"float", {{"cases", s.ref.cases[0]}, {"worst_over_tolerance", s.ref.worst[0]}, {"where", s.ref.where[0]}}},
+        {"float",
+         {{"cases", s.ref.cases[0]},
+          {"worst_over_tolerance", s.ref.worst[0]},
+          {"where", s.ref.where[0]},
+          {"not_comparable", s.ref.notComparable}}},
         {"double", {{"cases", s.ref.cases[1]}, {"worst_over_tolerance", s.ref.worst[1]}, {"where", s.ref.where[1]}}}};
   };
 

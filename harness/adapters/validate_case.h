@@ -49,6 +49,7 @@ constexpr const char* kStateOnly = "bitwise:state";  // CaseOutcome::signature o
 // The worst check-2 error seen, per dtype.
 struct ReferenceStats {
   double worst[2] = {0, 0};  // float, double: difference / what the tolerance allowed
+  int notComparable = 0;     // float cases left to rounding (a normalisation over identical values)
   std::string where[2];
   int cases[2] = {0, 0};
 };
