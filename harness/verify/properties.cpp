@@ -155,7 +155,6 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
   Trial t;
   t.spec = spec;
   t.cost = caseChainCost(spec);
-  t.engine = &engine;
   for (const auto& p : policies) {
     PolicyRun r;
     r.policy = p;

@@ -82,7 +82,8 @@ struct Trial {
   // at longBudget permille of [its smallest feasible budget, store-all's peak].
   int longLayers = 0;
   int longBudget = 0;
-  // Whose optimal planner property 5 checks (EngineVariant::planOptimal); null: the correct one.
+  // Whose optimal planner property 5 checks (EngineVariant::planOptimal); null: the correct one. Not set by
+  // runTrial (the engine passed there may be a temporary); the caller sets it when the engine outlives the trial.
   const EngineVariant* engine = nullptr;
 };
 

@@ -109,6 +109,7 @@ Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, con
   t.optimalRival = c.draw.optimalRival;
   t.longLayers = c.draw.longLayers;
   t.longBudget = c.draw.longBudget;
+  t.engine = &engine.engine;  // outlives the trial: the subject of the whole search
   return t;
 }
 
