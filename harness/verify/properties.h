@@ -1,4 +1,4 @@
-// The invariants of shared/DESIGN.md, 1 to 4, as functions over one Trial: a case trained under a list of
+// The invariants of ckptcheck (ARCHITECTURE.md), 1 to 5, as functions over one Trial: a case trained under a list of
 // policies by an engine (the correct one, or a mutant from harness/mutants/) and by the reference trainer. This
 // is their one home: tests/properties_test.cpp asserts them with RapidCheck and `ckptcheck verify` searches and
 // shrinks with them. Each property checks one invariant and knows nothing of mutants.
