@@ -1,7 +1,7 @@
-// Properties 1-5 (harness/verify/properties.h) with RapidCheck: random cases (1-40 blocks of every kind, both
-// generator models, dropout on and off, 1-3 steps, float and double) under every policy family with random parameters, on
-// the correct engine. The invariants themselves live in harness/verify/properties.h, the one home they share with
-// `ckptcheck verify`; a counterexample prints as the case JSON `ckptcheck run --case` accepts.
+// Properties 1-5 with RapidCheck: random cases (1-40 blocks of every kind, both generator models, dropout on
+// and off, 1-3 steps, float and double) under every policy family with random parameters, on the correct engine.
+// The invariants themselves live in harness/verify/properties.h, the one home they share with `ckptcheck verify`;
+// a counterexample prints as the case JSON `ckptcheck run --case` accepts.
 // Reproduce a failure with RC_PARAMS="reproduce=..." (printed by RapidCheck), vary with RC_PARAMS="seed=N".
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
