@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_validate import adapter_python, fail  # noqa: E402
+from check_validate import fail, require_python_modules  # noqa: E402
 
 
 def check_seeds(rep, a):
@@ -100,12 +100,7 @@ def main():
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
     cmd = argv[split + 1:]
-    for m in a.needs_python_module:
-        if subprocess.run([adapter_python(), "-c", "import " + m], capture_output=True).returncode != 0:
-            if os.environ.get("CKPT_SKIP_FRAMEWORK_TESTS") == "1":
-                print("SKIP: %s not importable by %s" % (m, adapter_python()))
-                sys.exit(77)
-            fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
+    require_python_modules(a.needs_python_module)
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     sys.stdout.write(r.stdout)

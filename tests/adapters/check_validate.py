@@ -35,6 +35,17 @@ def adapter_python():
     return venv if os.path.exists(venv) else "python3"
 
 
+def require_python_modules(modules):
+    """The adapter Python must import each module: else fail with a hint, or skip (exit 77) when
+    CKPT_SKIP_FRAMEWORK_TESTS=1."""
+    for m in modules:
+        if subprocess.run([adapter_python(), "-c", "import " + m], capture_output=True).returncode != 0:
+            if os.environ.get("CKPT_SKIP_FRAMEWORK_TESTS") == "1":
+                print("SKIP: %s not importable by %s" % (m, adapter_python()))
+                sys.exit(77)
+            fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
+
+
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
@@ -61,12 +72,7 @@ def main():
     exits = {int(x) for x in a.exit.split(",")}
     out = cmd[cmd.index("--out") + 1]
 
-    for m in a.needs_python_module:
-        if subprocess.run([adapter_python(), "-c", "import " + m], capture_output=True).returncode != 0:
-            if os.environ.get("CKPT_SKIP_FRAMEWORK_TESTS") == "1":
-                print("SKIP: %s not importable by %s" % (m, adapter_python()))
-                sys.exit(77)
-            fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
+    require_python_modules(a.needs_python_module)
 
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     r = subprocess.run(cmd)
