@@ -90,16 +90,6 @@ std::string resolvePolicy(const std::string& family, const PolicyDraw& d, const 
   return blockPolicy(family, d, c, false);
 }
 
-std::vector<std::string> resolvePolicies(const std::vector<std::string>& families, const PolicyDraw& d,
-                                         const ChainCost& c) {
-  std::vector<std::string> out;
-  for (const auto& f : families) {
-    std::string p = resolvePolicy(f, d, c);
-    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(std::move(p));
-  }
-  return out;
-}
-
 std::vector<std::string> splitPolicyList(const std::string& list) {
   std::vector<std::string> parts;
   const auto& kinds = selectableOpKinds();

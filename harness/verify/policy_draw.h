@@ -23,8 +23,6 @@ void checkPolicyFamily(const std::string& item);
 
 // The policy string of `family` for a draw on a chain. Throws InputError for an unknown family.
 std::string resolvePolicy(const std::string& family, const PolicyDraw& d, const ChainCost& c);
-std::vector<std::string> resolvePolicies(const std::vector<std::string>& families, const PolicyDraw& d,
-                                         const ChainCost& c);
 
 // Splits a --policies list on commas, keeping selective:recompute=a,b lists together.
 std::vector<std::string> splitPolicyList(const std::string& list);

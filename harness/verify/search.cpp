@@ -36,8 +36,38 @@ void showValue(const VerifyCase& c, std::ostream& os) {
   showValue(c.draw, os);
 }
 
+namespace {
+
+// The policy strings of a case, and a run with a schedule error for each family that cannot even be resolved on
+// the chain (its parameter needs a DP or a plan that throws): property 3 reports it and the case shrinks.
+struct Resolved {
+  std::vector<std::string> policies;
+  std::vector<PolicyRun> unresolved;
+};
+Resolved resolveFamilies(const VerifyCase& c, const std::vector<std::string>& families) {
+  const ChainCost cost = caseChainCost(c.spec);
+  Resolved out;
+  for (const auto& f : families.empty() ? defaultPolicyFamilies() : families) {
+    try {
+      std::string p = resolvePolicy(f, c.draw, cost);
+      if (std::find(out.policies.begin(), out.policies.end(), p) == out.policies.end())
+        out.policies.push_back(std::move(p));
+    } catch (const std::exception& e) {
+      PolicyRun r;
+      r.policy = f;
+      r.scheduleError = "cannot choose the policy's parameters on this chain: " + std::string(e.what());
+      out.unresolved.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> policiesFor(const VerifyCase& c, const std::vector<std::string>& families) {
-  return resolvePolicies(families.empty() ? defaultPolicyFamilies() : families, c.draw, caseChainCost(c.spec));
+  Resolved r = resolveFamilies(c, families);
+  for (const auto& u : r.unresolved) r.policies.push_back(u.policy + " (unresolved)");
+  return r.policies;
 }
 
 std::string catalogueDirectory() {
@@ -87,25 +117,11 @@ struct Subject {
   Device device;
 };
 
-// The trial of a case. A policy family that cannot even be resolved on the chain (its parameter needs a DP or a
-// plan that throws) is a run with a schedule error, so property 3 reports it and the case shrinks like any other.
+// The trial of a case, its unresolvable families included as failed runs (resolveFamilies).
 Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, const Subject& engine) {
-  const ChainCost cost = caseChainCost(c.spec);
-  std::vector<std::string> policies;
-  std::vector<PolicyRun> unresolved;
-  for (const auto& f : families.empty() ? defaultPolicyFamilies() : families) {
-    try {
-      std::string p = resolvePolicy(f, c.draw, cost);
-      if (std::find(policies.begin(), policies.end(), p) == policies.end()) policies.push_back(std::move(p));
-    } catch (const std::exception& e) {
-      PolicyRun r;
-      r.policy = f;
-      r.scheduleError = "cannot choose the policy's parameters on this chain: " + std::string(e.what());
-      unresolved.push_back(std::move(r));
-    }
-  }
-  Trial t = runTrial(c.spec, policies, engine.engine, engine.device);
-  for (auto& r : unresolved) t.runs.push_back(std::move(r));
+  Resolved r = resolveFamilies(c, families);
+  Trial t = runTrial(c.spec, r.policies, engine.engine, engine.device);
+  for (auto& u : r.unresolved) t.runs.push_back(std::move(u));
   t.optimalRival = c.draw.optimalRival;
   t.longLayers = c.draw.longLayers;
   t.longBudget = c.draw.longBudget;
