@@ -132,21 +132,6 @@ std::vector<std::string> splitCommandLine(const std::string& line) {
   return words;
 }
 
-std::string shellQuote(const std::string& w) {
-  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-                        std::string::npos)
-    return w;
-  std::string q = "'";
-  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string shellJoin(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + shellQuote(a);
-  return s;
-}
-
 std::string ProcessResult::describe() const {
   if (!started) return "could not be started: " + startError;
   if (timedOut)

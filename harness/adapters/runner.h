@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "harness/text_format.h"
+
 namespace ckpt {
 
 // Splits a command line as a POSIX shell would for words: whitespace separates, '...' is literal, "..." allows
 // \" \\ \$ \` escapes, a backslash outside quotes escapes the next character. No expansion of any kind.
 // Throws InputError on an unterminated quote or an empty command.
 std::vector<std::string> splitCommandLine(const std::string& line);
-// Quotes one word so splitCommandLine (and a shell) reads it back unchanged.
-std::string shellQuote(const std::string& word);
-std::string shellJoin(const std::vector<std::string>& argv);
+// shellQuote / shellJoin (harness/text_format.h) quote words so splitCommandLine (and a shell) reads them back.
 
 struct ProcessResult {
   bool started = false;

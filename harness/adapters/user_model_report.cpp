@@ -8,6 +8,7 @@
 #include "harness/adapters/runner.h"
 #include "harness/atomic_file.h"
 #include "harness/exit_codes.h"
+#include "harness/text_format.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -40,14 +41,6 @@ std::string bitwiseResult(const SeedOutcome& s) {
 
 double saving(const SeedOutcome& s) {
   return 1.0 - static_cast<double>(*s.savedCheckpoint) / static_cast<double>(*s.savedPlain);
-}
-
-std::string fixed(double v, int digits) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
 }
 
 std::vector<std::string> replayArgs(const UserModelReport& r, const SeedOutcome& s) {

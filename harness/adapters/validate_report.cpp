@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cases/coverage.h"
+#include "harness/text_format.h"
 
 namespace ckpt {
 namespace {
@@ -22,63 +23,19 @@ std::string coverageText(const json& r) {
   return r.contains("coverage") && r["coverage"].is_object() ? Coverage::fromJson(r["coverage"]).toText() : "";
 }
 
-std::string xmlEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
-
 }  // namespace
 
 std::string validateJunit(const json& r) {
-  std::ostringstream x;
-  int failures = 0, errors = 0, skipped = 0;
-  for (const auto& c : r["checks"]) {
+  JunitSuite suite{"ckptcheck validate " + r["adapter"]["label"].get<std::string>(), 0, {}, {}};
+  for (const auto& c : r["checks"]) {  // one test case per check
     const std::string st = c["status"];
-    failures += st == "finding";
-    errors += st == "adapter-fault";
-    skipped += st == "skipped";
+    using S = JunitCase::Status;
+    const S status = st == "holds" ? S::kPassed : st == "finding" ? S::kFailure : st == "adapter-fault" ? S::kError
+                                                                                                          : S::kSkipped;
+    suite.cases.push_back({"validate", c["name"].get<std::string>(), status,
+                           status == S::kPassed ? "" : c["detail"].get<std::string>(), "", "", ""});
   }
-  const std::string suite = "ckptcheck validate " + r["adapter"]["label"].get<std::string>();
-  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xmlEscape(suite)
-    << "\" tests=\"" << r["checks"].size() << "\" failures=\"" << failures << "\" errors=\"" << errors
-    << "\" skipped=\"" << skipped << "\">\n";
-  for (const auto& c : r["checks"]) {
-    const std::string st = c["status"];
-    x << "    <testcase classname=\"validate\" name=\"" << xmlEscape(c["name"].get<std::string>()) << "\"";
-    if (st == "holds") {
-      x << "/>\n";
-      continue;
-    }
-    x << ">\n";
-    const std::string detail = xmlEscape(c["detail"].get<std::string>());
-    if (st == "finding")
-      x << "      <failure message=\"" << detail << "\"/>\n";
-    else if (st == "adapter-fault")
-      x << "      <error message=\"" << detail << "\"/>\n";
-    else
-      x << "      <skipped message=\"" << detail << "\"/>\n";
-    x << "    </testcase>\n";
-  }
-  x << "  </testsuite>\n</testsuites>\n";
-  return x.str();
+  return junitXml(suite);
 }
 
 std::string validateMarkdown(const json& r) {

@@ -6,45 +6,10 @@
 #include "cases/case_json.h"
 #include "cases/input_error.h"
 #include "harness/atomic_file.h"
+#include "harness/text_format.h"
 
 namespace ckpt {
 namespace {
-
-// Quotes an argument for a POSIX shell when it needs it.
-std::string shellQuote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=+,@%") ==
-                        std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string xmlEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default:
-        // XML 1.0 forbids most control characters; a tab or newline is fine.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') o += '?';
-        else o += c;
-    }
-  }
-  return o;
-}
-
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 std::string engineName(const VerifyReport& r) {
   return (r.mutant.empty() ? "correct engine" : "mutant " + r.mutant) + (r.device == "cpu" ? "" : " on " + r.device);
@@ -213,37 +178,26 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
 }
 
 std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
-  const int failures = r.finding ? 1 : 0;
-  std::ostringstream s;
-  const std::string time = fixed(r.totalSeconds, 3);
-  const size_t tests = kProperties.size();  // one test case per property
-  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s << "<testsuites name=\"ckptcheck verify\" tests=\"" << tests << "\" failures=\"" << failures
-    << "\" errors=\"0\" time=\"" << time << "\">\n";
-  s << "  <testsuite name=\"ckptcheck.verify\" tests=\"" << tests << "\" failures=\"" << failures
-    << "\" errors=\"0\" skipped=\"0\" time=\"" << time << "\">\n";
-  s << "    <properties>\n";
-  s << "      <property name=\"engine\" value=\"" << xmlEscape(r.mutant.empty() ? "correct" : r.mutant) << "\"/>\n";
-  s << "      <property name=\"seed\" value=\"" << r.seed << "\"/>\n";
-  s << "      <property name=\"random_cases\" value=\"" << r.randomCases << "\"/>\n";
-  s << "      <property name=\"catalogue_cases\" value=\"" << r.catalogueCases << "\"/>\n";
-  s << "      <property name=\"cases_per_minute\" value=\"" << fixed(r.casesPerMinute, 0) << "\"/>\n";
-  s << "    </properties>\n";
-  for (Property p : kProperties) {
+  JunitSuite suite{"ckptcheck verify", r.totalSeconds, {}, {}};
+  suite.properties = {{"engine", r.mutant.empty() ? "correct" : r.mutant},
+                      {"seed", std::to_string(r.seed)},
+                      {"random_cases", std::to_string(r.randomCases)},
+                      {"catalogue_cases", std::to_string(r.catalogueCases)},
+                      {"cases_per_minute", fixed(r.casesPerMinute, 0)}};
+  for (Property p : kProperties) {  // one test case per property
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
-    s << "    <testcase classname=\"ckptcheck.verify\" name=\"" << propertyNumber(p) << " " << propertyId(p) << ": "
-      << xmlEscape(propertyTitle(p)) << "\" time=\"0\">\n";
-    const bool failed = r.finding && r.finding->violation.property == p;
-    if (failed) {
-      const Finding& f = *r.finding;
-      s << "      <failure message=\"" << xmlEscape(f.violation.policy + ": " + f.violation.message) << "\" type=\""
-        << propertyId(p) << "\">" << xmlEscape(toText(r, replay)) << "</failure>\n";
+    JunitCase jc{"ckptcheck.verify",
+                 std::to_string(propertyNumber(p)) + " " + propertyId(p) + ": " + propertyTitle(p),
+                 JunitCase::Status::kPassed, "", "", "", std::to_string(c.checked) + " case(s) checked"};
+    if (r.finding && r.finding->violation.property == p) {
+      jc.status = JunitCase::Status::kFailure;
+      jc.message = r.finding->violation.policy + ": " + r.finding->violation.message;
+      jc.type = propertyId(p);
+      jc.body = toText(r, replay);
     }
-    s << "      <system-out>" << c.checked << " case(s) checked</system-out>\n";
-    s << "    </testcase>\n";
+    suite.cases.push_back(std::move(jc));
   }
-  s << "  </testsuite>\n</testsuites>\n";
-  return s.str();
+  return junitXml(suite);
 }
 
 }  // namespace ckpt
