@@ -1,16 +1,8 @@
 #include "harness/adapters/validate.h"
 
-#include <rapidcheck.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <limits>
 #include <random>
-#include <sstream>
 
 #include "cases/case_json.h"
 #include "cases/coverage.h"
@@ -27,6 +19,7 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
 #include "harness/exit_codes.h"
+#include "harness/random_search.h"
 #include "reference/trainer.h"
 
 namespace ckpt {
@@ -56,14 +49,6 @@ CaseSpec smokeCase(const GenLimits& lim) {
   c.lr = 0.05;
   return c;
 }
-
-// RapidCheck's default listener prints reproduce hints at exit; the report says everything instead.
-class SilentListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
 
 // Simpler variants of a failing case, in the directions cases/generators.h orders its choices (first element
 // simplest). The RapidCheck this builds with does not shrink gen::elementOf / gen::element choices (block kind,
@@ -101,100 +86,6 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
   return out;
 }
 
-// Greedy: accept the first simpler case that fails the same way (CaseOutcome::signature), until none does.
-CaseSpec shrinkFurther(Session& s, CaseSpec c, const std::string& signature, const GenLimits& lim,
-                       const fs::path& scratch) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const CaseSpec& d : simplerCases(c, lim)) {
-      if (!s.caps.unsupported(d).empty()) continue;
-      const fs::path dir = scratch / ("s" + std::to_string(s.evaluations));
-      const CaseOutcome oc = evaluate(s, d, dir);
-      if (!s.opt.keepWork) fs::remove_all(dir);
-      if (oc.verdict != Verdict::kHolds && oc.signature() == signature) {
-        c = d;
-        changed = true;
-        break;
-      }
-    }
-  }
-  return c;
-}
-
-// The random search: RapidCheck generates cases from genCase(lim) with `seed` and shrinks the first one for which
-// `fails(case, index, outcome)` says true; a failing outcome it says false of counts as passing (validate keeps
-// such cases aside itself). `index` numbers the generated cases from 0. Each case runs in its own work folder.
-struct SearchResult {
-  int passed = 0;
-  std::optional<CaseSpec> shrunk;  // the shrunk counterexample, when one failed
-};
-template <class Fails>
-SearchResult searchRandomCases(Session& s, const GenLimits& lim, uint64_t seed, Fails&& fails) {
-  {
-    // RapidCheck announces its configuration on stderr the first time it reads it; the report has the seed.
-    std::ostringstream sink;
-    auto* saved = std::cerr.rdbuf(sink.rdbuf());
-    rc::detail::configuration();
-    std::cerr.rdbuf(saved);
-  }
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = s.opt.cases;
-  params.maxSize = 100;
-  params.maxDiscardRatio = 20;
-  rc::detail::TestMetadata meta;
-  meta.id = "validate";
-  meta.description = meta.id;
-  int counter = 0;
-  bool searching = true;  // false once RapidCheck shrinks: only the search's cases count for coverage
-  SilentListener listener;
-  const auto result = rc::detail::checkTestable(
-      [&] {
-        const CaseSpec c = *genCase(lim);
-        RC_PRE(s.caps.unsupported(c).empty());
-        if (s.fatalInput) RC_FAIL("stopped: " + *s.fatalInput);
-        const int index = counter++;
-        if (searching) s.coverage.add(c);
-        CaseOutcome oc;
-        const fs::path dir = s.work / ("e" + std::to_string(index));
-        try {
-          oc = evaluate(s, c, dir);
-        } catch (const InputError& e) {
-          s.fatalInput = e.what();
-          RC_FAIL(e.what());
-        }
-        if (!s.opt.keepWork) fs::remove_all(dir);
-        if (oc.verdict != Verdict::kHolds && fails(c, index, oc)) {
-          searching = false;
-          RC_FAIL(oc.check + ": " + oc.message);
-        }
-      },
-      meta, params, listener);
-  if (s.fatalInput) return {};
-  if (result.template is<rc::detail::GaveUpResult>()) {
-    throw InputError("validate: gave up: too many generated cases were outside the adapter's capabilities (" +
-                     result.template get<rc::detail::GaveUpResult>().description + ")");
-  }
-  if (result.template is<rc::detail::Error>())
-    throw std::runtime_error("validate: RapidCheck error: " + result.template get<rc::detail::Error>().description);
-  SearchResult out;
-  if (result.template is<rc::detail::SuccessResult>()) {
-    out.passed = result.template get<rc::detail::SuccessResult>().numSuccess;
-    return out;
-  }
-  const auto& failure = result.template get<rc::detail::FailureResult>();
-  out.passed = failure.numSuccess;
-  for (const auto& [type, value] : failure.counterExample) {
-    try {
-      out.shrunk = parseCaseText(value, "counterexample");
-    } catch (const InputError&) {
-    }
-  }
-  if (!out.shrunk)
-    throw std::runtime_error("validate: cannot read back the shrunk counterexample: " + failure.description);
-  return out;
-}
-
 std::string verdictName(Verdict v) {
   switch (v) {
     case Verdict::kHolds:
@@ -207,141 +98,266 @@ std::string verdictName(Verdict v) {
   return "?";
 }
 
-}  // namespace
+// Shrinking runs the adapter once per candidate; a bound keeps a pathological adapter from running for hours.
+constexpr int kMaxShrinkTrials = 2000;
+// Cases outside the adapter's capabilities are skipped; after this many per requested case the search gives up.
+constexpr int kMaxDiscardsPerCase = 20;
 
-int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.adapter.empty() == o.adapterCmd.empty())
-    throw InputError("validate: give exactly one of --adapter NAME[:k=v,...] and --adapter-cmd \"COMMAND ARGS\"");
-  if (o.cases < 0 || (o.cases == 0 && o.timingCases.empty()))
-    throw InputError("validate: --cases must be >= 1 (0 only with --timing-case)");
-  AdapterSpec spec = o.adapter.empty() ? commandAdapter(o.adapterCmd) : builtinAdapter(o.adapter);
-  for (const auto& kv : o.options) {
-    addOption(spec, kv);
-    spec.replayArgs.push_back("--option");
-    spec.replayArgs.push_back(kv);
+// A random case that failed during the search, with its shrink tree.
+struct Failing {
+  int64_t index = 0;
+  rc::Shrinkable<CaseSpec> tree;
+  std::string signature;  // CaseOutcome::signature(): what shrinking must keep
+};
+
+// One run of `ckptcheck validate`, in the order it happens: connect to the adapter, time the --timing-case cases,
+// then check a replayed case or random ones, shrink what fails, and write the report. Every step that ends the
+// run returns the exit code through finish(), which writes the report files first.
+class ValidateRun {
+ public:
+  ValidateRun(const ValidateOptions& o, std::ostream& out, std::ostream& err)
+      : o_(o), out_(out), err_(err), spec_(adapterSpec(o)), outDir_(fs::absolute(o.outDir)), work_(outDir_ / "work"),
+        client_(spec_, o.timeoutSeconds, (outDir_ / "logs").string(), !o.noServe),
+        replayBase_("ckptcheck validate " + shellJoin(spec_.replayArgs)) {
+    report_ = initialReport();
   }
-  const fs::path outDir = fs::absolute(o.outDir);
-  fs::create_directories(outDir);
-  const fs::path work = outDir / "work";
-  AdapterClient client(spec, o.timeoutSeconds, (outDir / "logs").string(), !o.noServe);
 
-  json report;
-  report["tool"] = "ckptcheck validate";
-  report["protocol"] = kProtocolVersion;
-  report["adapter"] = {{"label", spec.label},
-                       {"command", spec.argv},
-                       {"options", spec.options},
-                       {"framework", "unknown"},
-                       {"version", "unknown"}};
-  report["findings"] = json::array();
-  report["fault"] = nullptr;
-  report["timing"] = json::array();
-  report["tolerance"] = {{"float", kReferenceTolFloat}, {"double", kReferenceTolDouble}};
+  int run() {
+    if (auto code = connect()) return *code;
+    if (auto code = measureTiming()) return *code;
+    if (o_.cases == 0 && o_.casePath.empty()) return timingOnly();
+    if (!o_.casePath.empty()) return replay();
+    return randomCases();
+  }
+
+ private:
+  static AdapterSpec adapterSpec(const ValidateOptions& o) {
+    AdapterSpec spec = o.adapter.empty() ? commandAdapter(o.adapterCmd) : builtinAdapter(o.adapter);
+    for (const auto& kv : o.options) {
+      addOption(spec, kv);
+      spec.replayArgs.push_back("--option");
+      spec.replayArgs.push_back(kv);
+    }
+    return spec;
+  }
+
   // Every field the writers read exists from the start, so a run that stops early (an adapter that cannot even
   // answer `capabilities`) still writes a complete report: nlohmann's const operator[] on a missing key is
   // undefined behaviour (the sanitizer build's assertion caught it).
-  report["result"] = "";
-  report["cases_requested"] = o.cases;
-  report["cases_passed"] = 0;
-  report["evaluations"] = 0;
-  report["adapter_runs"] = 0;
-  report["reference_error"] = nullptr;
-  report["coverage"] = Coverage().toJson();
-
-  auto finish = [&](int code, const json& checks) {
-    report["checks"] = checks;
-    report["exit_code"] = code;
-    writeFileAtomic(outDir / "validate.json", report.dump(2) + "\n");
-    writeFileAtomic(outDir / "validate.md", validateMarkdown(report));
-    if (!o.junitPath.empty()) writeFileAtomic(o.junitPath, validateJunit(report));
-    if (!o.keepWork) fs::remove_all(work);
-    if (o.json) out << report.dump(2) << "\n";
-    else out << validateSummaryText(report, (outDir / "validate.md").string());
-    return code;
-  };
-  auto faultChecks = [](const std::string& msg) {
-    return json::array({{{"name", kAdapter}, {"status", "adapter-fault"}, {"detail", msg}}});
-  };
-
-  const Capabilities* capsPtr = nullptr;
-  try {
-    capsPtr = &client.capabilities();
-  } catch (const AdapterError& e) {
-    report["result"] = "adapter-fault";
-    report["fault"] = {{"check", kAdapter}, {"message", e.what()}};
-    return finish(kExitInfra, faultChecks(e.what()));
+  json initialReport() const {
+    json r;
+    r["tool"] = "ckptcheck validate";
+    r["protocol"] = kProtocolVersion;
+    r["adapter"] = {{"label", spec_.label},
+                    {"command", spec_.argv},
+                    {"options", spec_.options},
+                    {"framework", "unknown"},
+                    {"version", "unknown"}};
+    r["findings"] = json::array();
+    r["fault"] = nullptr;
+    r["timing"] = json::array();
+    r["tolerance"] = {{"float", kReferenceTolFloat}, {"double", kReferenceTolDouble}};
+    r["result"] = "";
+    r["cases_requested"] = o_.cases;
+    r["cases_passed"] = 0;
+    r["evaluations"] = 0;
+    r["adapter_runs"] = 0;
+    r["reference_error"] = nullptr;
+    r["coverage"] = Coverage().toJson();
+    return r;
   }
-  const Capabilities& caps = *capsPtr;
-  report["adapter"]["framework"] = caps.framework;
-  report["adapter"]["version"] = caps.version;
-  report["adapter"]["capabilities"] = caps.raw;
-  caps.checkOptions(spec.options);
-  if (!caps.modes.empty() && (!caps.modes.count("plain") || !caps.modes.count("checkpoint")))
-    throw InputError("validate: the adapter must offer modes plain and checkpoint");
 
-  GenLimits lim = caps.limits(o.maxBlocks, o.maxSteps);
-  if (!o.blocks.empty()) {
-    for (const auto& b : o.blocks)
-      if (b != "mlp" && b != "residual-bn" && b != "transformer")
-        throw InputError("validate --blocks: unknown block kind '" + b + "' (mlp, residual-bn, transformer)");
-    auto has = [&](const char* k) { return std::find(o.blocks.begin(), o.blocks.end(), k) != o.blocks.end(); };
-    lim.mlp = lim.mlp && has("mlp");
-    lim.residualBn = lim.residualBn && has("residual-bn");
-    lim.transformer = lim.transformer && has("transformer");
+  // The adapter's capabilities, the options it accepts and the generator limits they leave; an adapter that cannot
+  // answer ends the run as an adapter fault.
+  std::optional<int> connect() {
+    try {
+      caps_ = &client_.capabilities();
+    } catch (const AdapterError& e) {
+      return adapterFault(e.what());
+    }
+    report_["adapter"]["framework"] = caps_->framework;
+    report_["adapter"]["version"] = caps_->version;
+    report_["adapter"]["capabilities"] = caps_->raw;
+    caps_->checkOptions(spec_.options);
+    if (!caps_->modes.empty() && (!caps_->modes.count("plain") || !caps_->modes.count("checkpoint")))
+      throw InputError("validate: the adapter must offer modes plain and checkpoint");
+    lim_ = limitsFor(*caps_);
+    session_.emplace(Session{o_, client_, *caps_, work_, {}, 0, std::nullopt, err_, {}});
+    return std::nullopt;
   }
-  if (!lim.mlp && !lim.residualBn && !lim.transformer)
-    throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
-  if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
-    throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
-  report["limits"] = {
-      {"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},      {"mlp", lim.mlp},
-      {"residual_bn", lim.residualBn}, {"transformer", lim.transformer}, {"dropout", lim.dropout},
-      {"float", lim.floatType},        {"double", lim.doubleType},       {"stateful_rng", lim.statefulRng},
-      {"counter_rng", lim.counterRng}};
 
-  Session s{o, client, caps, work, {}, 0, std::nullopt, err, {}};
-  std::string replayBase = "ckptcheck validate " + shellJoin(spec.replayArgs);
+  GenLimits limitsFor(const Capabilities& caps) {
+    GenLimits lim = caps.limits(o_.maxBlocks, o_.maxSteps);
+    if (!o_.blocks.empty()) {
+      for (const auto& b : o_.blocks)
+        if (b != "mlp" && b != "residual-bn" && b != "transformer")
+          throw InputError("validate --blocks: unknown block kind '" + b + "' (mlp, residual-bn, transformer)");
+      auto has = [&](const char* k) { return std::find(o_.blocks.begin(), o_.blocks.end(), k) != o_.blocks.end(); };
+      lim.mlp = lim.mlp && has("mlp");
+      lim.residualBn = lim.residualBn && has("residual-bn");
+      lim.transformer = lim.transformer && has("transformer");
+    }
+    if (!lim.mlp && !lim.residualBn && !lim.transformer)
+      throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
+    if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
+      throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
+    report_["limits"] = {
+        {"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},      {"mlp", lim.mlp},
+        {"residual_bn", lim.residualBn}, {"transformer", lim.transformer}, {"dropout", lim.dropout},
+        {"float", lim.floatType},        {"double", lim.doubleType},       {"stateful_rng", lim.statefulRng},
+        {"counter_rng", lim.counterRng}};
+    return lim;
+  }
 
-  std::vector<CaseOutcome> failures;  // the reported findings and faults, each at its smallest case
-  auto checksJson = [&](int passed) {
-    json checks = json::array();
-    auto add = [&](const char* name, bool reported, const std::string& holdsDetail) {
-      json c = {{"name", name}};
-      std::vector<const CaseOutcome*> mine;
-      for (const auto& f : failures)
-        if (f.check == name) mine.push_back(&f);
-      if (!mine.empty()) {
-        c["status"] = verdictName(mine.front()->verdict);
-        std::string d;
-        for (const auto* f : mine) d += (d.empty() ? "" : " | ") + f->message;
-        c["detail"] = d;
-      } else if (!reported) {
-        c["status"] = "skipped";
-        c["detail"] = "the adapter does not report it";
-      } else {
-        c["status"] = "holds";
-        c["detail"] = holdsDetail;
+  // Step-time overhead on the given cases, before any check (so a finding does not skip it).
+  std::optional<int> measureTiming() {
+    for (const auto& path : o_.timingCases) {
+      const CaseSpec c = loadCase(path);
+      if (const std::string why = caps_->unsupported(c); !why.empty())
+        throw InputError("validate --timing-case " + path + ": the adapter does not support this case's " + why);
+      try {
+        report_["timing"].push_back(timingOf(*session_, c, work_ / ("timing-" + c.name)));
+      } catch (const AdapterError& e) {
+        stats();
+        return adapterFault(e.what());
       }
-      checks.push_back(c);
+    }
+    return std::nullopt;
+  }
+
+  int timingOnly() {
+    stats();
+    report_["result"] = "not-checked";
+    report_["cases_requested"] = 0;
+    report_["cases_passed"] = 0;
+    json checks = json::array();
+    for (const char* n : {kBitwise, kReference, kForwardCalls, kSavedBytes})
+      checks.push_back({{"name", n}, {"status", "skipped"}, {"detail", "--cases 0: timing only"}});
+    return finish(kExitOk, checks);
+  }
+
+  // --case FILE: exactly one case.
+  int replay() {
+    const CaseSpec c = loadCase(o_.casePath);
+    if (const std::string why = caps_->unsupported(c); !why.empty())
+      throw InputError("validate --case: the adapter does not support this case's " + why);
+    report_["mode"] = "replay";
+    report_["cases_requested"] = 1;
+    report_["seed"] = nullptr;
+    const fs::path dir = outDir_ / "case";
+    const CaseOutcome oc = evaluate(*session_, c, dir);
+    stats();
+    if (oc.verdict != Verdict::kHolds) {
+      record(c, oc, dir, "the replayed case " + o_.casePath);
+      return conclude(0);
+    }
+    if (!o_.keepWork) fs::remove_all(dir);
+    return conclude(1);
+  }
+
+  int randomCases() {
+    report_["mode"] = "random";
+    report_["cases_requested"] = o_.cases;
+    seed_ = o_.seed ? *o_.seed : std::random_device{}() * uint64_t{0x100000001} ^ std::random_device{}();
+    report_["seed"] = seed_;
+    // A first, fixed case: a broken adapter or a refused option shows here, not as a shrunk "finding". It counts
+    // like every other case: a finding on it is shrunk and reported, whatever the random cases show.
+    const CaseSpec smoke = smokeCase(lim_);
+    session_->coverage.add(smoke);
+    const CaseOutcome smokeOutcome = evaluate(*session_, smoke, outDir_ / "smoke");
+    if (smokeOutcome.verdict == Verdict::kFault) {
+      stats();
+      record(smoke, smokeOutcome, outDir_ / "smoke", "the fixed first case");
+      return conclude(0);
+    }
+    if (!o_.keepWork) fs::remove_all(outDir_ / "smoke");
+
+    int passed = smokeOutcome.verdict == Verdict::kHolds ? 1 : 0;
+    std::optional<Failing> first, stateOnly;
+    passed += searchRandom(first, stateOnly);
+    stats();
+    if (first) {
+      const bool fault = first->signature.rfind(kReference, 0) == 0 || first->signature == kAdapter;
+      finalize(first->tree, where(first->index) + " (" + first->signature + ")", outDir_ / (fault ? "fault" : "finding"));
+    }
+    if (smokeOutcome.verdict == Verdict::kFinding)
+      finalize(rc::shrinkable::just(smoke), "the fixed first case (" + smokeOutcome.check + ")",
+               outDir_ / "finding-smoke");
+    if (stateOnly)
+      finalize(stateOnly->tree, where(stateOnly->index) + " (only state differed)", outDir_ / "finding-state");
+    stats();
+    return conclude(passed);
+  }
+
+  // Random case i of the seed (harness/random_search.h), skipping cases outside the adapter's capabilities, until
+  // o.cases cases ran or one failed. A case where only state differs (BatchNorm's running statistics, the
+  // generator) is kept aside in `stateOnly` and the search goes on for a case whose loss or gradients differ, which
+  // says more. Returns the number of cases that did not end the search.
+  int searchRandom(std::optional<Failing>& first, std::optional<Failing>& stateOnly) {
+    const auto gen = genCase(lim_);
+    int passed = 0, discarded = 0;
+    for (int64_t i = 0; passed < o_.cases; ++i) {
+      rc::Shrinkable<CaseSpec> tree = search::drawCase(gen, seed_, i);
+      const CaseSpec c = tree.value();
+      if (!caps_->unsupported(c).empty()) {
+        if (++discarded > kMaxDiscardsPerCase * o_.cases)
+          throw InputError("validate: gave up: too many generated cases were outside the adapter's capabilities (" +
+                           std::to_string(discarded) + " skipped)");
+        continue;
+      }
+      session_->coverage.add(c);
+      const fs::path dir = work_ / ("e" + std::to_string(i));
+      const CaseOutcome oc = evaluate(*session_, c, dir);
+      if (!o_.keepWork) fs::remove_all(dir);
+      if (oc.verdict != Verdict::kHolds && oc.signature() != kStateOnly) {
+        first = Failing{i, std::move(tree), oc.signature()};
+        return passed;
+      }
+      if (oc.verdict != Verdict::kHolds && !stateOnly) stateOnly = Failing{i, std::move(tree), oc.signature()};
+      ++passed;
+    }
+    return passed;
+  }
+
+  std::string where(int64_t index) const {
+    return "random case " + std::to_string(index) + " of seed " + std::to_string(seed_);
+  }
+
+  // Runs a case found failing once more (it must fail again, else the adapter is not deterministic), shrinks it
+  // keeping how it fails — first along its RapidCheck shrink tree, then through simplerCases, which also changes
+  // what RapidCheck's choices do not shrink (block kinds, activations) — and records the smallest into `dir`, a
+  // directory that stays for people to look at.
+  void finalize(const rc::Shrinkable<CaseSpec>& tree, const std::string& foundIn, const fs::path& dir) {
+    const CaseSpec found = tree.value();
+    CaseOutcome oc = evaluate(*session_, found, work_ / ("confirm-" + dir.filename().string()));
+    if (oc.verdict == Verdict::kHolds) {
+      oc.verdict = Verdict::kFault;
+      oc.check = kAdapter;
+      oc.message = "the adapter is not deterministic: " + foundIn + " failed during the search but passed when run again";
+      record(found, oc, dir, foundIn);
+      return;
+    }
+    const fs::path scratch = work_ / ("shrink-" + dir.filename().string());
+    auto stillFails = [&, signature = oc.signature()](const CaseSpec& d) {
+      if (!caps_->unsupported(d).empty()) return false;
+      const fs::path at = scratch / ("s" + std::to_string(session_->evaluations));
+      const CaseOutcome r = evaluate(*session_, d, at);
+      if (!o_.keepWork) fs::remove_all(at);
+      return r.verdict != Verdict::kHolds && r.signature() == signature;
     };
-    const std::string n = failures.empty() ? "on " + std::to_string(passed) + " case(s)"
-                                           : "no violation in " + std::to_string(s.evaluations) + " evaluated case(s)";
-    add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
-    add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
-    add(kForwardCalls, caps.reportsForwardCalls, "forward calls per block as the mode implies " + n);
-    add(kSavedBytes, caps.reportsMemory, "checkpoint saves no more activation bytes than plain " + n);
-    add(kAdapter, true, "every run followed the protocol");
-    return checks;
-  };
+    const CaseSpec shrunk = search::shrinkGreedy(tree, stillFails, kMaxShrinkTrials).value;
+    const auto simpler = [lim = lim_](const CaseSpec& c) { return simplerCases(c, lim); };
+    const CaseSpec smallest =
+        search::shrinkGreedy(search::candidateTree(shrunk, simpler), stillFails, kMaxShrinkTrials).value;
+    record(smallest, evaluate(*session_, smallest, dir), dir, foundIn);
+  }
 
   // Adds a failing case and its outcome to the report: the case file, the replay command, the differences.
   // `foundIn` says which evaluated case showed it first ("random case 17 of seed 5", "the fixed first case").
-  auto record = [&](const CaseSpec& c, const CaseOutcome& oc, const fs::path& dir, const std::string& foundIn) {
+  void record(const CaseSpec& c, const CaseOutcome& oc, const fs::path& dir, const std::string& foundIn) {
     fs::create_directories(dir);
     const fs::path caseFile = dir / "case.json";
     writeFileAtomic(caseFile, caseToJson(c).dump(2) + "\n");
-    const std::string replay =
-        replayBase + " --case " + shellQuote(caseFile.string()) + " --out " + shellQuote((dir / "replay").string());
     json f;
     f["check"] = oc.check;
     f["message"] = oc.message;
@@ -350,160 +366,120 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     f["case_file"] = caseFile.string();
     f["case_summary"] = blockSummary(c);
     f["blocks"] = c.blocks.size();
-    f["replay"] = replay;
+    f["replay"] = replayBase_ + " --case " + shellQuote(caseFile.string()) + " --out " +
+                  shellQuote((dir / "replay").string());
     f["summary"] = oc.first ? oc.first->tensor + " differs" : oc.check;
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
     f["run_dir"] = dir.string();
     if (oc.verdict == Verdict::kFinding)
-      report["findings"].push_back(f);
+      report_["findings"].push_back(f);
     else
-      report["fault"] = f;
-    failures.push_back(oc);
-  };
-  // Finishes the report; an adapter fault outranks a finding.
-  auto conclude = [&](int passed) {
-    bool fault = false, finding = false;
-    for (const auto& f : failures) {
-      fault = fault || f.verdict == Verdict::kFault;
-      finding = finding || f.verdict == Verdict::kFinding;
-    }
-    report["cases_passed"] = passed;
-    report["result"] = fault ? "adapter-fault" : finding ? "finding" : "holds";
-    return finish(fault ? kExitInfra : finding ? kExitFinding : kExitOk, checksJson(passed));
-  };
-  auto stats = [&] {
-    report["coverage"] = s.coverage.toJson();
-    report["evaluations"] = s.evaluations;
-    report["adapter_runs"] = client.runs();
-    report["reference_error"] = {
+      report_["fault"] = f;
+    failures_.push_back(oc);
+  }
+
+  void stats() {
+    const Session& s = *session_;
+    report_["coverage"] = s.coverage.toJson();
+    report_["evaluations"] = s.evaluations;
+    report_["adapter_runs"] = client_.runs();
+    report_["reference_error"] = {
         {"float",
          {{"cases", s.ref.cases[0]},
           {"worst_over_tolerance", s.ref.worst[0]},
           {"where", s.ref.where[0]},
           {"not_comparable", s.ref.notComparable}}},
         {"double", {{"cases", s.ref.cases[1]}, {"worst_over_tolerance", s.ref.worst[1]}, {"where", s.ref.where[1]}}}};
-  };
-
-  // Step-time overhead on the given cases, before any check (so a finding does not skip it).
-  for (const auto& path : o.timingCases) {
-    const CaseSpec c = loadCase(path);
-    if (const std::string why = caps.unsupported(c); !why.empty())
-      throw InputError("validate --timing-case " + path + ": the adapter does not support this case's " + why);
-    try {
-      report["timing"].push_back(timingOf(s, c, work / ("timing-" + c.name)));
-    } catch (const AdapterError& e) {
-      stats();
-      report["result"] = "adapter-fault";
-      report["fault"] = {{"check", kAdapter}, {"message", e.what()}};
-      return finish(kExitInfra, faultChecks(e.what()));
-    }
   }
-  if (o.cases == 0 && o.casePath.empty()) {
-    stats();
-    report["result"] = "not-checked";
-    report["cases_requested"] = 0;
-    report["cases_passed"] = 0;
+
+  // The checks' statuses: each the first failure recorded for it, or holds / skipped.
+  json checksJson(int passed) const {
     json checks = json::array();
-    for (const char* n : {kBitwise, kReference, kForwardCalls, kSavedBytes})
-      checks.push_back({{"name", n}, {"status", "skipped"}, {"detail", "--cases 0: timing only"}});
-    return finish(kExitOk, checks);
+    auto add = [&](const char* name, bool reported, const std::string& holdsDetail) {
+      json c = {{"name", name}};
+      std::string detail;
+      const CaseOutcome* firstOfCheck = nullptr;
+      for (const auto& f : failures_) {
+        if (f.check != name) continue;
+        if (!firstOfCheck) firstOfCheck = &f;
+        detail += (detail.empty() ? "" : " | ") + f.message;
+      }
+      if (firstOfCheck) {
+        c["status"] = verdictName(firstOfCheck->verdict);
+        c["detail"] = detail;
+      } else {
+        c["status"] = reported ? "holds" : "skipped";
+        c["detail"] = reported ? holdsDetail : "the adapter does not report it";
+      }
+      checks.push_back(c);
+    };
+    const std::string n = failures_.empty()
+                              ? "on " + std::to_string(passed) + " case(s)"
+                              : "no violation in " + std::to_string(session_->evaluations) + " evaluated case(s)";
+    add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
+    add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
+    add(kForwardCalls, caps_->reportsForwardCalls, "forward calls per block as the mode implies " + n);
+    add(kSavedBytes, caps_->reportsMemory, "checkpoint saves no more activation bytes than plain " + n);
+    add(kAdapter, true, "every run followed the protocol");
+    return checks;
   }
 
-  // Replay: exactly one case.
-  if (!o.casePath.empty()) {
-    const CaseSpec c = loadCase(o.casePath);
-    if (const std::string why = caps.unsupported(c); !why.empty())
-      throw InputError("validate --case: the adapter does not support this case's " + why);
-    report["mode"] = "replay";
-    report["cases_requested"] = 1;
-    report["seed"] = nullptr;
-    const fs::path dir = outDir / "case";
-    const CaseOutcome oc = evaluate(s, c, dir);
-    stats();
-    if (oc.verdict != Verdict::kHolds) {
-      record(c, oc, dir, "the replayed case " + o.casePath);
-      return conclude(0);
+  // Finishes the report; an adapter fault outranks a finding.
+  int conclude(int passed) {
+    bool fault = false, finding = false;
+    for (const auto& f : failures_) {
+      fault = fault || f.verdict == Verdict::kFault;
+      finding = finding || f.verdict == Verdict::kFinding;
     }
-    if (!o.keepWork) fs::remove_all(dir);
-    return conclude(1);
+    report_["cases_passed"] = passed;
+    report_["result"] = fault ? "adapter-fault" : finding ? "finding" : "holds";
+    return finish(fault ? kExitInfra : finding ? kExitFinding : kExitOk, checksJson(passed));
   }
 
-  report["mode"] = "random";
-  report["cases_requested"] = o.cases;
-  const uint64_t seed = o.seed ? *o.seed : std::random_device{}() * uint64_t{0x100000001} ^ std::random_device{}();
-  report["seed"] = seed;
-
-  // A first, fixed case: a broken adapter or a refused option shows here, not as a shrunk "finding". It counts
-  // like every other case: a finding on it is shrunk and reported, whatever the random cases show.
-  const CaseSpec smoke = smokeCase(lim);
-  s.coverage.add(smoke);
-  const CaseOutcome smokeOutcome = evaluate(s, smoke, outDir / "smoke");
-  if (smokeOutcome.verdict == Verdict::kFault) {
-    stats();
-    record(smoke, smokeOutcome, outDir / "smoke", "the fixed first case");
-    return conclude(0);
+  int adapterFault(const std::string& msg) {
+    report_["result"] = "adapter-fault";
+    report_["fault"] = {{"check", kAdapter}, {"message", msg}};
+    return finish(kExitInfra, json::array({{{"name", kAdapter}, {"status", "adapter-fault"}, {"detail", msg}}}));
   }
-  if (!o.keepWork) fs::remove_all(outDir / "smoke");
 
-  // Which random case showed a failure first, for the report ("random case 17 of seed 5").
-  struct Found {
-    CaseSpec spec;
-    int index = 0;
-  };
-  std::optional<Found> firstFailingCase, stateOnly;
-  std::optional<std::string> firstFailure;
-  const auto result = searchRandomCases(s, lim, seed, [&](const CaseSpec& c, int index, const CaseOutcome& oc) {
-    // A case where only state differs (BatchNorm's running statistics, the generator) is kept aside and shrunk
-    // separately below: the search goes on for a case whose loss or gradients differ, which says more.
-    if (oc.signature() == kStateOnly) {
-      if (!stateOnly) stateOnly = Found{c, index};
-      return false;
-    }
-    // Shrinking keeps the failure the search found: a smaller case that fails another way (only the generator's
-    // state differs where gradients did) counts as passing, so the counterexample shows the first failure at its
-    // smallest rather than drifting to a different, less telling one.
-    if (!firstFailure) {
-      firstFailure = oc.signature();
-      firstFailingCase = Found{c, index};
-    }
-    return oc.signature() == *firstFailure;
-  });
-  stats();
-  if (s.fatalInput) throw InputError(*s.fatalInput);
-
-  auto where = [&](int index) {
-    return "random case " + std::to_string(index) + " of seed " + std::to_string(seed);
-  };
-  // Runs a case found failing once more (it must fail again, else the adapter is not deterministic), shrinks it
-  // further keeping how it fails, and records the smallest into `dir`, a directory that stays for people to look
-  // at.
-  auto finalize = [&](CaseSpec c, const std::string& foundIn, const fs::path& dir) {
-    CaseOutcome oc = evaluate(s, c, work / ("confirm-" + dir.filename().string()));
-    if (oc.verdict == Verdict::kHolds) {
-      oc.verdict = Verdict::kFault;
-      oc.check = kAdapter;
-      oc.message = "the adapter is not deterministic: " + foundIn + " failed during the search but passed when run again";
-      record(c, oc, dir, foundIn);
-      return;
-    }
-    c = shrinkFurther(s, c, oc.signature(), lim, work / ("shrink-" + dir.filename().string()));
-    record(c, evaluate(s, c, dir), dir, foundIn);
-  };
-
-  int passed = smokeOutcome.verdict == Verdict::kHolds ? 1 : 0;
-  if (result.shrunk) {
-    const bool fault = !firstFailure || firstFailure->rfind(kReference, 0) == 0 || *firstFailure == kAdapter;
-    finalize(*result.shrunk, where(firstFailingCase ? firstFailingCase->index : result.passed) + " (" +
-                                 (firstFailure ? *firstFailure : std::string("?")) + ")",
-             outDir / (fault ? "fault" : "finding"));
+  // Writes the report files (atomically) and the summary; returns `code`.
+  int finish(int code, const json& checks) {
+    report_["checks"] = checks;
+    report_["exit_code"] = code;
+    writeFileAtomic(outDir_ / "validate.json", report_.dump(2) + "\n");
+    writeFileAtomic(outDir_ / "validate.md", validateMarkdown(report_));
+    if (!o_.junitPath.empty()) writeFileAtomic(o_.junitPath, validateJunit(report_));
+    if (!o_.keepWork) fs::remove_all(work_);
+    if (o_.json) out_ << report_.dump(2) << "\n";
+    else out_ << validateSummaryText(report_, (outDir_ / "validate.md").string());
+    return code;
   }
-  passed += result.passed;
-  if (smokeOutcome.verdict == Verdict::kFinding) finalize(smoke, "the fixed first case (" + smokeOutcome.check + ")",
-                                                          outDir / "finding-smoke");
-  if (stateOnly) finalize(stateOnly->spec, where(stateOnly->index) + " (only state differed)", outDir / "finding-state");
-  stats();
-  return conclude(passed);
+
+  const ValidateOptions& o_;
+  std::ostream& out_;
+  std::ostream& err_;
+  AdapterSpec spec_;
+  fs::path outDir_, work_;
+  AdapterClient client_;
+  std::string replayBase_;
+  json report_;
+  const Capabilities* caps_ = nullptr;
+  GenLimits lim_;
+  std::optional<Session> session_;  // once the adapter answered
+  uint64_t seed_ = 0;
+  std::vector<CaseOutcome> failures_;  // the reported findings and faults, each at its smallest case
+};
+
+}  // namespace
+
+int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.adapter.empty() == o.adapterCmd.empty())
+    throw InputError("validate: give exactly one of --adapter NAME[:k=v,...] and --adapter-cmd \"COMMAND ARGS\"");
+  if (o.cases < 0 || (o.cases == 0 && o.timingCases.empty()))
+    throw InputError("validate: --cases must be >= 1 (0 only with --timing-case)");
+  fs::create_directories(fs::absolute(o.outDir));
+  return ValidateRun(o, out, err).run();
 }
 
 }  // namespace ckpt

@@ -3,9 +3,9 @@
 //   check 1  checkpoint vs plain, same framework and seed: bitwise equal          -> finding (exit 1)
 //   check 2  plain vs ckptcheck's reference, dropout off: within tolerance.h      -> adapter fault (exit 3)
 //   check 3  forward calls per block match the mode; checkpoint saves no more     -> finding (exit 1)
-// RapidCheck generates the cases and shrinks a failing one (then a greedy pass shrinks what RapidCheck cannot:
-// block kinds, activations, dropout); a case where only state differs is set aside and shrunk as a second
-// finding. Each shrunk case is re-run once into OUT/finding*/ and reported (JSON, Markdown, optionally JUnit)
+// Cases are drawn and shrunk by harness/random_search.h, verify's driver (the RapidCheck shrink tree, then a
+// greedy pass over what that tree does not shrink: block kinds, activations, dropout); a case where only state
+// differs is set aside and shrunk as a second finding. Each shrunk case is re-run once into OUT/finding*/ and reported (JSON, Markdown, optionally JUnit)
 // with a replay command. PROTOCOL.md describes the whole procedure.
 #pragma once
 #include <cstdint>
@@ -21,7 +21,7 @@ struct ValidateOptions {
   std::string adapterCmd;            // or any command line
   std::vector<std::string> options;  // extra k=v options for either
   int cases = 25;
-  std::optional<uint64_t> seed;  // RapidCheck seed; random (and reported) when absent
+  std::optional<uint64_t> seed;  // random case i of seed S depends on (S, i) alone; random (and reported) when absent
   int maxBlocks = 24;  // long enough for >= 5 segments under round(sqrt(L)) checkpointing
   int maxSteps = 2;
   std::vector<std::string> blocks;  // restrict block kinds further (e.g. {"mlp", "transformer"})

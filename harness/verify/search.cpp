@@ -15,6 +15,7 @@
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
 #include "harness/mutants/catalog.h"
+#include "harness/random_search.h"
 #include "harness/verify/policy_draw.h"
 
 namespace ckpt {
@@ -146,49 +147,6 @@ std::optional<Violation> violates(const VerifyCase& c, Property p, const std::ve
   }
 }
 
-rc::Random randomFor(uint64_t seed, int64_t index) {
-  return rc::Random(rc::Random::Key{seed, static_cast<uint64_t>(index), 0x636b7074636865ULL, 0x766572696679ULL});
-}
-int sizeFor(int64_t index) { return static_cast<int>(index % 100); }
-
-// Walks the shrink tree: the first child that still violates `p` is taken, until none does.
-struct Shrunk {
-  VerifyCase value;
-  Violation violation;
-  std::vector<int> path;
-  int trials = 0;
-};
-Shrunk shrink(rc::Shrinkable<VerifyCase> current, Violation v, const std::vector<std::string>& families,
-              const Subject& engine, int maxTrials) {
-  Shrunk s{current.value(), std::move(v), {}, 0};
-  bool progressed = true;
-  while (progressed && s.trials < maxTrials) {
-    progressed = false;
-    auto children = current.shrinks();
-    int index = 0;
-    while (auto child = children.next()) {
-      if (s.trials++ >= maxTrials) break;
-      const VerifyCase candidate = child->value();
-      if (auto w = violates(candidate, s.violation.property, families, engine)) {
-        current = *child;
-        s.value = candidate;
-        s.violation = *w;
-        s.path.push_back(index);
-        progressed = true;
-        break;
-      }
-      ++index;
-    }
-  }
-  return s;
-}
-
-std::string pathText(const std::vector<int>& path) {
-  std::string t;
-  for (size_t i = 0; i < path.size(); ++i) t += (i ? "." : "") + std::to_string(path[i]);
-  return t;
-}
-
 // Candidate smaller versions of a catalogue case (which has no RapidCheck shrink tree): halves and single blocks
 // removed, one step, dropout off, the smallest batch, sequence and width. Invalid candidates are skipped.
 std::vector<VerifyCase> catalogueShrinks(const VerifyCase& c) {
@@ -225,10 +183,6 @@ std::vector<VerifyCase> catalogueShrinks(const VerifyCase& c) {
     }
   }
   return valid;
-}
-
-rc::Shrinkable<VerifyCase> catalogueShrinkable(const VerifyCase& c) {
-  return rc::shrinkable::shrinkRecur(c, [](const VerifyCase& v) { return rc::seq::fromContainer(catalogueShrinks(v)); });
 }
 
 // The middle of every range: what a catalogue case runs its policy families with.
@@ -277,10 +231,8 @@ void count(VerifyReport& r, const Outcome& o) {
   r.policyRuns += o.policyRuns;
 }
 
-}  // namespace
-
-VerifyReport runVerify(const VerifyOptions& o) {
-  const auto t0 = Clock::now();
+// Refuses options that cannot run, before any case does (same order of checks as the flags are documented).
+std::unique_ptr<EngineVariant> engineFor(const VerifyOptions& o) {
   std::unique_ptr<EngineVariant> engine = std::make_unique<EngineVariant>();
   if (!o.mutant.empty()) {
     const Mutant* m = findMutant(o.mutant);
@@ -291,15 +243,180 @@ VerifyReport runVerify(const VerifyOptions& o) {
     throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
   requireDevice(o.device);
   if (o.engine && o.device != Device::kCpu) throw InputError("a custom engine variant runs on the CPU only");
-  const Subject subject{o.engine ? *o.engine : *engine, o.device};
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
   if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)
     throw InputError("--shard " + std::to_string(o.shardIndex) + "/" + std::to_string(o.shardCount) +
                      ": expected I/N with 0 <= I < N");
-  const MemoryLimit memory = memoryLimit(o.maxActivationBytes);
+  return engine;
+}
+
+// Shrinks a violating case (its RapidCheck tree, or a catalogue case's candidate tree) to the smallest that still
+// violates the same property, and describes it.
+Finding shrunkFinding(const rc::Shrinkable<VerifyCase>& tree, const Violation& v, const VerifyOptions& o,
+                      const Subject& subject, std::string origin) {
+  Violation last = v;
+  const auto sh = search::shrinkGreedy(
+      tree,
+      [&](const VerifyCase& c) {
+        auto w = violates(c, last.property, o.policies, subject);
+        if (w) last = *w;
+        return w.has_value();
+      },
+      o.maxShrinkTrials);
+  Finding f;
+  f.violation = last;
+  f.origin = std::move(origin);
+  f.original = tree.value();
+  f.shrunk = sh.value;
+  f.policies = policiesFor(sh.value, o.policies);
+  f.shrinkSteps = static_cast<int>(sh.path.size());
+  f.shrinkTrials = sh.trials;
+  f.reproduce = search::pathText(sh.path);  // the caller prefixes SEED:INDEX where there is one
+  return f;
+}
+
+// --reproduce SEED:INDEX[:PATH]: exactly one case, the node of the shrink tree the path names.
+void reproduce(const VerifyOptions& o, const Subject& subject, VerifyReport& r) {
+  const Parsed p = parseReproduce(o.reproduce);
+  const auto node = search::followPath(search::drawCase(genVerifyCase(o.limits), p.seed, p.index), p.path);
+  if (!node) throw InputError("--reproduce '" + o.reproduce + "': the shrink path does not exist");
+  const VerifyCase c = node->value();
+  const Outcome out = evaluate(c, o.policies, subject);
+  count(r, out);
+  r.coverage.add(c.spec);
+  r.randomCases = 1;
+  if (!out.failed()) return;
+  Finding f;
+  f.violation = out.first();
+  f.origin = "reproduced case " + o.reproduce;
+  f.original = f.shrunk = c;
+  f.policies = policiesFor(c, o.policies);
+  f.reproduce = o.reproduce;
+  r.finding = std::move(f);
+}
+
+// Runs work(i) for i = 0, 1, ... n-1 on `threads` threads, handing indices out in order; once stop(i) says true
+// for some i, no index above it is handed out. The first exception is rethrown, prefixed with what(i).
+template <class Work, class Stop, class What>
+void forEachIndex(int64_t n, int threads, Work&& work, Stop&& stop, What&& what) {
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> firstStop{std::numeric_limits<int64_t>::max()};
+  std::mutex mutex;
+  std::string error;
+  auto worker = [&] {
+    for (int64_t i = next++; i < n && i <= firstStop.load(); i = next++) {
+      try {
+        work(i);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (error.empty()) error = what(i) + ": " + e.what();
+        firstStop = -1;
+        return;
+      }
+      if (!stop(i)) continue;
+      int64_t seen = firstStop.load();
+      while (i < seen && !firstStop.compare_exchange_weak(seen, i)) {
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t k = 1; k < std::min<int64_t>(threads, std::max<int64_t>(1, n)); ++k) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+// The random search, in parallel: per case only a summary is kept (a million cases fit), the outcomes of failing
+// cases whole. Counts every case up to the lowest failing index, and returns that index, if any.
+std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subject, VerifyReport& r,
+                                    std::map<int64_t, Outcome>& failures) {
+  struct Summary {
+    uint8_t violated = 0;  // bit k: property k + 1
+    int32_t policyRuns = 0;
+    uint64_t coverage = 0;  // coverageBits of the case
+  };
   auto inShard = [&](int64_t i) { return i % o.shardCount == o.shardIndex; };
   const auto gen = genVerifyCase(o.limits);
+  std::vector<Summary> summaries(static_cast<size_t>(o.cases));
+  std::mutex mutex;
+  const auto searchStart = Clock::now();
+  forEachIndex(
+      o.cases, r.threads,
+      [&](int64_t i) {
+        if (!inShard(i)) return;
+        const VerifyCase c = search::drawCase(gen, o.seed, i).value();
+        Outcome out = evaluate(c, o.policies, subject);
+        Summary& sum = summaries[static_cast<size_t>(i)];
+        sum.coverage = coverageBits(c.spec);
+        for (size_t k = 0; k < kPropertyCount; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
+        sum.policyRuns = static_cast<int32_t>(out.policyRuns);
+        if (!out.failed()) return;
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.emplace(i, std::move(out));
+      },
+      [&](int64_t i) { return summaries[static_cast<size_t>(i)].violated != 0; },
+      [&](int64_t i) { return "random case " + std::to_string(i) + " (seed " + std::to_string(o.seed) + ")"; });
+  const std::optional<int64_t> fail =
+      failures.empty() ? std::nullopt : std::optional<int64_t>(failures.begin()->first);
+  const int64_t last = fail ? *fail + 1 : o.cases;
+  for (int64_t i = 0; i < last; ++i) {
+    if (!inShard(i)) continue;
+    const Summary& sum = summaries[static_cast<size_t>(i)];
+    for (size_t k = 0; k < kPropertyCount; ++k) {
+      ++r.perProperty[k].checked;
+      if (sum.violated & (1u << k)) ++r.perProperty[k].violated;
+    }
+    r.policyRuns += sum.policyRuns;
+    r.coverage.addBits(sum.coverage);
+    ++r.randomCases;
+  }
+  r.searchSeconds = secondsSince(searchStart);
+  r.casesPerMinute = r.searchSeconds > 0 ? 60.0 * static_cast<double>(r.randomCases) / r.searchSeconds : 0.0;
+  return fail;
+}
+
+// Every catalogue case (in this shard) in parallel; the finding is the first failing one in name order.
+void checkCatalogue(const VerifyOptions& o, const Subject& subject, const MemoryLimit& memory, VerifyReport& r) {
+  const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
+  if (dir.empty()) throw std::runtime_error("cases/catalog not found: set CKPT_SOURCE_DIR to the ckptcheck source tree");
+  std::vector<std::filesystem::path> all, files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") all.push_back(e.path());
+  std::sort(all.begin(), all.end());
+  for (size_t k = 0; k < all.size(); ++k)
+    if (static_cast<int64_t>(k) % o.shardCount == o.shardIndex) files.push_back(all[k]);
+  std::vector<VerifyCase> cases;
+  for (const auto& file : files) {
+    cases.push_back({loadCase(file.string()), kCatalogueDraw});
+    guardCase(cases.back().spec, {}, memory);
+  }
+  std::vector<std::optional<Outcome>> outcomes(cases.size());
+  forEachIndex(
+      static_cast<int64_t>(cases.size()), r.threads,
+      [&](int64_t k) { outcomes[static_cast<size_t>(k)] = evaluate(cases[static_cast<size_t>(k)], o.policies, subject); },
+      [](int64_t) { return false; },
+      [&](int64_t k) { return "catalogue case " + files[static_cast<size_t>(k)].stem().string(); });
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Outcome& out = *outcomes[k];
+    count(r, out);
+    r.coverage.add(cases[k].spec);
+    ++r.catalogueCases;
+    if (!out.failed()) continue;
+    r.finding = shrunkFinding(search::candidateTree(cases[k], catalogueShrinks), out.first(), o, subject,
+                              "catalogue case " + files[k].stem().string());
+    r.finding->reproduce.clear();  // a catalogue case has no SEED:INDEX
+    return;
+  }
+}
+
+}  // namespace
+
+VerifyReport runVerify(const VerifyOptions& o) {
+  const auto t0 = Clock::now();
+  const std::unique_ptr<EngineVariant> owned = engineFor(o);
+  const Subject subject{o.engine ? *o.engine : *owned, o.device};
+  const MemoryLimit memory = memoryLimit(o.maxActivationBytes);
 
   VerifyReport r;
   r.seed = o.seed;
@@ -310,176 +427,15 @@ VerifyReport runVerify(const VerifyOptions& o) {
   r.shardCount = o.shardCount;
 
   if (!o.reproduce.empty()) {
-    const Parsed p = parseReproduce(o.reproduce);
-    rc::Shrinkable<VerifyCase> s = gen(randomFor(p.seed, p.index), sizeFor(p.index));
-    for (int k : p.path) {
-      auto children = s.shrinks();
-      std::optional<rc::Shrinkable<VerifyCase>> pick;
-      for (int i = 0; i <= k; ++i) {
-        auto child = children.next();
-        if (!child) throw InputError("--reproduce '" + o.reproduce + "': the shrink path does not exist");
-        if (i == k) pick = *child;
-      }
-      s = *pick;
-    }
-    const VerifyCase c = s.value();
-    const Outcome out = evaluate(c, o.policies, subject);
-    count(r, out);
-    r.coverage.add(c.spec);
-    r.randomCases = 1;
-    if (out.failed()) {
-      Finding f;
-      f.violation = out.first();
-      f.origin = "reproduced case " + o.reproduce;
-      f.original = f.shrunk = c;
-      f.policies = policiesFor(c, o.policies);
-      f.reproduce = o.reproduce;
-      r.finding = std::move(f);
-    }
-    r.totalSeconds = secondsSince(t0);
-    return r;
-  }
-
-  // Random cases, in parallel; the outcome is that of the lowest failing index. Per case only a summary is
-  // kept (a million cases fit); the outcomes of failing cases are kept whole.
-  struct Summary {
-    uint8_t violated = 0;  // bit k: property k + 1
-    int32_t policyRuns = 0;
-    uint64_t coverage = 0;  // coverageBits of the case
-  };
-  std::vector<Summary> summaries(static_cast<size_t>(o.cases));
-  std::map<int64_t, Outcome> failures;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> firstFail{std::numeric_limits<int64_t>::max()};
-  std::mutex errorMutex;
-  std::string error;
-  const auto searchStart = Clock::now();
-  auto worker = [&] {
-    for (;;) {
-      const int64_t i = next++;
-      if (i >= o.cases || i > firstFail.load()) return;
-      if (!inShard(i)) continue;
-      try {
-        const VerifyCase c = gen(randomFor(o.seed, i), sizeFor(i)).value();
-        Outcome out = evaluate(c, o.policies, subject);
-        Summary& sum = summaries[static_cast<size_t>(i)];
-        sum.coverage = coverageBits(c.spec);
-        for (size_t k = 0; k < kPropertyCount; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
-        sum.policyRuns = static_cast<int32_t>(out.policyRuns);
-        if (out.failed()) {
-          {
-            std::lock_guard<std::mutex> lock(errorMutex);
-            failures.emplace(i, std::move(out));
-          }
-          int64_t seen = firstFail.load();
-          while (i < seen && !firstFail.compare_exchange_weak(seen, i)) {
-          }
-        }
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(errorMutex);
-        if (error.empty()) error = "random case " + std::to_string(i) + " (seed " + std::to_string(o.seed) + "): " + e.what();
-        firstFail = -1;
-        return;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  const int threads = std::min<int64_t>(r.threads, std::max(1, o.cases));
-  for (int k = 1; k < threads; ++k) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (!error.empty()) throw std::runtime_error(error);
-  const int64_t fail = firstFail.load();
-  const int64_t last = fail == std::numeric_limits<int64_t>::max() ? o.cases : fail + 1;
-  for (int64_t i = 0; i < last; ++i) {
-    if (!inShard(i)) continue;
-    const Summary& sum = summaries[static_cast<size_t>(i)];
-    for (size_t k = 0; k < kPropertyCount; ++k) {
-      ++r.perProperty[k].checked;
-      if (sum.violated & (1u << k)) ++r.perProperty[k].violated;
-    }
-    r.policyRuns += sum.policyRuns;
-    r.coverage.addBits(sum.coverage);
-  }
-  r.randomCases = 0;
-  for (int64_t i = 0; i < last; ++i) r.randomCases += inShard(i) ? 1 : 0;
-  r.searchSeconds = secondsSince(searchStart);
-  r.casesPerMinute = r.searchSeconds > 0 ? 60.0 * static_cast<double>(r.randomCases) / r.searchSeconds : 0.0;
-
-  if (fail != std::numeric_limits<int64_t>::max()) {
-    const Outcome& out = failures.at(fail);
-    const rc::Shrinkable<VerifyCase> s = gen(randomFor(o.seed, fail), sizeFor(fail));
-    Shrunk sh = shrink(s, out.first(), o.policies, subject, o.maxShrinkTrials);
-    Finding f;
-    f.violation = sh.violation;
-    f.origin = "random case " + std::to_string(fail) + " of seed " + std::to_string(o.seed);
-    f.original = s.value();
-    f.shrunk = sh.value;
-    f.policies = policiesFor(sh.value, o.policies);
-    f.shrinkSteps = static_cast<int>(sh.path.size());
-    f.shrinkTrials = sh.trials;
-    f.reproduce = std::to_string(o.seed) + ":" + std::to_string(fail) + (sh.path.empty() ? "" : ":" + pathText(sh.path));
-    r.finding = std::move(f);
-    r.totalSeconds = secondsSince(t0);
-    return r;
-  }
-
-  if (o.catalogue) {
-    const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
-    if (dir.empty()) throw std::runtime_error("cases/catalog not found: set CKPT_SOURCE_DIR to the ckptcheck source tree");
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".json") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    std::vector<std::filesystem::path> shard;
-    for (size_t k = 0; k < files.size(); ++k)
-      if (inShard(static_cast<int64_t>(k))) shard.push_back(files[k]);
-    files = std::move(shard);
-    // Every catalogue case in parallel; the finding is the first failing one in name order.
-    std::vector<VerifyCase> cases;
-    for (const auto& file : files) {
-      cases.push_back({loadCase(file.string()), kCatalogueDraw});
-      guardCase(cases.back().spec, {}, memory);
-    }
-    std::vector<std::optional<Outcome>> outcomes(cases.size());
-    std::atomic<size_t> nextCase{0};
-    auto catalogueWorker = [&] {
-      for (size_t k = nextCase++; k < cases.size(); k = nextCase++) {
-        try {
-          outcomes[k] = evaluate(cases[k], o.policies, subject);
-        } catch (const std::exception& e) {
-          std::lock_guard<std::mutex> lock(errorMutex);
-          if (error.empty()) error = "catalogue case " + files[k].stem().string() + ": " + e.what();
-        }
-      }
-    };
-    std::vector<std::thread> catalogueThreads;
-    for (int k = 1; k < std::min<int>(r.threads, static_cast<int>(cases.size())); ++k)
-      catalogueThreads.emplace_back(catalogueWorker);
-    catalogueWorker();
-    for (auto& t : catalogueThreads) t.join();
-    if (!error.empty()) throw std::runtime_error(error);
-    for (size_t k = 0; k < cases.size(); ++k) {
-      const auto& file = files[k];
-      const VerifyCase& c = cases[k];
-      const Outcome& out = *outcomes[k];
-      count(r, out);
-      r.coverage.add(c.spec);
-      ++r.catalogueCases;
-      if (out.failed()) {
-        Shrunk sh = shrink(catalogueShrinkable(c), out.first(), o.policies, subject, o.maxShrinkTrials);
-        Finding f;
-        f.violation = sh.violation;
-        f.origin = "catalogue case " + file.stem().string();
-        f.original = c;
-        f.shrunk = sh.value;
-        f.policies = policiesFor(sh.value, o.policies);
-        f.shrinkSteps = static_cast<int>(sh.path.size());
-        f.shrinkTrials = sh.trials;
-        r.finding = std::move(f);
-        break;
-      }
-    }
+    reproduce(o, subject, r);
+  } else if (std::map<int64_t, Outcome> failures; const auto fail = searchRandom(o, subject, r, failures)) {
+    const auto tree = search::drawCase(genVerifyCase(o.limits), o.seed, *fail);
+    const std::string at = std::to_string(o.seed) + ":" + std::to_string(*fail);
+    r.finding = shrunkFinding(tree, failures.at(*fail).first(), o, subject,
+                              "random case " + std::to_string(*fail) + " of seed " + std::to_string(o.seed));
+    r.finding->reproduce = r.finding->reproduce.empty() ? at : at + ":" + r.finding->reproduce;
+  } else if (o.catalogue) {
+    checkCatalogue(o, subject, memory, r);
   }
   r.totalSeconds = secondsSince(t0);
   return r;
