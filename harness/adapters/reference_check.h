@@ -60,7 +60,7 @@ double maxAbsDiff(const Mat<T>& ref, const Mat<U>& got) {
   return d;
 }
 
-// What float arithmetic can resolve of a case, from its first step in double:
+// What float arithmetic can resolve of a case, from its first step in double (check 2 in double uses `around` only):
 //   around[i]       the largest |gradient| at block boundary i (g_i = dL/dx_i, i = 0..L); the gradient flowing
 //                   around block i is max(around[i], around[i+1]) and can dwarf every parameter gradient;
 //   degenerateBlock the last block holding a normalisation over values that are all equal (-1: none). There the

@@ -29,9 +29,9 @@ std::string fmt(double v) {
 namespace {
 
 // Check 2 on `off` (the case with dropout off, in the dtype check 2 runs in): one plain adapter run against the
-// reference trainer. `reuse` is the plain run of the case itself when that already is `off`. In float, the
-// gradients flowing through each block (in double) are measured too: a near-zero parameter gradient is judged by
-// them (reference_check.h).
+// reference trainer. `reuse` is the plain run of the case itself when that already is `off`. The gradients flowing
+// through each block (in double) are measured too: a near-zero parameter gradient is judged by them
+// (reference_check.h).
 struct ReferenceOutcome {
   RefError error;
   bool deadGradients = false;  // every reference gradient of the first step is exactly zero
@@ -66,7 +66,12 @@ ReferenceOutcome referenceCheck(Session& s, const CaseSpec& off, const fs::path&
     }
     o.error = compareWithReference(ref, got, tol, kReferenceFloorFloat, &cond);
   } else {
-    o.error = compareWithReference(ref, got, tol);
+    // In double too, a parameter gradient that is zero in exact arithmetic (a Linear bias before BatchNorm) is a
+    // sum of the gradients flowing through its block, and BatchNorm over nearly equal rows makes those up to 10^6
+    // times larger than every gradient the adapter reports (tests/data/validate/degenerate-bn-double.json): it is
+    // judged by them. Only `around` applies: the rounding map is a float estimate.
+    const FloatConditioning cond = floatConditioning(off);
+    o.error = compareWithReference(ref, got, tol, kReferenceFloor, &cond);
   }
   return o;
 }
