@@ -9,6 +9,7 @@
 
 #include "cases/case_json.h"
 #include "cases/case_spec.h"
+#include "cases/policy_draw.h"
 
 namespace ckpt {
 
@@ -144,22 +145,6 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
       });
 }
 
-// Random parameters for every policy family, as fractions of ranges that depend on the chain (its length, its
-// smallest feasible and store-all budgets); harness/verify/policy_draw.h turns a draw into policy strings for a
-// case. Shrinks toward the smallest parameters: k = 1, slots = 1, the least feasible budget, selective's default
-// list, uniform as the block policy composed with selective.
-struct PolicyDraw {
-  int uniformK = 0;             // permille of [1, L]
-  int revolveSlots = 0;         // permille of [1, L]
-  int optimalBudget = 0;        // permille of [smallest feasible, store-all peak]
-  uint32_t selectiveKinds = 0;  // bitmask over selectableOpKinds(); 0 = the default (every non-matmul op)
-  int composedWith = 0;         // block policy composed with selective: 0 uniform, 1 recursive, 2 revolve, 3 optimal
-  int optimalRival = 0;         // which other policy of the case optimal is compared with (property 4), modulo
-  int longLayers = 0;           // 0, or a homogeneous chain of this many blocks that optimal plans only (property 5)
-  int longBudget = 0;           // permille of that chain's [smallest feasible, store-all peak]
-  bool operator==(const PolicyDraw&) const = default;
-};
-
 // A permille with real mass at both ends of the range (15% exactly 0, 15% exactly 1000): the extremes of every
 // policy parameter (uniform:k=L, revolve:slots=L, an optimal budget of exactly the least feasible or store-all's
 // peak) come up in every few cases, not once in a thousand. Monotone, so it still shrinks toward 0.
@@ -173,6 +158,10 @@ inline rc::Gen<int> genPermilleWithEnds() {
 // so it stays rare enough for verify's throughput.
 inline int longLayersFrom(int u) { return u < 950 ? 0 : 100 + (u - 950) * 18; }
 
+// Random parameters for every policy family (cases/policy_draw.h), as fractions of ranges that depend on the chain
+// (its length, its smallest feasible and store-all budgets); harness/verify/policy_draw.h turns a draw into policy
+// strings for a case. Shrinks toward the smallest parameters: k = 1, slots = 1, the least feasible budget,
+// selective's default list, uniform as the block policy composed with selective.
 inline rc::Gen<PolicyDraw> genPolicyDraw() {
   // Fixed size: every fraction of the range is as likely at any RapidCheck size (inRange scales with size).
   return rc::gen::resize(

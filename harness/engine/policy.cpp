@@ -9,56 +9,15 @@
 #include "cases/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/policies/optimal.h"
 
 namespace ckpt {
 namespace {
 
-// What each policy accepts: parameter name, whether it is required, and what it means (for messages).
-struct ParamRule {
-  std::string key;
-  bool required;
-  std::string help;  // "k=K (K >= 1)"
-};
-// A block policy's schedule on a chain; `keep` holds the op-level masks when it is composed with selective
-// (only the optimal policy's DP needs to know them).
-using MakeFn = Schedule (*)(const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>& keep);
-struct PolicyRule {
-  std::string name;
-  std::vector<ParamRule> params;
-  MakeFn make = nullptr;  // null for selective, which is not a block policy
-  // The rest of the string after "name:" is the one parameter, verbatim (a file path may hold ':', '+', '='),
-  // so the policy composes with nothing.
-  bool takesRest = false;
-};
-
-int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }
-int64_t param(const PolicySpec& p, const char* key) { return std::stoll(p.params.at(key)); }
-
-// Every policy, one record each: its name, its parameters and its schedule maker (harness/policies/).
-const std::vector<PolicyRule>& rules() {
-  using Keep = const std::vector<KeepMask>&;
-  static const std::vector<PolicyRule> r = {
-      {"store-all", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return storeAllSchedule(c); }},
-      {"uniform", {{"k", false, "k=K (K >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep) {
-         return uniformSchedule(c, p.params.count("k") ? static_cast<int>(param(p, "k")) : roundSqrt(c.layers()));
-       }},
-      {"recursive", {}, [](const PolicySpec&, const ChainCost& c, Keep) { return recursiveSchedule(c); }},
-      {"revolve", {{"slots", true, "slots=C (C >= 1)"}},
-       [](const PolicySpec& p, const ChainCost& c, Keep) { return revolveSchedule(c, static_cast<int>(param(p, "slots"))); }},
-      {"optimal", {{"budget", true, "budget=BYTES (BYTES >= 1)"}}, [](const PolicySpec& p, const ChainCost& c, Keep keep) {
-         return optimalPlan(c, param(p, "budget"), OptimalOptions{.keep = keep}).schedule;
-       }},
-      {"selective", {{"recompute", false, "recompute=KIND,KIND... (op kinds)"}}},
-      {"schedule", {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}},
-       [](const PolicySpec& p, const ChainCost& c, Keep) { return fileSchedule(p.params.at("file"), c); }, true},
-  };
-  return r;
-}
-
 std::string knownNames() {
   std::string s;
-  for (const auto& r : rules()) s += (s.empty() ? "" : ", ") + r.name;
+  for (const auto& r : policyRules()) s += (s.empty() ? "" : ", ") + r.name;
   return s;
 }
 
@@ -87,7 +46,7 @@ class Parser {
 
   PolicySpec parse() {
     if (text_.empty()) fail("empty policy (known: " + knownNames() + ")");
-    for (const auto& r : rules())
+    for (const auto& r : policyRules())
       if (r.takesRest && text_.rfind(r.name + ":", 0) == 0) return wholeRest(r);
     const auto parts = split(text_, '+');
     if (parts.size() > 2) fail("at most one block policy and one selective part can be composed");
@@ -96,8 +55,8 @@ class Parser {
     for (const auto& part : parts) {
       const auto fields = split(part, ':');
       const std::string& name = fields[0];
-      const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == name; });
-      if (rule == rules().end())
+      const PolicyRule* rule = findPolicyRule(name);
+      if (!rule)
         fail(name.empty() ? "empty policy name" : "unknown policy '" + name + "' (known: " + knownNames() + ")");
       if (rule->takesRest)
         fail(parts.size() > 1 ? name + ":" + rule->params[0].help + " cannot be composed with another policy"
@@ -133,6 +92,7 @@ class Parser {
       }
     }
     if (!haveBlock) p.name = "store-all";
+    p.blockGiven = haveBlock;
     p.text = canonical(p, haveBlock);
     return p;
   }
@@ -195,34 +155,39 @@ std::string selectiveText(const PolicySpec& p) {
 
 }  // namespace
 
+const std::vector<PolicyRule>& policyRules() {
+  static const std::vector<PolicyRule> r = {storeAllRule(), uniformRule(),   recursiveRule(),   revolveRule(),
+                                            optimalRule(),  selectiveRule(), scheduleFileRule()};
+  return r;
+}
+
+const PolicyRule* findPolicyRule(const std::string& name) {
+  for (const auto& r : policyRules())
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
 PolicySpec parsePolicy(const std::string& text) { return Parser(text).parse(); }
 
 Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
   std::vector<KeepMask> keep;
   if (p.selective) keep = selectiveMasks(c, p.recomputeKinds);
-  const auto rule = std::find_if(rules().begin(), rules().end(), [&](const PolicyRule& r) { return r.name == p.name; });
-  if (rule == rules().end() || !rule->make) throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
+  const PolicyRule* rule = findPolicyRule(p.name);
+  if (!rule || !rule->make) throw InputError("policy '" + p.text + "': unknown policy '" + p.name + "'");
   Schedule s = rule->make(p, c, keep);
   if (p.selective) {
     s.keep = std::move(keep);
-    const bool alone = p.text.rfind("selective", 0) == 0;  // "selective" = store-all with masks
-    s.policy = alone ? selectiveText(p) : s.policy + "+" + selectiveText(p);
+    s.policy = p.blockGiven ? s.policy + "+" + selectiveText(p) : selectiveText(p);  // "selective": store-all + masks
   }
   return s;
 }
 
 std::vector<std::string> defaultPolicies(const ChainCost& c) {
-  const int n = c.layers();
-  // optimal: halfway between its smallest feasible budget and store-all's peak, so it has to choose.
-  const int64_t full = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
-  const int64_t least = std::min(full, optimalMinBudget(c));
-  return {"store-all",
-          "uniform",
-          "recursive",
-          "revolve:slots=" + std::to_string(std::max(2, roundSqrt(n))),
-          "optimal:budget=" + std::to_string(least + (full - least) / 2),
-          "selective",
-          "uniform+selective"};
+  std::vector<std::string> all;
+  for (const auto& r : policyRules())
+    if (r.byDefault)
+      for (auto& s : r.byDefault(c)) all.push_back(std::move(s));
+  return all;
 }
 
 }  // namespace ckpt

@@ -19,6 +19,7 @@ struct PolicySpec {
   std::string name;                           // store-all, uniform, recursive, revolve, optimal
   std::map<std::string, std::string> params;  // k, slots, budget, file
   bool selective = false;
+  bool blockGiven = true;                     // false for "selective" alone (store-all with op-level masks)
   std::vector<std::string> recomputeKinds;    // selective: op kinds to drop (default: every non-matmul op)
   std::string text;                           // canonical string
 };

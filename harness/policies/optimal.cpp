@@ -43,6 +43,8 @@
 
 #include "cases/input_error.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
+#include "harness/engine/plan.h"
 #include "harness/policies/turns.h"
 #include "reference/block_sim.h"
 
@@ -540,5 +542,37 @@ int64_t optimalMinBudget(const ChainCost& c, const std::vector<KeepMask>& keep) 
 int64_t optimalMinBudget(const ChainCost& c) { return optimalMinBudget(c, {}); }
 
 Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes) { return optimalPlan(c, budgetBytes).schedule; }
+
+// The record. defaultPolicies(): a budget halfway between the smallest feasible and store-all's peak, so the DP has
+// to choose. verify draws the budget as a permille of that range, with the masks of the selective part it is
+// composed with. Property 4: the measured peak stays within the budget.
+PolicyRule optimalRule() {
+  using KeepFn = std::function<std::vector<KeepMask>()>;
+  PolicyRule r;
+  r.name = "optimal";
+  r.params = {{"budget", true, "budget=BYTES (BYTES >= 1)"}};
+  r.make = [](const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>& keep) {
+    return optimalPlan(c, intParam(p, "budget"), OptimalOptions{.keep = keep}).schedule;
+  };
+  r.byDefault = [](const ChainCost& c) {
+    const int64_t full = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
+    const int64_t least = std::min(full, optimalMinBudget(c));
+    return std::vector<std::string>{policyText(least + (full - least) / 2)};
+  };
+  r.draw = [](const PolicyDraw& d, const ChainCost& c, const KeepFn& keepOf) {
+    Schedule all = storeAllSchedule(c);
+    all.keep = keepOf();
+    const int64_t full = planSchedule(all, c).peakActivationBytes;
+    const int64_t least = std::min(full, optimalMinBudget(c, all.keep));
+    return policyText(least + (full - least) * std::clamp(d.optimalBudget, 0, 1000) / 1000);
+  };
+  r.drawComposed = true;
+  r.bound = [](const BoundCheck& b) -> std::string {
+    const int64_t budget = intParam(b.policy, "budget");
+    if (b.peakBytes <= budget) return "";
+    return "peak " + std::to_string(b.peakBytes) + " bytes over the budget " + std::to_string(budget);
+  };
+  return r;
+}
 
 }  // namespace ckpt

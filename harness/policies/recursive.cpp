@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/policies/turns.h"
 
 namespace ckpt {
@@ -47,6 +48,28 @@ Schedule recursiveSchedule(const ChainCost& c) {
     todo.push_back({r.start + half, r.length - half});
   }
   return s;
+}
+
+// Property 4: one held boundary per recursion level, one tape and the gradients: (ceil(log2 L) + 2) M.
+PolicyRule recursiveRule() {
+  PolicyRule r;
+  r.name = "recursive";
+  r.make = [](const PolicySpec&, const ChainCost& c, const std::vector<KeepMask>&) { return recursiveSchedule(c); };
+  r.byDefault = [](const ChainCost&) { return std::vector<std::string>{"recursive"}; };
+  r.draw = [](const PolicyDraw&, const ChainCost&, const std::function<std::vector<KeepMask>()>&) {
+    return std::string("recursive");
+  };
+  r.drawComposed = true;
+  r.bound = [](const BoundCheck& b) -> std::string {
+    if (b.policy.selective) return "";
+    int levels = 0;
+    while ((int64_t{1} << levels) < b.cost.layers()) ++levels;
+    const int64_t m = b.largestLayerPeak(), bound = (levels + 2) * m;
+    if (b.peakBytes <= bound) return "";
+    return "peak " + std::to_string(b.peakBytes) + " bytes > (ceil(log2 L) + 2) M = (" + std::to_string(levels) +
+           " + 2) x " + std::to_string(m) + " = " + std::to_string(bound);
+  };
+  return r;
 }
 
 }  // namespace ckpt

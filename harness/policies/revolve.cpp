@@ -12,6 +12,7 @@
 
 #include "cases/input_error.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/policies/turns.h"
 
 namespace ckpt {
@@ -78,6 +79,31 @@ Schedule revolveSchedule(const ChainCost& c, int slots) {
     todo.push_back({r.start + m, r.length - m, std::max(r.slots - 1, 1)});            // reversed first
   }
   return s;
+}
+
+// Property 4: exactly Griewank's minimum, numforw(L, C) forward steps plus the L taped ones.
+PolicyRule revolveRule() {
+  PolicyRule r;
+  r.name = "revolve";
+  r.params = {{"slots", true, "slots=C (C >= 1)"}};
+  r.make = [](const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>&) {
+    return revolveSchedule(c, static_cast<int>(intParam(p, "slots")));
+  };
+  r.byDefault = [](const ChainCost& c) {
+    return std::vector<std::string>{"revolve:slots=" + std::to_string(std::max(2, roundSqrt(c.layers())))};
+  };
+  r.draw = [](const PolicyDraw& d, const ChainCost& c, const std::function<std::vector<KeepMask>()>&) {
+    return "revolve:slots=" + std::to_string(drawFraction(d.revolveSlots, c.layers()));
+  };
+  r.drawComposed = true;
+  r.bound = [](const BoundCheck& b) -> std::string {
+    const int64_t n = b.cost.layers(), slots = intParam(b.policy, "slots");
+    const int64_t want = revolveNumforw(n, slots) + n;
+    if (b.forwardEvals == want) return "";
+    return std::to_string(b.forwardEvals) + " forward evaluations, numforw(L, C) + L = numforw(" + std::to_string(n) +
+           ", " + std::to_string(slots) + ") + " + std::to_string(n) + " = " + std::to_string(want);
+  };
+  return r;
 }
 
 }  // namespace ckpt

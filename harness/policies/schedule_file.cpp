@@ -15,6 +15,7 @@
 #include "cases/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 
 namespace ckpt {
 namespace {
@@ -145,6 +146,18 @@ Schedule fileSchedule(const std::string& path, const ChainCost& c) {
     throw InputError("schedule file '" + path + "': " + e.what());
   }
   return s;
+}
+
+// Fixed to one chain length, so verify never draws it; `verify --policies schedule:FILE` runs it on the catalogue.
+PolicyRule scheduleFileRule() {
+  PolicyRule r;
+  r.name = "schedule";
+  r.params = {{"file", true, "FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)"}};
+  r.make = [](const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>&) {
+    return fileSchedule(p.params.at("file"), c);
+  };
+  r.takesRest = true;
+  return r;
 }
 
 }  // namespace ckpt

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 
 namespace ckpt {
 namespace {
@@ -38,6 +39,16 @@ std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::
   masks.reserve(static_cast<size_t>(c.layers()));
   for (int i = 0; i < c.layers(); ++i) masks.push_back(perProgram[static_cast<size_t>(c.programOf[static_cast<size_t>(i)])]);
   return masks;
+}
+
+// Not a block policy: it composes with one (or, alone, with store-all). verify draws its masks itself
+// (harness/verify/policy_draw.cpp), alone and composed.
+PolicyRule selectiveRule() {
+  PolicyRule r;
+  r.name = "selective";
+  r.params = {{"recompute", false, "recompute=KIND,KIND... (op kinds)"}};
+  r.byDefault = [](const ChainCost&) { return std::vector<std::string>{"selective", "uniform+selective"}; };
+  return r;
 }
 
 }  // namespace ckpt

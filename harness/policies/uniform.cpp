@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 
 namespace ckpt {
 namespace {
@@ -49,6 +50,31 @@ Schedule uniformSchedule(const ChainCost& c, int segments) {
     for (int i = b - 1; i >= a; --i) backward(s, i);
   }
   return s;
+}
+
+// Property 4: with K segments the peak holds at most K boundaries, one segment's tapes and the gradients:
+// (K + ceil(L/K) + 1) M, M the largest single-block peak.
+PolicyRule uniformRule() {
+  PolicyRule r;
+  r.name = "uniform";
+  r.params = {{"k", false, "k=K (K >= 1)"}};
+  r.make = [](const PolicySpec& p, const ChainCost& c, const std::vector<KeepMask>&) {
+    return uniformSchedule(c, p.params.count("k") ? static_cast<int>(intParam(p, "k")) : roundSqrt(c.layers()));
+  };
+  r.byDefault = [](const ChainCost&) { return std::vector<std::string>{"uniform"}; };
+  r.draw = [](const PolicyDraw& d, const ChainCost& c, const std::function<std::vector<KeepMask>()>&) {
+    return "uniform:k=" + std::to_string(drawFraction(d.uniformK, c.layers()));
+  };
+  r.drawComposed = true;
+  r.bound = [](const BoundCheck& b) -> std::string {
+    if (b.policy.selective) return "";
+    const int64_t n = b.cost.layers(), k = intParam(b.policy, "k"), m = b.largestLayerPeak();
+    const int64_t bound = (k + (n + k - 1) / k + 1) * m;
+    if (b.peakBytes <= bound) return "";
+    return "peak " + std::to_string(b.peakBytes) + " bytes > (K + ceil(L/K) + 1) M = (" + std::to_string(k) + " + " +
+           std::to_string((n + k - 1) / k) + " + 1) x " + std::to_string(m) + " = " + std::to_string(bound);
+  };
+  return r;
 }
 
 }  // namespace ckpt

@@ -3,17 +3,11 @@
 #include <algorithm>
 
 #include "cases/input_error.h"
-#include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "harness/policies/optimal.h"
+#include "harness/engine/policy_rule.h"
 
 namespace ckpt {
 namespace {
-
-// 1 + permille of [0, n - 1]: 0 -> 1, 1000 -> n.
-int fraction(int permille, int n) {
-  return 1 + static_cast<int>(static_cast<int64_t>(std::clamp(permille, 0, 1000)) * (n - 1) / 1000);
-}
 
 std::string selectiveText(const PolicyDraw& d) {
   const auto& kinds = selectableOpKinds();
@@ -23,43 +17,46 @@ std::string selectiveText(const PolicyDraw& d) {
   return list.empty() ? "selective" : "selective:recompute=" + list;
 }
 
-// least + permille of [least, store-all's peak], both with the op-level masks the tapes will carry.
-int64_t budgetFor(const PolicyDraw& d, const ChainCost& c, const std::vector<KeepMask>& keep) {
-  Schedule all = storeAllSchedule(c);
-  all.keep = keep;
-  const int64_t full = planSchedule(all, c).peakActivationBytes;
-  const int64_t least = std::min(full, optimalMinBudget(c, keep));
-  return least + (full - least) * std::clamp(d.optimalBudget, 0, 1000) / 1000;
-}
-
+// The policy string a drawn block family resolves to; composed with selective, it plans with its masks.
 std::string blockPolicy(const std::string& name, const PolicyDraw& d, const ChainCost& c, bool composed) {
-  const int n = c.layers();
-  if (name == "store-all" || name == "recursive") return name;
-  if (name == "uniform") return "uniform:k=" + std::to_string(fraction(d.uniformK, n));
-  if (name == "revolve") return "revolve:slots=" + std::to_string(fraction(d.revolveSlots, n));
-  if (name == "optimal") {
-    std::vector<KeepMask> keep;
-    if (composed) keep = selectiveMasks(c, parsePolicy(selectiveText(d)).recomputeKinds);
-    return "optimal:budget=" + std::to_string(budgetFor(d, c, keep));
-  }
-  throw InputError("unknown policy family '" + name + "'");
+  const PolicyRule* rule = findPolicyRule(name);
+  if (!rule || !rule->draw) throw InputError("unknown policy family '" + name + "'");
+  return rule->draw(d, c, [&] {
+    return composed ? selectiveMasks(c, parsePolicy(selectiveText(d)).recomputeKinds) : std::vector<KeepMask>{};
+  });
 }
 
-const std::vector<std::string> kBlockFamilies = {"uniform", "recursive", "revolve", "optimal"};
-
-}  // namespace
-
-const std::vector<std::string>& policyFamilies() {
-  static const std::vector<std::string> all = {"store-all",         "uniform",           "recursive",
-                                               "revolve",           "optimal",           "selective",
-                                               "composed",          "uniform+selective", "recursive+selective",
-                                               "revolve+selective", "optimal+selective"};
+// The block families verify composes with selective, in policyRules() order ("composed" picks one by the draw).
+const std::vector<std::string>& composableFamilies() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v;
+    for (const auto& r : policyRules())
+      if (r.draw && r.drawComposed) v.push_back(r.name);
+    return v;
+  }();
   return all;
 }
 
+}  // namespace
+
 const std::vector<std::string>& defaultPolicyFamilies() {
-  static const std::vector<std::string> all = {"store-all", "uniform",   "recursive", "revolve",
-                                               "optimal",   "selective", "composed"};
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v;
+    for (const auto& r : policyRules())
+      if (r.draw) v.push_back(r.name);
+    v.push_back("selective");
+    v.push_back("composed");
+    return v;
+  }();
+  return all;
+}
+
+const std::vector<std::string>& policyFamilies() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v = defaultPolicyFamilies();
+    for (const auto& f : composableFamilies()) v.push_back(f + "+selective");
+    return v;
+  }();
   return all;
 }
 
@@ -83,11 +80,17 @@ std::string resolvePolicy(const std::string& family, const PolicyDraw& d, const 
   checkPolicyFamily(family);
   if (family.find(':') != std::string::npos) return parsePolicy(family).text;  // a fixed policy string
   if (family == "selective") return selectiveText(d);
-  if (family == "composed") return blockPolicy(kBlockFamilies[static_cast<size_t>(std::clamp(d.composedWith, 0, 3))], d, c, true) + "+" + selectiveText(d);
-  const size_t plus = family.find("+selective");
-  if (plus != std::string::npos && plus + 10 == family.size())
-    return blockPolicy(family.substr(0, plus), d, c, true) + "+" + selectiveText(d);
-  return blockPolicy(family, d, c, false);
+  const auto& composable = composableFamilies();
+  if (family == "composed") {
+    const std::string& with = composable[static_cast<size_t>(std::max(d.composedWith, 0)) % composable.size()];
+    return blockPolicy(with, d, c, true) + "+" + selectiveText(d);
+  }
+  for (const auto& r : policyRules()) {  // a drawn policy's name, alone or composed: "NAME+selective"
+    if (r.draw && family == r.name) return blockPolicy(r.name, d, c, false);
+    if (r.draw && r.drawComposed && family == r.name + "+selective")
+      return blockPolicy(r.name, d, c, true) + "+" + selectiveText(d);
+  }
+  throw InputError("unknown policy family '" + family + "'");
 }
 
 std::vector<std::string> splitPolicyList(const std::string& list) {

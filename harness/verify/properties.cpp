@@ -7,8 +7,8 @@
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/policies/optimal.h"
-#include "harness/policies/revolve_math.h"
 #include "reference/trainer.h"
 
 namespace ckpt {
@@ -103,17 +103,6 @@ void runEngines(Trial& t, const EngineVariant& engine) {
   });
 }
 
-// The block policy's name: "uniform" of "uniform:k=3+selective".
-std::string familyOf(const std::string& policy) { return policy.substr(0, policy.find_first_of(":+")); }
-bool isComposed(const std::string& policy) { return policy.find('+') != std::string::npos; }
-// An integer parameter of the block policy ("k" of "uniform:k=3"), -1 if absent.
-int64_t paramOf(const std::string& policy, const std::string& key) {
-  const std::string block = policy.substr(0, policy.find('+'));
-  const size_t at = block.find(":" + key + "=");
-  if (at == std::string::npos) return -1;
-  return std::stoll(block.substr(at + key.size() + 2));
-}
-
 // What a run cost: measured where the engine ran (every step the same, property 2 checks that), else planned.
 StepCost costOf(const PolicyRun& r) {
   if (r.ran && !r.measured.empty()) {
@@ -136,12 +125,6 @@ int64_t largestLayerPeak(const ChainCost& c) {
     m = std::max(m, planSchedule(storeAllSchedule(one), one).peakActivationBytes);
   }
   return m;
-}
-
-int ceilLog2(int n) {
-  int d = 0;
-  while ((int64_t{1} << d) < n) ++d;
-  return d;
 }
 
 Violation violation(Property p, const PolicyRun& r, std::string message) {
@@ -220,60 +203,27 @@ std::optional<Violation> schedulesAreValid(const Trial& t) {
 }
 
 std::optional<Violation> withinBounds(const Trial& t) {
-  const int n = t.cost.layers();
-  int64_t largest = -1;  // M, computed when a bound needs it
-  auto m = [&] {
-    if (largest < 0) largest = largestLayerPeak(t.cost);
-    return largest;
+  int64_t cachedM = -1;  // M, computed when a bound needs it
+  const std::function<int64_t()> largest = [&] {
+    if (cachedM < 0) cachedM = largestLayerPeak(t.cost);
+    return cachedM;
   };
   // The runs optimal is compared with: every run of another family, or the one optimalRival picks of them.
   std::vector<const PolicyRun*> rivals;
   for (const PolicyRun& r : t.runs)
-    if (r.scheduleError.empty() && familyOf(r.schedule.policy) != "optimal") rivals.push_back(&r);
+    if (r.scheduleError.empty() && parsePolicy(r.schedule.policy).name != "optimal") rivals.push_back(&r);
   if (t.optimalRival >= 0 && !rivals.empty()) rivals = {rivals[static_cast<size_t>(t.optimalRival) % rivals.size()]};
   for (const PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;
-    const std::string& policy = r.schedule.policy;  // canonical: uniform's k as clamped to [1, L]
-    const std::string family = familyOf(policy);
+    const PolicySpec policy = parsePolicy(r.schedule.policy);  // canonical: uniform's k as clamped to [1, L]
     const StepCost c = costOf(r);
-    if (family == "store-all" && !isComposed(policy) && (c.flops.recompute != 0 || c.forwardEvals != n))
-      return violation(Property::kBounds, r,
-                       "store-all recomputed: " + std::to_string(c.forwardEvals) + " forward evaluations for " +
-                           std::to_string(n) + " blocks, " + std::to_string(c.flops.recompute) + " recompute FLOPs");
-    if (family == "uniform" && !isComposed(policy)) {
-      const int64_t k = paramOf(policy, "k");
-      const int64_t bound = (k + (n + k - 1) / k + 1) * m();
-      if (c.peakActivationBytes > bound)
-        return violation(Property::kBounds, r,
-                         "peak " + std::to_string(c.peakActivationBytes) + " bytes > (K + ceil(L/K) + 1) M = (" +
-                             std::to_string(k) + " + " + std::to_string((n + k - 1) / k) + " + 1) x " +
-                             std::to_string(m()) + " = " + std::to_string(bound));
+    const PolicyRule* rule = findPolicyRule(policy.name);
+    if (rule && rule->bound) {
+      const std::string why =
+          rule->bound({policy, t.cost, c.peakActivationBytes, c.forwardEvals, c.flops.recompute, largest});
+      if (!why.empty()) return violation(Property::kBounds, r, why);
     }
-    if (family == "recursive" && !isComposed(policy)) {
-      const int64_t bound = (ceilLog2(n) + 2) * m();
-      if (c.peakActivationBytes > bound)
-        return violation(Property::kBounds, r,
-                         "peak " + std::to_string(c.peakActivationBytes) + " bytes > (ceil(log2 L) + 2) M = (" +
-                             std::to_string(ceilLog2(n)) + " + 2) x " + std::to_string(m()) + " = " +
-                             std::to_string(bound));
-    }
-    if (family == "revolve") {
-      const int64_t slots = paramOf(policy, "slots");
-      const int64_t want = revolveNumforw(n, slots) + n;
-      if (c.forwardEvals != want)
-        return violation(Property::kBounds, r,
-                         std::to_string(c.forwardEvals) + " forward evaluations, numforw(L, C) + L = numforw(" +
-                             std::to_string(n) + ", " + std::to_string(slots) + ") + " + std::to_string(n) + " = " +
-                             std::to_string(want));
-    }
-    if (family == "optimal") {
-      const int64_t budget = paramOf(policy, "budget");
-      if (c.peakActivationBytes > budget)
-        return violation(Property::kBounds, r,
-                         "peak " + std::to_string(c.peakActivationBytes) + " bytes over the budget " +
-                             std::to_string(budget));
-      continue;
-    }
+    if (policy.name == "optimal") continue;  // compared with the others below, not with itself
     // Optimal at this run's own peak, with the same op-level masks, must not recompute more.
     if (std::find(rivals.begin(), rivals.end(), &r) == rivals.end()) continue;
     OptimalPlan best;
@@ -350,8 +300,10 @@ ChainCost homogeneousChain(const ChainCost& c, int layers) {
 
 std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   for (const PolicyRun& r : t.runs) {
-    if (!r.scheduleError.empty() || familyOf(r.schedule.policy) != "optimal") continue;
-    const std::string why = optimalPlanMismatch(t, t.cost, paramOf(r.schedule.policy, "budget"), r.schedule.keep);
+    if (!r.scheduleError.empty()) continue;
+    const PolicySpec policy = parsePolicy(r.schedule.policy);
+    if (policy.name != "optimal") continue;
+    const std::string why = optimalPlanMismatch(t, t.cost, intParam(policy, "budget"), r.schedule.keep);
     if (!why.empty()) return violation(Property::kOptimalPlanConsistent, r, why);
   }
   if (t.longLayers > 0 && !t.cost.programOf.empty()) {
