@@ -66,10 +66,15 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
   for (size_t i = 0; i < c.blocks.size(); ++i) {
     with([&](CaseSpec& d) { d.blocks.erase(d.blocks.begin() + static_cast<std::ptrdiff_t>(i)); });
     // Another kind becomes an mlp block: relu first (simplest), but relu zeroes half its outputs, which can hide
-    // what a finding is about (a dropout mask), so tanh and gelu are tried too.
+    // what a finding is about (a dropout mask), so tanh and gelu are tried too. An mlp block has fewer dropout
+    // sites than a transformer block, and the search has already shrunk the dropout probability to the least at
+    // which this block shows the finding, so the mlp block runs with at least the first case's 0.1.
     if (lim.mlp && c.blocks[i].kind != BlockKind::kMlp)
       for (Activation a : {Activation::kRelu, Activation::kTanh, Activation::kGelu})
-        with([&](CaseSpec& d) { d.blocks[i] = {BlockKind::kMlp, a, 1}; });
+        with([&](CaseSpec& d) {
+          d.blocks[i] = {BlockKind::kMlp, a, 1};
+          if (d.dropout > 0) d.dropout = std::max(d.dropout, 0.1);
+        });
     if (c.blocks[i].kind == BlockKind::kMlp) with([&](CaseSpec& d) { d.blocks[i].activation = Activation::kRelu; });
     if (c.blocks[i].kind == BlockKind::kTransformer) with([&](CaseSpec& d) { d.blocks[i].heads = 1; });
   }
