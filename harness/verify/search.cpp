@@ -287,10 +287,7 @@ VerifyReport runVerify(const VerifyOptions& o) {
     if (!m) throw InputError("unknown mutant '" + o.mutant + "' (known: " + mutantNames() + ")");
     engine = m->make();
   }
-  if (!o.mutant.empty() && o.device != Device::kCpu)
-    throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
   requireDevice(o.device);
-  if (o.engine && o.device != Device::kCpu) throw InputError("a custom engine variant runs on the CPU only");
   const Subject subject{o.engine ? *o.engine : *engine, o.device};
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
