@@ -93,14 +93,13 @@ void BM_GpuStep(benchmark::State& state, const std::string& caseName, const std:
   }
   const Schedule schedule = makeSchedule(parsePolicy(policy), c.cost);
   const Plan plan = planSchedule(schedule, c.cost);
-  const Schedule& ds = schedule;
-  meanStepMs(c, ds, kWarmupSteps);
+  meanStepMs(c, schedule, kWarmupSteps);
   c.trainer->resetPeakMemory();
   StepResult<float> measured;
   double totalMs = 0;
   int64_t iters = 0;
   for (auto _ : state) {
-    const double ms = c.trainer->timedStep(ds, c.step++, &measured);
+    const double ms = c.trainer->timedStep(schedule, c.step++, &measured);
     state.SetIterationTime(ms / 1e3);
     totalMs += ms;
     ++iters;

@@ -133,7 +133,8 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["cpu_ms"] = {{"reference", refTime.cpu}, {"policy", engTime.cpu}, {"policy_recompute", engRecompute.recomputeCpuMs}};
   j["time_ratio"] = refTime.wall > 0 ? engTime.wall / refTime.wall : 0.0;
   j["cpu_ratio"] = refTime.cpu > 0 ? engTime.cpu / refTime.cpu : 0.0;
-  // The device executor does not time its recompute separately, so there the tax is not known (null).
+  // On a device the recompute is not timed separately (kernels run asynchronously to the host code around them,
+  // so a host clock there would mislead), so the tax is not known (null).
   if (device == Device::kCpu)
     j["engine_tax"] = refTime.cpu > 0 ? (engTime.cpu - engRecompute.recomputeCpuMs - refTime.cpu) / refTime.cpu : 0.0;
   else

@@ -68,7 +68,7 @@ extern template class DeviceRunner<double>;
 
 // Trains a fresh chain built from `spec` for `steps` steps under `schedule` on device `d` (not kCpu: the CPU
 // engine has executor.h's executeSteps), with `variant` (the correct engine by default). Measured peak
-// // activation bytes, FLOPs and forward evaluations are the device run's, comparable with planSchedule(). Throws
+// activation bytes, FLOPs and forward evaluations are the device run's, comparable with planSchedule(). Throws
 // InputError when the schedule does not validate, std::invalid_argument when the engine refuses a step (e.g.
 // device memory leaked between steps); a variant's own failures propagate as it throws them.
 template <class T>

@@ -3,8 +3,8 @@
 // (device_backend.h), each with the same EngineVariant hooks. It is the only code that holds activations while
 // checkpointing: x_0 (allocated from the chain input at step start), boundaries x_i, tapes and gradients g_i are
 // all the backend's tensors charged to one ActivationMeter per step, and FLOPs are counted into the phase each
-// instruction is in. Allocation order per instruction is the one schedule.h documents, which planner.cpp mirrors without
-// tensors, so measured == planned exactly.
+// instruction is in. Allocation order per instruction is the one schedule.h documents, which planner.cpp
+// mirrors without tensors, so measured == planned exactly.
 //
 // RNG: the generator state where each block's first forward in the step starts is recorded; a recompute of the
 // block runs from that state and the generator is put back afterwards, so the step leaves it where the
