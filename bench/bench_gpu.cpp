@@ -18,7 +18,7 @@
 #include "cases/case_json.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "reference/cuda/bridge.h"
+#include "harness/engine/device_steps.h"
 #include "reference/cuda/gpu.h"
 
 namespace ckpt::gpu {
@@ -52,7 +52,7 @@ constexpr int kWarmupSteps = 2;
 struct CaseState {
   CaseSpec spec;
   ChainCost cost;
-  std::unique_ptr<GpuTrainer<float>> trainer;
+  std::unique_ptr<DeviceRunner<float>> trainer;
   double storeAllMs = 0;
   int step = 0;
 };
@@ -73,7 +73,7 @@ CaseState& caseState(const std::string& name) {
   return *s;
 }
 
-double meanStepMs(CaseState& c, const DeviceSchedule& s, int steps) {
+double meanStepMs(CaseState& c, const Schedule& s, int steps) {
   double total = 0;
   for (int k = 0; k < steps; ++k) total += c.trainer->timedStep(s, c.step++);
   return total / steps;
@@ -86,21 +86,20 @@ void BM_GpuStep(benchmark::State& state, const std::string& caseName, const std:
   }
   CaseState& c = caseState(caseName);
   if (!c.trainer) {
-    c.trainer = std::make_unique<GpuTrainer<float>>(describeCase<float>(c.spec));
-    const DeviceSchedule storeAll = toDeviceSchedule(storeAllSchedule(c.cost));
+    c.trainer = std::make_unique<DeviceRunner<float>>(Device::kCuda, c.spec);
+    const Schedule storeAll = storeAllSchedule(c.cost);
     meanStepMs(c, storeAll, kWarmupSteps);
     c.storeAllMs = meanStepMs(c, storeAll, 5);
   }
   const Schedule schedule = makeSchedule(parsePolicy(policy), c.cost);
   const Plan plan = planSchedule(schedule, c.cost);
-  const DeviceSchedule ds = toDeviceSchedule(schedule);
-  meanStepMs(c, ds, kWarmupSteps);
+  meanStepMs(c, schedule, kWarmupSteps);
   c.trainer->resetPeakMemory();
-  DeviceStepResult<float> measured;
+  StepResult<float> measured;
   double totalMs = 0;
   int64_t iters = 0;
   for (auto _ : state) {
-    const double ms = c.trainer->timedStep(ds, c.step++, &measured);
+    const double ms = c.trainer->timedStep(schedule, c.step++, &measured);
     state.SetIterationTime(ms / 1e3);
     totalMs += ms;
     ++iters;

@@ -104,6 +104,24 @@ TEST(CliDevice, verifyOnTheEmulatedDeviceHolds) {
   EXPECT_GT(j["policy_runs"].get<int64_t>(), 6);
 }
 
+// Mutants run on a device through the same executor and hooks: `run` shows the broken engine differs from the
+// device's store-all, `verify` finds it (exit 1) and its replay line keeps the device.
+TEST(CliDevice, mutantOnTheEmulatedDeviceIsCaught) {
+  const auto [runRc, runOut] = ckptcheck("run --case " + catalogue("tiny") +
+                                         " --policy uniform --steps 2 --device cuda-emulated"
+                                         " --mutant rng-not-restored --json");
+  ASSERT_EQ(runRc, 1) << runOut;
+  EXPECT_FALSE(nlohmann::json::parse(runOut)["bitwise_equal"].get<bool>());
+  const auto [rc, out] = ckptcheck(
+      "verify --device cuda-emulated --mutant rng-not-restored --cases 10 --seed 1 --no-catalogue --shrink-trials 0"
+      " --json");
+  ASSERT_EQ(rc, 1) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["device"], "cuda-emulated");
+  EXPECT_EQ(j["mutant"], "rng-not-restored");
+  EXPECT_FALSE(j["ok"].get<bool>());
+}
+
 // Without a GPU (CI) --device cuda is an infrastructure error (exit 3) with one line saying so, never a silent
 // fallback to the CPU; with one, it runs.
 TEST(CliDevice, cudaRunsOnAGpuAndIsRefusedWithoutOne) {

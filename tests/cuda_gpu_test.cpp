@@ -21,7 +21,7 @@
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "reference/cuda/bridge.h"
+#include "harness/engine/device_steps.h"
 #include "reference/cuda/gpu.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
@@ -107,13 +107,12 @@ TEST(CudaDropout, MasksAreBitIdenticalToCpuDouble) {
 
 template <class T>
 std::vector<StepResult<T>> runOnGpu(const CaseSpec& spec, const Schedule& s, int steps) {
-  GpuTrainer<T> trainer(describeCase<T>(spec));
-  const DeviceSchedule ds = toDeviceSchedule(s);
+  DeviceRunner<T> runner(Device::kCuda, spec);
   std::vector<StepResult<T>> rs;
   for (int k = 0; k < steps; ++k) {
-    const int64_t liveBefore = trainer.memory().liveBytes;
-    rs.push_back(toStepResult(trainer.step(ds, k)));
-    EXPECT_EQ(trainer.memory().liveBytes, liveBefore) << s.policy << " step " << k << ": device memory leaked";
+    const int64_t liveBefore = runner.memory().liveBytes;
+    rs.push_back(runner.step(s, k));
+    EXPECT_EQ(runner.memory().liveBytes, liveBefore) << s.policy << " step " << k << ": device memory leaked";
   }
   return rs;
 }

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "reference/cuda/bridge.h"
+#include "harness/engine/device_bridge.h"
 #include "reference/cuda/dops.h"
 #include "reference/cuda/exec_host.h"
 #include "tests/cuda_test_util.h"

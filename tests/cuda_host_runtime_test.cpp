@@ -1,5 +1,5 @@
-// The device executor (reference/cuda/dtrainer.h: device ops, block runtime, schedule interpreter, RNG
-// snapshot/restore, counting allocator) run on the host emulator, the same code the GPU runs apart from kernel
+// The device path (harness/engine/executor.h's StepRunner over reference/cuda/'s device ops, block runtime and
+// counting allocator, through harness/engine/device_steps.h's DeviceRunner) run on the host emulator, the same code the GPU runs apart from kernel
 // launch and cuBLAS. What CI proves here without a GPU:
 //  - every policy's schedule gives the store-all schedule's loss, gradients, BatchNorm state and generator bit
 //    for bit on the device runtime, for both generator models, over several steps (compareSteps);
@@ -18,9 +18,7 @@
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "reference/cuda/bridge.h"
-#include "reference/cuda/dtrainer.h"
-#include "reference/cuda/exec_host.h"
+#include "harness/engine/device_steps.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
 #include "tests/test_util.h"
@@ -30,14 +28,12 @@ namespace {
 
 template <class T>
 std::vector<StepResult<T>> runOnHostDevice(const CaseSpec& spec, const Schedule& s, int steps) {
-  HostExec hx;
-  DeviceTrainer<T, HostExec> trainer(hx, describeCase<T>(spec));
-  const DeviceSchedule ds = toDeviceSchedule(s);
+  DeviceRunner<T> runner(Device::kCudaEmulated, spec);
   std::vector<StepResult<T>> rs;
   for (int k = 0; k < steps; ++k) {
-    const int64_t liveBefore = hx.pool().stats().liveBytes;
-    rs.push_back(toStepResult(trainer.step(ds, k)));
-    EXPECT_EQ(hx.pool().stats().liveBytes, liveBefore) << s.policy << " step " << k << ": device memory leaked";
+    const int64_t liveBefore = runner.memory().liveBytes;
+    rs.push_back(runner.step(s, k));
+    EXPECT_EQ(runner.memory().liveBytes, liveBefore) << s.policy << " step " << k << ": device memory leaked";
   }
   return rs;
 }

@@ -1,8 +1,10 @@
-// The executor: runs a validated schedule on a chain for real. It is the only code that holds activations while
+// The executor: runs a validated schedule on a chain for real. It is the only schedule interpreter, for every
+// backend: the CPU reference chain (cpu_backend.h) and the device chain on the GPU or its host emulator
+// (device_backend.h), each with the same EngineVariant hooks. It is the only code that holds activations while
 // checkpointing: x_0 (allocated from the chain input at step start), boundaries x_i, tapes and gradients g_i are
-// all Tensor<T>s charged to one ActivationMeter per step, and FLOPs are counted into the phase each instruction
-// is in. Allocation order per instruction is the one schedule.h documents, which planner.cpp mirrors without
-// tensors, so measured == planned exactly.
+// all the backend's tensors charged to one ActivationMeter per step, and FLOPs are counted into the phase each
+// instruction is in. Allocation order per instruction is the one schedule.h documents, which planner.cpp
+// mirrors without tensors, so measured == planned exactly.
 //
 // RNG: the generator state where each block's first forward in the step starts is recorded; a recompute of the
 // block runs from that state and the generator is put back afterwards, so the step leaves it where the
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "harness/engine/chain_cost.h"
+#include "harness/engine/cpu_backend.h"
 #include "harness/engine/engine_variant.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/schedule.h"
@@ -63,161 +66,149 @@ class Stopwatch {
   double cpu_ = 0;
 };
 
-template <class T>
+// One step of a schedule on backend B (cpu_backend.h, device_backend.h: the backend owns the model, the
+// block runtime and the loss; the runner owns the schedule's state and every hook call).
+template <class B>
 class StepRunner final : public StepView {
  public:
-  StepRunner(Chain<T>& c, const Schedule& s, int step, const EngineVariant& v, ExecutorTimes* times)
-      : c_(c), s_(s), step_(step), v_(v), times_(times), x_(static_cast<size_t>(c.size()) + 1),
-        checkpoint_(static_cast<size_t>(c.size()) + 1, 0), g_(static_cast<size_t>(c.size()) + 1),
-        tapes_(static_cast<size_t>(c.size())), tapeRecomputed_(static_cast<size_t>(c.size()), 0),
-        forwarded_(static_cast<size_t>(c.size()), 0), rngAtFirst_(static_cast<size_t>(c.size())) {}
+  using T = typename B::Scalar;
+  using Act = typename B::Act;
+  using Tape = typename B::Tape;
 
-  // Runs the step; the meter must outlive this runner's tensors (the caller owns both).
-  StepResult<T> run(ActivationMeter& meter) {
+  StepRunner(B& b, const Schedule& s, int step, const EngineVariant& v, ExecutorTimes* times)
+      : b_(b), s_(s), step_(step), v_(v), times_(times), n_(b.layers()), x_(at(n_) + 1), checkpoint_(at(n_) + 1, 0),
+        g_(at(n_) + 1), tapes_(at(n_)), tapeRecomputed_(at(n_), 0), forwarded_(at(n_), 0), rngAtFirst_(at(n_)) {}
+
+  // Runs the step; the meter must outlive this runner's tensors (the caller owns both). Without `collect` the
+  // results are not gathered (a device timing run skips the downloads), only the measurements and generator.
+  StepResult<T> run(ActivationMeter& meter, bool collect = true) {
     meter_ = &meter;
-    T loss = 0;
-    Tensor<T> dx;
+    Act dx;
     {
       MeterScope scope(&meter);
-      zeroGrads(c_);
-      x_[0] = Tensor<T>::from(c_.input);
+      b_.zeroGrads();
+      x_[0] = b_.input();
       checkpoint_[0] = 1;
       for (const Instr& in : s_.instrs) {
         switch (in.kind) {
           case InstrKind::kForward: forward(in.block, in.tape); break;
           case InstrKind::kFree: x_[at(in.block)].reset(); checkpoint_[at(in.block)] = 0; break;
-          case InstrKind::kLoss: loss = runLoss(); break;
+          case InstrKind::kLoss: runLoss(); break;
           case InstrKind::kBackward: backward(in.block); break;
         }
       }
       dx = std::move(g_[0]);
     }
-    StepResult<T> r = collectStep(c_, loss, v_.reportInputGradient() ? dx : Tensor<T>());
+    if (!v_.reportInputGradient()) dx.reset();
+    StepResult<T> r = collect ? b_.collect(dx) : StepResult<T>();
     dx.reset();
+    r.rng = b_.rng().state();
     r.flops = meter.flops;
     r.peakActivationBytes = meter.peak();
     r.forwardEvals = meter.forwardEvals;
-    sgdUpdate(c_);
+    b_.sgd();
     return r;
   }
 
   // StepView
-  int layers() const override { return c_.size(); }
-  bool held(int b) const override { return b >= 0 && b <= c_.size() && x_[at(b)].defined(); }
+  int layers() const override { return n_; }
+  bool held(int b) const override { return b >= 0 && b <= n_ && x_[at(b)].defined(); }
   bool isCheckpoint(int b) const override { return held(b) && checkpoint_[at(b)]; }
   void copyBoundary(int dst, int src) override {
-    Tensor<T>& d = heldBoundary(dst);
-    const Tensor<T>& s = heldBoundary(src);
+    Act& d = heldBoundary(dst);
+    const Act& s = heldBoundary(src);
     if (d.rows() != s.rows() || d.cols() != s.cols()) throw std::logic_error("copyBoundary: shapes differ");
-    d.map() = s.map();
+    b_.copy(d, s);
   }
-  void mapBoundary(int b, const ElementFn& f) override { mapInPlace(heldBoundary(b), f); }
-  bool hasTape(int b) const override { return b >= 0 && b < c_.size() && tapes_[at(b)].has_value(); }
+  void mapBoundary(int b, const ElementFn& f) override { b_.mapInPlace(heldBoundary(b), f); }
+  bool hasTape(int b) const override { return b >= 0 && b < n_ && tapes_[at(b)].has_value(); }
   int tapeNodes(int b) const override { return hasTape(b) ? static_cast<int>(tapes_[at(b)]->contexts.size()) : 0; }
   int contextTensors(int b, int node) const override {
     if (node < 0 || node >= tapeNodes(b)) return 0;
-    const auto& ctx = tapes_[at(b)]->contexts[static_cast<size_t>(node)];
+    const auto& ctx = tapes_[at(b)]->contexts[at(node)];
     return ctx ? static_cast<int>(ctx->tensors.size()) : 0;
   }
   void mapContextTensor(int b, int node, int t, const ElementFn& f) override {
     if (t < 0 || t >= contextTensors(b, node)) throw std::logic_error("mapContextTensor: no such context tensor");
-    mapInPlace(tapes_[at(b)]->contexts[static_cast<size_t>(node)]->tensors[static_cast<size_t>(t)], f);
+    b_.mapInPlace(tapes_[at(b)]->contexts[at(node)]->tensors[at(t)], f);
   }
-  std::string nodeKind(int b, int node) const override {
-    return c_.blocks.at(at(b)).nodes.at(static_cast<size_t>(node)).op->kind();
-  }
-  void mapParamGrads(int b, const ElementFn& f) override {
-    for (auto& node : c_.blocks.at(at(b)).nodes)
-      for (auto* p : node.op->params()) p->grad = p->grad.unaryExpr([&](T v) { return static_cast<T>(f(v)); });
-  }
+  std::string nodeKind(int b, int node) const override { return b_.nodeKind(b, node); }
+  void mapParamGrads(int b, const ElementFn& f) override { b_.mapParamGrads(b, f); }
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
-  Tensor<T>& heldBoundary(int b) {
+  Act& heldBoundary(int b) {
     if (!held(b)) throw std::logic_error("engine variant touched x_" + std::to_string(b) + ", which is not held");
     return x_[at(b)];
-  }
-  static void mapInPlace(Tensor<T>& t, const ElementFn& f) {
-    T* d = t.data();
-    for (int64_t k = 0; k < t.size(); ++k) d[k] = static_cast<T>(f(static_cast<double>(d[k])));
   }
 
   void forward(int i, bool withTape) {
     const bool recompute = forwarded_[at(i)] != 0;
-    BlockEnv env{&c_.rng, step_, i, true, {}};
+    BlockEnv env{&b_.rng(), step_, i, true, {}};
     if (recompute) env = v_.recomputeEnv(env);
     v_.beforeForward(i, recompute, *this);
-    const Tensor<T>& input = heldBoundary(v_.forwardInput(i, recompute, *this));
+    const Act& input = heldBoundary(v_.forwardInput(i, recompute, *this));
     RngState live{};
     if (recompute) {
-      live = c_.rng.state();
-      v_.rngForRecompute(c_.rng, rngAtFirst_[at(i)]);
+      live = b_.rng().state();
+      v_.rngForRecompute(b_.rng(), rngAtFirst_[at(i)]);
     } else {
-      rngAtFirst_[at(i)] = c_.rng.state();
+      rngAtFirst_[at(i)] = b_.rng().state();
       forwarded_[at(i)] = 1;
     }
     meter_->phase = recompute ? Phase::kRecompute : Phase::kForward;
-    BlockTape<T>* tape = nullptr;
+    Tape* tape = nullptr;
     if (withTape) {
       tape = &tapes_[at(i)].emplace();
       tapeRecomputed_[at(i)] = recompute;
     }
-    Tensor<T> y;
+    Act y;
     {
       Stopwatch watch(recompute ? times_ : nullptr);
-      y = blockForward(c_.blocks[at(i)], input, tape, s_.keepFor(i), env);
+      y = b_.forward(i, input, tape, s_.keepFor(i), env);
     }
     ++meter_->forwardEvals;
-    if (recompute) v_.rngAfterRecompute(c_.rng, live);
+    if (recompute) v_.rngAfterRecompute(b_.rng(), live);
     x_[at(i) + 1] = std::move(y);
     checkpoint_[at(i) + 1] = !recompute;
     v_.afterForward(i, recompute, *this);
   }
 
-  T runLoss() {
-    const int n = c_.size();
-    const OpMeta m = c_.loss->meta(c_.boundaryShape());
-    Context<T> ctx;
-    meter_->phase = Phase::kForward;
-    const T loss = c_.loss->forward(x_[at(n)], &ctx);
-    meter_->countFlops(m.forwardFlops);
-    meter_->phase = Phase::kBackward;
-    g_[at(n)] = c_.loss->backward(ctx);
-    meter_->countFlops(m.backwardFlops);
-    x_[at(n)].reset();
-    checkpoint_[at(n)] = 0;
-    ctx = Context<T>();
-    return loss;
+  void runLoss() {
+    g_[at(n_)] = b_.loss(x_[at(n_)], *meter_);
+    x_[at(n_)].reset();
+    checkpoint_[at(n_)] = 0;
   }
 
   void backward(int i) {
-    BlockTape<T> tape = std::move(*tapes_[at(i)]);
+    Tape tape = std::move(*tapes_[at(i)]);
     tapes_[at(i)].reset();
     bool dropped = false;
     for (const auto& ctx : tape.contexts) dropped |= !ctx.has_value();
     if (dropped) {
       meter_->phase = Phase::kRecompute;
       Stopwatch watch(times_);
-      recomputeDropped(c_.blocks[at(i)], tape, v_.recomputeEnv(BlockEnv{&c_.rng, step_, i, true, {}}));
+      b_.recomputeDropped(i, tape, v_.recomputeEnv(BlockEnv{&b_.rng(), step_, i, true, {}}));
     }
     meter_->phase = Phase::kBackward;
-    g_[at(i)] = blockBackward(c_.blocks[at(i)], std::move(tape), std::move(g_[at(i) + 1]));
+    g_[at(i)] = b_.backward(i, std::move(tape), std::move(g_[at(i) + 1]));
     v_.afterBackward(i, dropped || tapeRecomputed_[at(i)], *this);
   }
 
-  Chain<T>& c_;
+  B& b_;
   const Schedule& s_;
   int step_;
   const EngineVariant& v_;
   ExecutorTimes* times_;
+  int n_;
   ActivationMeter* meter_ = nullptr;
-  std::vector<Tensor<T>> x_;                      // boundaries x_0..x_L
-  std::vector<char> checkpoint_;                  // x_i came from a first forward (or is x_0)
-  std::vector<Tensor<T>> g_;                      // gradients g_0..g_L
-  std::vector<std::optional<BlockTape<T>>> tapes_;
-  std::vector<char> tapeRecomputed_;              // the live tape came from a recompute forward
-  std::vector<char> forwarded_;                   // the block's first forward of the step has run
-  std::vector<RngState> rngAtFirst_;              // the generator where that first forward started
+  std::vector<Act> x_;                      // boundaries x_0..x_L
+  std::vector<char> checkpoint_;            // x_i came from a first forward (or is x_0)
+  std::vector<Act> g_;                      // gradients g_0..g_L
+  std::vector<std::optional<Tape>> tapes_;
+  std::vector<char> tapeRecomputed_;        // the live tape came from a recompute forward
+  std::vector<char> forwarded_;             // the block's first forward of the step has run
+  std::vector<RngState> rngAtFirst_;        // the generator where that first forward started
 };
 
 }  // namespace detail
@@ -229,7 +220,8 @@ template <class T>
 StepResult<T> executeStep(Chain<T>& chain, const Schedule& schedule, int step,
                           const EngineVariant& variant = EngineVariant(), ExecutorTimes* times = nullptr) {
   ActivationMeter meter;  // declared before the runner: its tensors are released into it
-  detail::StepRunner<T> runner(chain, schedule, step, variant, times);
+  CpuBackend<T> backend(chain);
+  detail::StepRunner<CpuBackend<T>> runner(backend, schedule, step, variant, times);
   return runner.run(meter);
 }
 

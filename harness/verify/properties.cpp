@@ -81,12 +81,15 @@ void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, Train&& t
   }
 }
 
+// The reference is the correct engine's store-all run on the same device; the policies run with `engine`. A
+// std::logic_error (which std::invalid_argument is) is the engine or its variant failing mid-step; a
+// std::runtime_error (no device, a CUDA error) propagates.
 template <class T>
-void runOnDevice(Trial& t, Device device) {
+void runOnDevice(Trial& t, const EngineVariant& engine, Device device) {
   const int steps = t.spec.steps;
   const auto reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
-  recordRuns<std::invalid_argument>(t, reference,
-                                    [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps); });
+  recordRuns<std::logic_error>(
+      t, reference, [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps, engine); });
 }
 
 template <class T>
@@ -152,7 +155,7 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
   }
   withScalar(spec.dtype, [&](auto x) {
     if (device == Device::kCpu) runEngines<decltype(x)>(t, engine);
-    else runOnDevice<decltype(x)>(t, device);
+    else runOnDevice<decltype(x)>(t, engine, device);
   });
   return t;
 }

@@ -88,7 +88,8 @@ struct Trial {
 };
 
 // Trains the case with the reference and, from the same initial state, under every policy with `engine`. On a
-// device (device_steps.h) the reference is the device's own store-all run and `engine` must be the correct one.
+// device (device_steps.h) the reference is the device's own store-all run with the correct engine, and the
+// policies run with `engine` there too (the same executor and hooks).
 Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, const EngineVariant& engine,
                Device device = Device::kCpu);
 

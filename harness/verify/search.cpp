@@ -239,10 +239,7 @@ std::unique_ptr<EngineVariant> engineFor(const VerifyOptions& o) {
     if (!m) throw InputError("unknown mutant '" + o.mutant + "' (known: " + mutantNames() + ")");
     engine = m->make();
   }
-  if (!o.mutant.empty() && o.device != Device::kCpu)
-    throw InputError("--mutant runs on the CPU engine only (the device executor has no mutant hooks); drop --device");
   requireDevice(o.device);
-  if (o.engine && o.device != Device::kCpu) throw InputError("a custom engine variant runs on the CPU only");
   for (const auto& f : o.policies) checkPolicyFamily(f);
   if (o.cases < 0) throw InputError("--cases must be >= 0");
   if (o.shardCount < 1 || o.shardIndex < 0 || o.shardIndex >= o.shardCount)

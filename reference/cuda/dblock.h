@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/cuda/dops.h"
+#include "reference/cuda/dtape.h"
 
 namespace ckpt::gpu {
 
@@ -19,6 +20,7 @@ struct DNode {
   std::vector<int> inputs;
   int64_t forwardFlops = 0;   // the reference op's meta() for the chain's shapes
   int64_t backwardFlops = 0;
+  std::string opKind;  // the reference op's kind(), which engine variants single ops out by
 };
 
 template <class T, class X>
@@ -26,28 +28,6 @@ struct DBlock {
   std::string kind;
   std::vector<DNode<T, X>> nodes;
   int size() const { return static_cast<int>(nodes.size()); }
-};
-
-using DKeepMask = std::vector<bool>;  // empty = keep every context
-inline bool keepsNode(const DKeepMask& keep, int k) { return keep.empty() || keep[static_cast<size_t>(k)]; }
-
-template <class T>
-struct DBlockTape {
-  std::vector<std::optional<DContext<T>>> contexts;
-  std::vector<DTensor<T>> kept;
-  DTensor<T> input;
-  std::vector<RngDraw> draws;
-  DKeepMask keep;
-};
-
-// reference/block.h's BlockEnv.
-struct DBlockEnv {
-  Rng* rng = nullptr;
-  int step = 0;
-  int block = 0;
-  bool updateState = true;
-  bool erfGelu = false;
-  bool bf16Matmul = false;
 };
 
 template <class T, class X>

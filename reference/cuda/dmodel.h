@@ -1,5 +1,6 @@
 // What the device runtime is given: a chain described without Eigen, so nvcc never compiles the CPU reference's
-// headers (bridge.h builds a DeviceModel from a reference Chain and turns results back into StepResults).
+// headers (harness/engine/device_bridge.h builds a DeviceModel from a reference Chain and turns results back
+// into StepResults).
 // Every number an op needs is here: its attributes, its parameters' and buffers' initial values, and its FLOP
 // counts, computed by the reference op's meta() for the chain's fixed shapes (so device FLOP counts are the
 // reference's by construction).
@@ -27,6 +28,7 @@ enum class DOpKind { kLinear, kRelu, kGelu, kTanh, kDropout, kAdd, kLayerNorm, k
 template <class T>
 struct DNodeDesc {
   std::string name;
+  std::string opKind;       // the reference op's kind()
   DOpKind kind = DOpKind::kRelu;
   std::vector<int> inputs;  // value ids as reference/block.h: -1 the block input, j the output of node j
   int64_t forwardFlops = 0;
@@ -66,31 +68,14 @@ struct DeviceModel {
   RngState rng;         // the generator at the start of training
 };
 
-// A schedule as the device executor runs it (harness/engine/schedule.h without its Eigen-dependent header).
-enum class DInstrKind { kForward, kFree, kLoss, kBackward };
-struct DInstr {
-  DInstrKind kind = DInstrKind::kForward;
-  int block = 0;
-  bool tape = false;
-};
-struct DeviceSchedule {
-  std::string policy;
-  int layers = 0;
-  std::vector<DInstr> instrs;
-  std::vector<std::vector<bool>> keep;  // per block op-level keep masks; empty = keep every context
-};
-
-// One step's observable results and measurements (reference/step.h's StepResult without Eigen).
+// What a device step downloads for comparison (reference/step.h's StepResult without Eigen; the generator and
+// the measurements are the executor's, which runs in harness/engine/executor.h).
 template <class T>
-struct DeviceStepResult {
+struct DeviceValues {
   T loss = 0;
   std::vector<HostMatrix<T>> grads;
   HostMatrix<T> inputGrad;
   std::vector<HostMatrix<T>> state;
-  RngState rng;
-  FlopCounts flops;
-  int64_t peakActivationBytes = 0;
-  int64_t forwardEvals = 0;
 };
 
 }  // namespace ckpt::gpu

@@ -1,6 +1,7 @@
 // The host emulator: the executor interface of exec_cuda.cuh run on the CPU, so CI (no GPU) runs the device
-// ops, the device block runtime and the device executor — the same kernel bodies, index arithmetic, GEMM
-// descriptions, allocation order and RNG bookkeeping — and compares them with the CPU reference.
+// ops, the device block runtime and the device chain the schedule executor drives — the same kernel bodies,
+// index arithmetic, GEMM descriptions, allocation order and RNG bookkeeping — and compares them with the CPU
+// reference.
 //   launch(n, body)  calls body(i) for i = 0 .. n-1, in order (a grid of one thread, walked);
 //   gemm(g)          hostGemm (gemm.h), after checking cuBLAS would accept the call;
 //   upload/download/copy  memcpy; memory comes from a counting DevicePool over aligned host memory.

@@ -1,4 +1,4 @@
-// The CUDA backend as host code sees it (plain C++, no CUDA headers): the GPU trainer, the device probes the
+// The CUDA backend as host code sees it (plain C++, no CUDA headers): the chain on the GPU, the device probes the
 // tests and benchmarks use, and device information for `ckptcheck info`. Link ckpt_cuda (which defines
 // CKPT_HAVE_CUDA_BACKEND). Everything here that needs a device throws std::runtime_error without one; check
 // cudaDeviceCount() first.
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/cuda/device_pool.h"
+#include "reference/cuda/device_chain.h"
 #include "reference/cuda/dmodel.h"
 
 namespace ckpt::gpu {
@@ -22,31 +23,13 @@ int cudaDeviceCount();
 // (12080 = 12.8); null when unavailable.
 nlohmann::json cudaDeviceInfo();
 
-// A chain on the GPU (reference/cuda/dtrainer.h on CudaExec, device 0).
+// A chain on the GPU (exec_chain.h on CudaExec, device 0), for the executor in harness/engine/executor.h to
+// drive (harness/engine/device_steps.h's DeviceRunner wraps it).
 template <class T>
-class GpuTrainer {
- public:
-  explicit GpuTrainer(const DeviceModel<T>& model);
-  ~GpuTrainer();
-  GpuTrainer(const GpuTrainer&) = delete;
-  GpuTrainer& operator=(const GpuTrainer&) = delete;
+std::unique_ptr<DeviceChain<T>> makeGpuChain(const DeviceModel<T>& model);
 
-  int layers() const;
-  // One training step under the schedule, results downloaded.
-  DeviceStepResult<T> step(const DeviceSchedule& s, int step);
-  // One training step without downloads; returns its GPU time in milliseconds (CUDA events around the step)
-  // and fills `measured` (FLOPs, activation peak, forward evaluations, generator) when given.
-  double timedStep(const DeviceSchedule& s, int step, DeviceStepResult<T>* measured = nullptr);
-  PoolStats memory() const;
-  void resetPeakMemory();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-extern template class GpuTrainer<float>;
-extern template class GpuTrainer<double>;
+extern template std::unique_ptr<DeviceChain<float>> makeGpuChain<float>(const DeviceModel<float>&);
+extern template std::unique_ptr<DeviceChain<double>> makeGpuChain<double>(const DeviceModel<double>&);
 
 // Raw Philox draws as the dropout kernel sees them (kernels/dropout.cuh's philoxBlock: curand_init(seed,
 // subsequence, 4 * block) + curand4), element i at stream offset `offset + i`.

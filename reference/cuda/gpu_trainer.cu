@@ -1,60 +1,48 @@
-// The GPU trainer: the device executor (dtrainer.h) instantiated on CudaExec, behind gpu.h's plain-C++ API.
-#include "reference/cuda/dtrainer.h"
+// The chain on the GPU: exec_chain.h's ExecChain on CudaExec, behind gpu.h's plain-C++ makeGpuChain. Its step
+// timer is a pair of CUDA events on the executor's stream, so a timed step measures GPU time, not launch time.
+#include "reference/cuda/exec_chain.h"
 #include "reference/cuda/exec_cuda.cuh"
 #include "reference/cuda/gpu.h"
 
 namespace ckpt::gpu {
 
+namespace {
+
 template <class T>
-struct GpuTrainer<T>::Impl {
-  CudaExec exec;  // declared first: destroyed last, after every tensor the trainer holds
-  DeviceTrainer<T, CudaExec> trainer;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  explicit Impl(const DeviceModel<T>& m) : trainer(exec, m) {
-    CKPT_CUDA_CHECK(cudaEventCreate(&start));
-    CKPT_CUDA_CHECK(cudaEventCreate(&stop));
+class GpuChain final : public OwningExecChain<T, CudaExec> {
+ public:
+  explicit GpuChain(const DeviceModel<T>& m) : OwningExecChain<T, CudaExec>(m) {
+    CKPT_CUDA_CHECK(cudaEventCreate(&start_));
+    CKPT_CUDA_CHECK(cudaEventCreate(&stop_));
   }
-  ~Impl() {
-    if (start) CKPT_CUDA_CHECK_PRINT(cudaEventDestroy(start));
-    if (stop) CKPT_CUDA_CHECK_PRINT(cudaEventDestroy(stop));
+  ~GpuChain() override {
+    if (start_) CKPT_CUDA_CHECK_PRINT(cudaEventDestroy(start_));
+    if (stop_) CKPT_CUDA_CHECK_PRINT(cudaEventDestroy(stop_));
   }
+  GpuChain(const GpuChain&) = delete;
+  GpuChain& operator=(const GpuChain&) = delete;
+
+  void startTimer() override { CKPT_CUDA_CHECK(cudaEventRecord(start_, this->exec().stream())); }
+  double stopTimerMs() override {
+    CKPT_CUDA_CHECK(cudaEventRecord(stop_, this->exec().stream()));
+    CKPT_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    CKPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return static_cast<double>(ms);
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+}  // namespace
+
 template <class T>
-GpuTrainer<T>::GpuTrainer(const DeviceModel<T>& model) : impl_(std::make_unique<Impl>(model)) {}
-template <class T>
-GpuTrainer<T>::~GpuTrainer() = default;
-template <class T>
-int GpuTrainer<T>::layers() const {
-  return impl_->trainer.layers();
-}
-template <class T>
-DeviceStepResult<T> GpuTrainer<T>::step(const DeviceSchedule& s, int step) {
-  DeviceStepResult<T> r = impl_->trainer.step(s, step, true);
-  impl_->exec.synchronize();
-  return r;
-}
-template <class T>
-double GpuTrainer<T>::timedStep(const DeviceSchedule& s, int step, DeviceStepResult<T>* measured) {
-  CKPT_CUDA_CHECK(cudaEventRecord(impl_->start, impl_->exec.stream()));
-  DeviceStepResult<T> r = impl_->trainer.step(s, step, false);
-  CKPT_CUDA_CHECK(cudaEventRecord(impl_->stop, impl_->exec.stream()));
-  CKPT_CUDA_CHECK(cudaEventSynchronize(impl_->stop));
-  float ms = 0;
-  CKPT_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop));
-  if (measured) *measured = std::move(r);
-  return static_cast<double>(ms);
-}
-template <class T>
-PoolStats GpuTrainer<T>::memory() const {
-  return impl_->exec.pool().stats();
-}
-template <class T>
-void GpuTrainer<T>::resetPeakMemory() {
-  impl_->exec.pool().resetPeak();
+std::unique_ptr<DeviceChain<T>> makeGpuChain(const DeviceModel<T>& model) {
+  return std::make_unique<GpuChain<T>>(model);
 }
 
-template class GpuTrainer<float>;
-template class GpuTrainer<double>;
+template std::unique_ptr<DeviceChain<float>> makeGpuChain<float>(const DeviceModel<float>&);
+template std::unique_ptr<DeviceChain<double>> makeGpuChain<double>(const DeviceModel<double>&);
 
 }  // namespace ckpt::gpu

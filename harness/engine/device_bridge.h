@@ -1,13 +1,13 @@
 // Between the CPU reference (Eigen) and the Eigen-free device runtime, for host code only (g++): a reference
-// Chain becomes a DeviceModel (its ops' attributes, initial parameters and buffers, and meta() FLOPs for the
-// chain's shapes), an engine Schedule a DeviceSchedule, and a DeviceStepResult a reference StepResult, so every
-// comparison the engine has applies to device runs unchanged.
+// Chain becomes a DeviceModel (its ops' attributes and kinds, initial parameters and buffers, and meta() FLOPs
+// for the chain's shapes), and a device step's downloaded DeviceValues a reference StepResult, so every
+// comparison the engine has applies to device runs unchanged. Here in harness/ rather than in reference/cuda/
+// so that the device backend depends on the reference only, never on the harness.
 #pragma once
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "harness/engine/schedule.h"
 #include "reference/chain.h"
 #include "reference/cuda/dmodel.h"
 #include "reference/step.h"
@@ -30,6 +30,7 @@ template <class T>
 DNodeDesc<T> describeNode(Node<T>& node, std::span<const Shape> in) {
   DNodeDesc<T> d;
   d.name = node.name;
+  d.opKind = node.op->kind();
   d.inputs = node.inputs;
   Op<T>* op = node.op.get();
   const OpMeta m = op->meta(in);
@@ -111,35 +112,14 @@ DeviceModel<T> describeCase(const CaseSpec& spec) {
   return describeChain(c);
 }
 
-inline DeviceSchedule toDeviceSchedule(const Schedule& s) {
-  DeviceSchedule d;
-  d.policy = s.policy;
-  d.layers = s.layers;
-  for (const Instr& i : s.instrs) {
-    DInstrKind k = DInstrKind::kForward;
-    switch (i.kind) {
-      case InstrKind::kForward: k = DInstrKind::kForward; break;
-      case InstrKind::kFree: k = DInstrKind::kFree; break;
-      case InstrKind::kLoss: k = DInstrKind::kLoss; break;
-      case InstrKind::kBackward: k = DInstrKind::kBackward; break;
-    }
-    d.instrs.push_back(DInstr{k, i.block, i.tape});
-  }
-  for (const KeepMask& m : s.keep) d.keep.push_back(m);
-  return d;
-}
-
+// The generator and the measurements are the executor's; they are not downloaded.
 template <class T>
-StepResult<T> toStepResult(const DeviceStepResult<T>& d) {
+StepResult<T> toStepResult(const DeviceValues<T>& d) {
   StepResult<T> r;
   r.loss = d.loss;
   for (const auto& g : d.grads) r.grads.push_back({g.name, toMat(g)});
   if (!d.inputGrad.data.empty()) r.inputGrad = toMat(d.inputGrad);
   for (const auto& s : d.state) r.state.push_back({s.name, toMat(s)});
-  r.rng = d.rng;
-  r.flops = d.flops;
-  r.peakActivationBytes = d.peakActivationBytes;
-  r.forwardEvals = d.forwardEvals;
   return r;
 }
 

@@ -1,0 +1,63 @@
+// The CPU backend of the executor (executor.h): a reference Chain<T> on Eigen, its block runtime
+// (reference/block.h), its loss and its SGD. Every tensor is a reference Tensor<T> charged to the current
+// ActivationMeter; StepView accesses touch host memory directly.
+#pragma once
+#include <string>
+#include <utility>
+
+#include "harness/engine/engine_variant.h"
+#include "reference/step.h"
+
+namespace ckpt {
+
+template <class T>
+class CpuBackend {
+ public:
+  using Scalar = T;
+  using Act = Tensor<T>;
+  using Tape = BlockTape<T>;
+
+  explicit CpuBackend(Chain<T>& c) : c_(c) {}
+
+  int layers() const { return c_.size(); }
+  Rng& rng() { return c_.rng; }
+  Act input() { return Act::from(c_.input); }
+  void zeroGrads() { ckpt::zeroGrads(c_); }
+  Act forward(int i, const Act& x, Tape* tape, const KeepMask& keep, const BlockEnv& env) {
+    return blockForward(c_.blocks[at(i)], x, tape, keep, env);
+  }
+  void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { ckpt::recomputeDropped(c_.blocks[at(i)], tape, env); }
+  Act backward(int i, Tape&& tape, Act&& dy) { return blockBackward(c_.blocks[at(i)], std::move(tape), std::move(dy)); }
+  // Loss forward in the forward phase, its backward in the backward phase; returns dL/dx_L.
+  Act loss(const Act& x, ActivationMeter& meter) {
+    const OpMeta m = c_.loss->meta(c_.boundaryShape());
+    Context<T> ctx;
+    meter.phase = Phase::kForward;
+    loss_ = c_.loss->forward(x, &ctx);
+    meter.countFlops(m.forwardFlops);
+    meter.phase = Phase::kBackward;
+    Act g = c_.loss->backward(ctx);
+    meter.countFlops(m.backwardFlops);
+    return g;
+  }
+  StepResult<T> collect(const Act& dx) { return collectStep(c_, loss_, dx); }
+  void sgd() { sgdUpdate(c_); }
+
+  void copy(Act& dst, const Act& src) { dst.map() = src.map(); }
+  void mapInPlace(Act& t, const ElementFn& f) {
+    T* d = t.data();
+    for (int64_t k = 0; k < t.size(); ++k) d[k] = static_cast<T>(f(static_cast<double>(d[k])));
+  }
+  std::string nodeKind(int b, int node) const { return c_.blocks.at(at(b)).nodes.at(at(node)).op->kind(); }
+  void mapParamGrads(int b, const ElementFn& f) {
+    for (auto& node : c_.blocks.at(at(b)).nodes)
+      for (auto* p : node.op->params()) p->grad = p->grad.unaryExpr([&](T v) { return static_cast<T>(f(v)); });
+  }
+
+ private:
+  static size_t at(int i) { return static_cast<size_t>(i); }
+  Chain<T>& c_;
+  T loss_ = 0;
+};
+
+}  // namespace ckpt

@@ -1,0 +1,59 @@
+// The device backend of the executor (executor.h): a gpu::DeviceChain (reference/cuda/device_chain.h), on the
+// GPU or on the host emulator, driven through its virtual interface so this g++-compiled header never sees
+// CudaExec. Tensors are device tensors charged to the current ActivationMeter as CPU tensors are. The StepView
+// accesses engine variants use download, change and upload (test-only paths; each synchronises).
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/engine/device_bridge.h"
+#include "harness/engine/engine_variant.h"
+#include "reference/cuda/device_chain.h"
+
+namespace ckpt {
+
+template <class T>
+class DeviceBackend {
+ public:
+  using Scalar = T;
+  using Act = gpu::DTensor<T>;
+  using Tape = gpu::DBlockTape<T>;
+
+  explicit DeviceBackend(gpu::DeviceChain<T>& c) : c_(c) {}
+
+  int layers() const { return c_.layers(); }
+  Rng& rng() { return c_.rng(); }
+  Act input() { return c_.input(); }
+  void zeroGrads() { c_.zeroGrads(); }
+  Act forward(int i, const Act& x, Tape* tape, const KeepMask& keep, const BlockEnv& env) {
+    return c_.forward(i, x, tape, keep, deviceEnv(env));
+  }
+  void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { c_.recomputeDropped(i, tape, deviceEnv(env)); }
+  Act backward(int i, Tape&& tape, Act&& dy) { return c_.backward(i, std::move(tape), std::move(dy)); }
+  Act loss(const Act& x, ActivationMeter& meter) { return c_.loss(x, meter); }
+  StepResult<T> collect(const Act& dx) { return gpu::toStepResult(c_.values(dx)); }
+  void sgd() { c_.sgd(); }
+
+  void copy(Act& dst, const Act& src) { c_.copy(dst, src); }
+  void mapInPlace(Act& t, const ElementFn& f) {
+    std::vector<T> h = c_.download(t);
+    for (T& v : h) v = static_cast<T>(f(static_cast<double>(v)));
+    c_.upload(t, h);
+  }
+  std::string nodeKind(int b, int node) const { return c_.nodeKind(b, node); }
+  void mapParamGrads(int b, const ElementFn& f) {
+    for (auto* p : c_.blockParams(b)) mapInPlace(p->grad, f);
+  }
+
+ private:
+  // The device ops know the two numerics switches recompute variants flip; a third would be silently ignored.
+  static gpu::DBlockEnv deviceEnv(const BlockEnv& e) {
+    if (e.numerics.divideByCount) throw std::logic_error("the device ops have no divide-by-count LayerNorm numerics");
+    return gpu::DBlockEnv{e.rng, e.step, e.block, e.updateState, e.numerics.erfGelu, e.numerics.bf16Matmul};
+  }
+  gpu::DeviceChain<T>& c_;
+};
+
+}  // namespace ckpt

@@ -1,0 +1,56 @@
+// A chain on a device, as the executor drives it: the block runtime's primitives (forward with a tape and an
+// op-level keep mask, recompute of dropped contexts, backward), the loss, zeroing gradients, downloading the
+// results, SGD, and the few element accesses engine variants use. There is no schedule here: the one schedule
+// interpreter is harness/engine/executor.h, whose device backend calls this interface.
+//
+// Why a virtual interface: the executor is g++-compiled harness code (Eigen, the schedule IR, the mutant hooks)
+// and CudaExec exists only under nvcc. This header needs neither (plain C++, no CUDA or Eigen headers), so the
+// CUDA implementation lives in a .cu file (gpu_trainer.cu, reached through gpu.h's makeGpuChain) and nvcc never
+// compiles harness code; the host emulator's implementation is the same template on HostExec (exec_chain.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/cuda/device_pool.h"
+#include "reference/cuda/dmodel.h"
+#include "reference/cuda/dtape.h"
+
+namespace ckpt::gpu {
+
+template <class T>
+class DeviceChain {
+ public:
+  virtual ~DeviceChain() = default;
+  virtual int layers() const = 0;
+  virtual Rng& rng() = 0;
+  // x_0 as a fresh activation (charged to the current meter).
+  virtual DTensor<T> input() = 0;
+  virtual void zeroGrads() = 0;
+  virtual DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
+                             const DBlockEnv& env) = 0;
+  virtual void recomputeDropped(int block, DBlockTape<T>& tape, const DBlockEnv& env) = 0;
+  virtual DTensor<T> backward(int block, DBlockTape<T>&& tape, DTensor<T>&& dy) = 0;
+  // The loss forward (FLOPs counted in the forward phase) and its backward (in the backward phase); returns
+  // dL/dx_L and keeps the loss value on the device for values().
+  virtual DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter) = 0;
+  // The step's loss, parameter gradients, dx (when defined) and module buffers, downloaded.
+  virtual DeviceValues<T> values(const DTensor<T>& dx) = 0;
+  virtual void sgd() = 0;
+
+  // Element access for engine variants (tests only: each call synchronises).
+  virtual std::vector<T> download(const DTensor<T>& t) = 0;
+  virtual void upload(DTensor<T>& t, const std::vector<T>& host) = 0;
+  virtual void copy(DTensor<T>& dst, const DTensor<T>& src) = 0;
+  virtual std::string nodeKind(int block, int node) const = 0;
+  virtual std::vector<DParam<T>*> blockParams(int block) = 0;
+
+  // The pool under every tensor of the chain, and a step timer (CUDA events on the GPU, the wall clock after
+  // a synchronise on the host).
+  virtual PoolStats memory() const = 0;
+  virtual void resetPeakMemory() = 0;
+  virtual void startTimer() = 0;
+  virtual double stopTimerMs() = 0;
+};
+
+}  // namespace ckpt::gpu

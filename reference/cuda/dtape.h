@@ -1,0 +1,34 @@
+// What a device block forward leaves for its backward, and where it runs: the device mirrors of
+// reference/block.h's KeepMask, BlockTape and BlockEnv. Apart from dblock.h (which needs the device ops) so the
+// executor in harness/ can hold tapes without compiling a device op.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "reference/cuda/dtensor.h"
+
+namespace ckpt::gpu {
+
+using DKeepMask = std::vector<bool>;  // empty = keep every context
+inline bool keepsNode(const DKeepMask& keep, int k) { return keep.empty() || keep[static_cast<size_t>(k)]; }
+
+template <class T>
+struct DBlockTape {
+  std::vector<std::optional<DContext<T>>> contexts;
+  std::vector<DTensor<T>> kept;
+  DTensor<T> input;
+  std::vector<RngDraw> draws;
+  DKeepMask keep;
+};
+
+// reference/block.h's BlockEnv.
+struct DBlockEnv {
+  Rng* rng = nullptr;
+  int step = 0;
+  int block = 0;
+  bool updateState = true;
+  bool erfGelu = false;
+  bool bf16Matmul = false;
+};
+
+}  // namespace ckpt::gpu

@@ -1,0 +1,147 @@
+// DeviceChain (device_chain.h) on an executor X: the device model's blocks, loss, parameters, buffers, input and
+// generator, and the block runtime of dblock.h over them. Instantiated on HostExec by harness/engine/
+// device_steps.cpp (g++) and on CudaExec by gpu_trainer.cu (nvcc); the schedule is interpreted by
+// harness/engine/executor.h for both, with the CPU engine's hooks.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference/cuda/dblock.h"
+#include "reference/cuda/device_chain.h"
+
+namespace ckpt::gpu {
+
+template <class T, class X>
+class ExecChain : public DeviceChain<T> {
+ public:
+  ExecChain(X& x, const DeviceModel<T>& m)
+      : x_(&x), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed), rows_(m.input.rows),
+        cols_(m.input.cols) {
+    rng_.setState(m.rng);
+    for (const auto& bd : m.blocks) {
+      DBlock<T, X> b;
+      b.kind = bd.kind;
+      for (const auto& nd : bd.nodes)
+        b.nodes.push_back(DNode<T, X>{nd.name, makeDeviceOp<T, X>(x, nd), nd.inputs, nd.forwardFlops,
+                                      nd.backwardFlops, nd.opKind});
+      blocks_.push_back(std::move(b));
+    }
+    loss_ = std::make_unique<DLoss<T, X>>(x, m.loss, rows_, cols_);
+    lossForwardFlops_ = m.loss.forwardFlops;
+    lossBackwardFlops_ = m.loss.backwardFlops;
+    input_ = uploadMatrix(x, m.input);
+    for (auto& b : blocks_)
+      for (auto& n : b.nodes) {
+        for (auto* p : n.op->params()) params_.push_back(p);
+        for (auto* s : n.op->buffers()) buffers_.push_back(s);
+      }
+  }
+
+  int layers() const override { return static_cast<int>(blocks_.size()); }
+  Rng& rng() override { return rng_; }
+  DTensor<T> input() override { return cloneActivation(*x_, input_); }
+  void zeroGrads() override {
+    for (auto* p : params_) x_->launch(p->grad.size(), Fill<T>{p->grad.data(), T(0)});
+  }
+  DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
+                     const DBlockEnv& env) override {
+    return deviceBlockForward(blocks_.at(at(block)), x, tape, keep, env);
+  }
+  void recomputeDropped(int block, DBlockTape<T>& tape, const DBlockEnv& env) override {
+    deviceRecomputeDropped(blocks_.at(at(block)), tape, env);
+  }
+  DTensor<T> backward(int block, DBlockTape<T>&& tape, DTensor<T>&& dy) override {
+    return deviceBlockBackward(*x_, blocks_.at(at(block)), std::move(tape), std::move(dy));
+  }
+  DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter) override {
+    DContext<T> ctx;
+    meter.phase = Phase::kForward;
+    loss_->forward(x, &ctx);
+    meter.countFlops(lossForwardFlops_);
+    meter.phase = Phase::kBackward;
+    DTensor<T> g = loss_->backward(ctx);
+    meter.countFlops(lossBackwardFlops_);
+    return g;
+  }
+  DeviceValues<T> values(const DTensor<T>& dx) override {
+    DeviceValues<T> r;
+    x_->download(&r.loss, loss_->value().data(), 1);
+    for (auto* p : params_) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
+    if (dx.defined()) r.inputGrad = downloadMatrix(*x_, dx, "input");
+    for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
+    return r;
+  }
+  void sgd() override {
+    for (auto* p : params_) x_->launch(p->value.size(), SgdUpdate<T>{p->value.data(), p->grad.data(), lr_});
+  }
+
+  std::vector<T> download(const DTensor<T>& t) override {
+    std::vector<T> h(static_cast<size_t>(t.size()));
+    x_->download(h.data(), t.data(), t.size());
+    return h;
+  }
+  void upload(DTensor<T>& t, const std::vector<T>& host) override {
+    if (static_cast<int64_t>(host.size()) != t.size()) throw std::logic_error("DeviceChain::upload: size differs");
+    x_->upload(t.data(), host.data(), t.size());
+  }
+  void copy(DTensor<T>& dst, const DTensor<T>& src) override {
+    if (dst.size() != src.size()) throw std::logic_error("DeviceChain::copy: sizes differ");
+    x_->copy(dst.data(), src.data(), src.size());
+    x_->synchronize();
+  }
+  std::string nodeKind(int block, int node) const override {
+    return blocks_.at(at(block)).nodes.at(at(node)).opKind;
+  }
+  std::vector<DParam<T>*> blockParams(int block) override {
+    std::vector<DParam<T>*> ps;
+    for (auto& n : blocks_.at(at(block)).nodes)
+      for (auto* p : n.op->params()) ps.push_back(p);
+    return ps;
+  }
+
+  PoolStats memory() const override { return x_->pool().stats(); }
+  void resetPeakMemory() override { x_->pool().resetPeak(); }
+  void startTimer() override {
+    x_->synchronize();
+    start_ = std::chrono::steady_clock::now();
+  }
+  double stopTimerMs() override {
+    x_->synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ protected:
+  X& exec() { return *x_; }
+
+ private:
+  static size_t at(int i) { return static_cast<size_t>(i); }
+  X* x_;
+  T lr_;
+  Rng rng_;
+  int64_t rows_, cols_;
+  std::vector<DBlock<T, X>> blocks_;
+  std::unique_ptr<DLoss<T, X>> loss_;
+  int64_t lossForwardFlops_ = 0, lossBackwardFlops_ = 0;
+  DTensor<T> input_;
+  std::vector<DParam<T>*> params_;
+  std::vector<DBuffer<T>*> buffers_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// The executor first among the bases: constructed before the chain's tensors and destroyed after them.
+template <class X>
+struct ExecHolder {
+  X executor;
+};
+
+// An ExecChain that owns its executor.
+template <class T, class X>
+class OwningExecChain : private ExecHolder<X>, public ExecChain<T, X> {
+ public:
+  explicit OwningExecChain(const DeviceModel<T>& m) : ExecHolder<X>(), ExecChain<T, X>(ExecHolder<X>::executor, m) {}
+};
+
+}  // namespace ckpt::gpu
