@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "reference/rng.h"
+#include "common/rng_model.h"
 
 namespace ckpt {
 

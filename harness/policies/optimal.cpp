@@ -41,7 +41,7 @@
 #include <numeric>
 #include <utility>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/policies/turns.h"
 #include "reference/block_sim.h"
