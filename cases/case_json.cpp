@@ -1,5 +1,8 @@
 #include "cases/case_json.h"
 
+#include "cases/block_kind.h"
+#include "cases/json_fields.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,15 +15,15 @@ namespace ckpt {
 namespace {
 
 using nlohmann::json;
+using json_fields::fail;
+using json_fields::getEnum;
+using json_fields::getInt;
+using json_fields::getNumber;
+using json_fields::getString;
+using json_fields::kMaxDim;
 
-// Limits that keep a case on one machine; the resource guard in the engine refuses bigger plans separately.
-constexpr int64_t kMaxDim = 1 << 16;
 constexpr int64_t kMaxBlocks = 100000;
 constexpr int kMaxSteps = 10000;
-
-[[noreturn]] void fail(const std::string& field, const std::string& what) {
-  throw InputError("case field '" + field + "': " + what);
-}
 
 std::string typeName(const json& v) { return v.type_name(); }
 
@@ -30,56 +33,35 @@ void rejectUnknown(const json& obj, const std::set<std::string>& known, const st
       fail(where.empty() ? it.key() : where + "." + it.key(), "unknown field");
 }
 
-int64_t getInt(const json& obj, const std::string& key, const std::string& field, int64_t lo, int64_t hi,
-               std::optional<int64_t> def) {
-  if (!obj.contains(key)) {
-    if (def) return *def;
-    fail(field, "missing (required)");
-  }
-  const json& v = obj.at(key);
-  if (!v.is_number_integer()) fail(field, "must be an integer (got " + typeName(v) + ")");
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    fail(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + v.dump() + ")");
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi)
-    fail(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + v.dump() + ")");
-  return x;
+// The keys a block object may hold: kind, repeat and every registered kind's fields.
+std::set<std::string> blockKeys() {
+  std::set<std::string> keys = {"kind", "repeat"};
+  for (const BlockKindDef* d : blockKinds())
+    for (const BlockField& f : d->fields) keys.insert(f.name);
+  return keys;
 }
 
-double getNumber(const json& obj, const std::string& key, const std::string& field, std::optional<double> def) {
-  if (!obj.contains(key)) {
-    if (def) return *def;
-    fail(field, "missing (required)");
-  }
-  const json& v = obj.at(key);
-  if (!v.is_number()) fail(field, "must be a number (got " + typeName(v) + ")");
-  const double x = v.get<double>();
-  if (!std::isfinite(x)) fail(field, "must be finite");
-  return x;
-}
-
-std::string getString(const json& obj, const std::string& key, const std::string& field,
-                      std::optional<std::string> def) {
-  if (!obj.contains(key)) {
-    if (def) return *def;
-    fail(field, "missing (required)");
-  }
-  const json& v = obj.at(key);
-  if (!v.is_string()) fail(field, "must be a string (got " + typeName(v) + ")");
-  return v.get<std::string>();
-}
-
-template <class E>
-E getEnum(const json& obj, const std::string& key, const std::string& field, std::optional<E> def,
-          std::initializer_list<std::pair<const char*, E>> names) {
-  if (!obj.contains(key) && def) return *def;
-  const std::string s = getString(obj, key, field, std::nullopt);
-  std::string allowed;
-  for (const auto& [n, e] : names) {
-    if (s == n) return e;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  }
-  fail(field, "unknown value '" + s + "' (expected one of: " + allowed + ")");
+// Block i of the case (before "repeat"): its kind, then every kind's fields in table order, each refused on a
+// block of another kind or parsed by its own, then the kind's checks against the whole case.
+BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c) {
+  if (!b.is_object()) fail(where, "must be an object (got " + typeName(b) + ")");
+  rejectUnknown(b, blockKeys(), where);
+  const std::string name = getString(b, "kind", where + ".kind", std::nullopt);
+  const BlockKindDef* def = findBlockKind(name);
+  if (!def) fail(where + ".kind", "unknown value '" + name + "' (expected one of: " + blockKindNames() + ")");
+  BlockSpec s;
+  s.kind = def->kind;
+  for (const BlockKindDef* owner : blockKinds())
+    for (const BlockField& f : owner->fields) {
+      const std::string path = where + "." + f.name;
+      if (owner != def) {
+        if (b.contains(f.name)) fail(path, "only " + std::string(owner->name) + " blocks take " + f.phrase);
+      } else {
+        f.parse(b, path, c, s);
+      }
+    }
+  if (def->validate) def->validate(s, c, where);
+  return s;
 }
 
 }  // namespace
@@ -121,22 +103,7 @@ CaseSpec parseCase(const json& j) {
   for (size_t i = 0; i < bs.size(); ++i) {
     const std::string where = "blocks[" + std::to_string(i) + "]";
     const json& b = bs[i];
-    if (!b.is_object()) fail(where, "must be an object (got " + typeName(b) + ")");
-    rejectUnknown(b, {"kind", "activation", "heads", "repeat"}, where);
-    BlockSpec s;
-    s.kind = getEnum<BlockKind>(b, "kind", where + ".kind", std::nullopt,
-                                {{"mlp", BlockKind::kMlp},
-                                 {"residual-bn", BlockKind::kResidualBn},
-                                 {"transformer", BlockKind::kTransformer}});
-    if (b.contains("activation") && s.kind != BlockKind::kMlp) fail(where + ".activation", "only mlp blocks take an activation");
-    s.activation = getEnum<Activation>(b, "activation", where + ".activation", Activation::kGelu,
-                                       {{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}});
-    if (b.contains("heads") && s.kind != BlockKind::kTransformer) fail(where + ".heads", "only transformer blocks take heads");
-    s.heads = static_cast<int>(getInt(b, "heads", where + ".heads", 1, kMaxDim, 1));
-    if (s.kind == BlockKind::kTransformer && c.width % s.heads != 0)
-      fail(where + ".heads", "must divide width " + std::to_string(c.width) + " (got " + std::to_string(s.heads) + ")");
-    if (s.kind == BlockKind::kResidualBn && c.rows() < 2)
-      fail(where + ".kind", "residual-bn needs batch * seq >= 2 for batch statistics (got " + std::to_string(c.rows()) + ")");
+    const BlockSpec s = parseBlock(b, where, c);
     const int64_t repeat = getInt(b, "repeat", where + ".repeat", 1, kMaxBlocks, 1);
     if (static_cast<int64_t>(c.blocks.size()) + repeat > kMaxBlocks)
       fail(where + ".repeat", "the chain may hold at most " + std::to_string(kMaxBlocks) + " blocks");
@@ -196,9 +163,9 @@ nlohmann::json caseToJson(const CaseSpec& c) {
     size_t k = i;
     while (k < c.blocks.size() && c.blocks[k] == c.blocks[i]) ++k;
     json b;
-    b["kind"] = blockKindName(c.blocks[i].kind);
-    if (c.blocks[i].kind == BlockKind::kMlp) b["activation"] = activationName(c.blocks[i].activation);
-    if (c.blocks[i].kind == BlockKind::kTransformer) b["heads"] = c.blocks[i].heads;
+    const BlockKindDef& def = blockKindDef(c.blocks[i].kind);
+    b["kind"] = def.name;
+    def.print(c.blocks[i], b);
     if (k - i > 1) b["repeat"] = k - i;
     blocks.push_back(b);
     i = k;

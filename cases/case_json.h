@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cases/case_spec.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 
 namespace ckpt {
 

@@ -1,14 +1,9 @@
 #include "cases/case_spec.h"
 
+#include "cases/block_kind.h"
+
 namespace ckpt {
-const char* blockKindName(BlockKind k) {
-  switch (k) {
-    case BlockKind::kMlp: return "mlp";
-    case BlockKind::kResidualBn: return "residual-bn";
-    case BlockKind::kTransformer: return "transformer";
-  }
-  return "?";
-}
+const char* blockKindName(BlockKind k) { return blockKindDef(k).name; }
 const char* activationName(Activation a) {
   switch (a) {
     case Activation::kRelu: return "relu";

@@ -4,15 +4,19 @@
 #include <string>
 #include <vector>
 
-#include "reference/rng.h"
+#include "common/rng_model.h"
 
 namespace ckpt {
 
+// A block kind's identity; everything else about it is its record in cases/kinds/ (cases/block_kind.h), listed
+// in this order by cases/kinds/table.cpp.
 enum class BlockKind { kMlp, kResidualBn, kTransformer };
 enum class Activation { kRelu, kGelu, kTanh };
 enum class LossKind { kCrossEntropy, kMse };
 enum class DType { kFloat, kDouble };
 
+// A block's fields, of every kind; each kind parses, prints and draws its own (cases/kinds/) and leaves the
+// others at their defaults.
 struct BlockSpec {
   BlockKind kind = BlockKind::kMlp;
   Activation activation = Activation::kGelu;  // mlp only

@@ -4,16 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cases/block_kind.h"
+
 namespace ckpt {
 namespace {
 
-bool hasKind(const CaseSpec& c, BlockKind k) {
-  return std::any_of(c.blocks.begin(), c.blocks.end(), [&](const BlockSpec& b) { return b.kind == k; });
-}
-bool hasActivation(const CaseSpec& c, Activation a) {
-  return std::any_of(c.blocks.begin(), c.blocks.end(),
-                     [&](const BlockSpec& b) { return b.kind == BlockKind::kMlp && b.activation == a; });
-}
 bool powerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 // The default segment count of uniform (and of PyTorch's checkpoint_sequential recipes): round(sqrt(L)).
 int64_t defaultSegments(const CaseSpec& c) {
@@ -22,45 +17,45 @@ int64_t defaultSegments(const CaseSpec& c) {
 
 }  // namespace
 
+// Features of the whole case; the block kinds' own lines (BlockKindDef::coverage) go after the chain-length
+// ones: first "a block of this kind" for every kind, then each kind's field values, in table order.
 const std::vector<CoverageFeature>& coverageFeatures() {
-  // Captureless lambdas: the table is data, one line per feature.
-  static const std::vector<CoverageFeature> all = {
-      {"one_block", "a single block (L = 1)", [](const CaseSpec& c) { return c.blocks.size() == 1; }},
-      {"segments_3", ">= 3 segments under round(sqrt(L)) (L >= 7)",
-       [](const CaseSpec& c) { return defaultSegments(c) >= 3; }},
-      {"segments_5", ">= 5 segments under round(sqrt(L)) (L >= 21)",
-       [](const CaseSpec& c) { return defaultSegments(c) >= 5; }},
-      {"mlp", "an mlp block", [](const CaseSpec& c) { return hasKind(c, BlockKind::kMlp); }},
-      {"residual_bn", "a residual-bn block", [](const CaseSpec& c) { return hasKind(c, BlockKind::kResidualBn); }},
-      {"transformer", "a transformer block", [](const CaseSpec& c) { return hasKind(c, BlockKind::kTransformer); }},
-      {"heads_2", "a transformer block with 2+ heads",
-       [](const CaseSpec& c) {
-         return std::any_of(c.blocks.begin(), c.blocks.end(),
-                            [](const BlockSpec& b) { return b.kind == BlockKind::kTransformer && b.heads > 1; });
-       }},
-      {"relu", "an mlp block with relu", [](const CaseSpec& c) { return hasActivation(c, Activation::kRelu); }},
-      {"gelu", "an mlp block with gelu", [](const CaseSpec& c) { return hasActivation(c, Activation::kGelu); }},
-      {"tanh", "an mlp block with tanh", [](const CaseSpec& c) { return hasActivation(c, Activation::kTanh); }},
-      {"width_odd", "odd width", [](const CaseSpec& c) { return c.width % 2 == 1; }},
-      {"width_not_pow2", "width not a power of two (1/C inexact)", [](const CaseSpec& c) { return !powerOfTwo(c.width); }},
-      {"rows_not_pow2", "batch * seq not a power of two (1/N inexact)",
-       [](const CaseSpec& c) { return !powerOfTwo(c.rows()); }},
-      {"batch_1", "batch 1", [](const CaseSpec& c) { return c.batch == 1; }},
-      {"batch_odd_3", "odd batch >= 3", [](const CaseSpec& c) { return c.batch >= 3 && c.batch % 2 == 1; }},
-      {"seq_4", "seq >= 4", [](const CaseSpec& c) { return c.seq >= 4; }},
-      {"dropout_off", "dropout off", [](const CaseSpec& c) { return c.dropout == 0; }},
-      {"dropout_small", "dropout 0 < p < 0.15", [](const CaseSpec& c) { return c.dropout > 0 && c.dropout < 0.15; }},
-      {"dropout_mid", "dropout 0.15 <= p < 0.5", [](const CaseSpec& c) { return c.dropout >= 0.15 && c.dropout < 0.5; }},
-      {"dropout_large", "dropout p >= 0.5", [](const CaseSpec& c) { return c.dropout >= 0.5; }},
-      {"steps_2", "2+ training steps", [](const CaseSpec& c) { return c.steps >= 2; }},
-      {"lr_other", "a learning rate other than 0.05", [](const CaseSpec& c) { return c.lr != 0.05; }},
-      {"rng_stateful", "stateful generator", [](const CaseSpec& c) { return c.rng == RngModel::kStateful; }},
-      {"rng_counter", "counter-based generator", [](const CaseSpec& c) { return c.rng == RngModel::kCounter; }},
-      {"float", "float", [](const CaseSpec& c) { return c.dtype == DType::kFloat; }},
-      {"double", "double", [](const CaseSpec& c) { return c.dtype == DType::kDouble; }},
-      {"cross_entropy", "cross-entropy loss", [](const CaseSpec& c) { return c.loss == LossKind::kCrossEntropy; }},
-      {"mse", "MSE loss", [](const CaseSpec& c) { return c.loss == LossKind::kMse; }},
-  };
+  static const std::vector<CoverageFeature> all = [] {
+    // Captureless lambdas: the lists are data, one line per feature.
+    const std::vector<CoverageFeature> chain = {
+        {"one_block", "a single block (L = 1)", [](const CaseSpec& c) { return c.blocks.size() == 1; }},
+        {"segments_3", ">= 3 segments under round(sqrt(L)) (L >= 7)",
+         [](const CaseSpec& c) { return defaultSegments(c) >= 3; }},
+        {"segments_5", ">= 5 segments under round(sqrt(L)) (L >= 21)",
+         [](const CaseSpec& c) { return defaultSegments(c) >= 5; }},
+    };
+    const std::vector<CoverageFeature> rest = {
+        {"width_odd", "odd width", [](const CaseSpec& c) { return c.width % 2 == 1; }},
+        {"width_not_pow2", "width not a power of two (1/C inexact)", [](const CaseSpec& c) { return !powerOfTwo(c.width); }},
+        {"rows_not_pow2", "batch * seq not a power of two (1/N inexact)",
+         [](const CaseSpec& c) { return !powerOfTwo(c.rows()); }},
+        {"batch_1", "batch 1", [](const CaseSpec& c) { return c.batch == 1; }},
+        {"batch_odd_3", "odd batch >= 3", [](const CaseSpec& c) { return c.batch >= 3 && c.batch % 2 == 1; }},
+        {"seq_4", "seq >= 4", [](const CaseSpec& c) { return c.seq >= 4; }},
+        {"dropout_off", "dropout off", [](const CaseSpec& c) { return c.dropout == 0; }},
+        {"dropout_small", "dropout 0 < p < 0.15", [](const CaseSpec& c) { return c.dropout > 0 && c.dropout < 0.15; }},
+        {"dropout_mid", "dropout 0.15 <= p < 0.5", [](const CaseSpec& c) { return c.dropout >= 0.15 && c.dropout < 0.5; }},
+        {"dropout_large", "dropout p >= 0.5", [](const CaseSpec& c) { return c.dropout >= 0.5; }},
+        {"steps_2", "2+ training steps", [](const CaseSpec& c) { return c.steps >= 2; }},
+        {"lr_other", "a learning rate other than 0.05", [](const CaseSpec& c) { return c.lr != 0.05; }},
+        {"rng_stateful", "stateful generator", [](const CaseSpec& c) { return c.rng == RngModel::kStateful; }},
+        {"rng_counter", "counter-based generator", [](const CaseSpec& c) { return c.rng == RngModel::kCounter; }},
+        {"float", "float", [](const CaseSpec& c) { return c.dtype == DType::kFloat; }},
+        {"double", "double", [](const CaseSpec& c) { return c.dtype == DType::kDouble; }},
+        {"cross_entropy", "cross-entropy loss", [](const CaseSpec& c) { return c.loss == LossKind::kCrossEntropy; }},
+        {"mse", "MSE loss", [](const CaseSpec& c) { return c.loss == LossKind::kMse; }},
+    };
+    std::vector<CoverageFeature> all = chain;
+    for (const BlockKindDef* d : blockKinds()) all.push_back(d->coverage.at(0));
+    for (const BlockKindDef* d : blockKinds()) all.insert(all.end(), d->coverage.begin() + 1, d->coverage.end());
+    all.insert(all.end(), rest.begin(), rest.end());
+    return all;
+  }();
   return all;
 }
 

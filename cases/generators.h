@@ -7,29 +7,14 @@
 #include <ostream>
 #include <rapidcheck.h>
 
+#include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "cases/case_spec.h"
+#include "cases/gen_limits.h"
+#include "cases/gen_tuple.h"
 #include "cases/policy_draw.h"
 
 namespace ckpt {
-
-// What a consumer of random cases can run (an adapter's capabilities restrict these).
-struct GenLimits {
-  int maxBlocks = 40;
-  int maxSteps = 3;
-  bool mlp = true;
-  bool residualBn = true;
-  bool transformer = true;
-  bool dropout = true;
-  bool floatType = true;
-  bool doubleType = true;
-  bool counterRng = true;
-  bool statefulRng = true;
-  // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
-  // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
-  // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.
-  bool shrinkChoices = false;
-};
 
 // One of `values`, uniformly; with `shrinks`, shrinking toward values[0] (RapidCheck's elementOf never shrinks).
 template <class T>
@@ -41,25 +26,29 @@ rc::Gen<T> genChoice(std::vector<T> values, bool shrinks) {
                       [values = std::move(values)](size_t i) { return values[i]; });
 }
 
+// A block: its kind among those the limits allow, then every registered kind's fields, each drawn whatever the
+// kind (a field the kind ignores is reset by canonical), so a block always takes the same number of draws. The
+// leading no-op element stands where rc::gen::build puts its default-constructed object: the draws, and so the
+// cases of a seed, stay those of the build<BlockSpec>(kind, activation, heads) this replaced.
 inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   std::vector<BlockKind> kinds;
-  if (lim.mlp) kinds.push_back(BlockKind::kMlp);
-  if (lim.residualBn) kinds.push_back(BlockKind::kResidualBn);
-  if (lim.transformer) kinds.push_back(BlockKind::kTransformer);
-  return rc::gen::build<BlockSpec>(
-      rc::gen::set(&BlockSpec::kind, genChoice(kinds, lim.shrinkChoices)),
-      rc::gen::set(&BlockSpec::activation,
-                   genChoice(std::vector<Activation>{Activation::kRelu, Activation::kGelu, Activation::kTanh},
-                             lim.shrinkChoices)),
-      rc::gen::set(&BlockSpec::heads, genChoice(std::vector<int>{1, 2}, lim.shrinkChoices)));
+  for (const BlockKindDef* d : blockKinds())
+    if (lim.*(d->allowed)) kinds.push_back(d->kind);
+  std::vector<rc::Gen<BlockSetter>> draws;
+  draws.push_back(rc::gen::just(BlockSetter([](BlockSpec&) {})));
+  draws.push_back(rc::gen::map(genChoice(kinds, lim.shrinkChoices),
+                               [](BlockKind k) { return BlockSetter([k](BlockSpec& s) { s.kind = k; }); }));
+  for (const BlockKindDef* d : blockKinds())
+    for (const BlockField& f : d->fields) draws.push_back(f.draw(lim.shrinkChoices));
+  return rc::gen::map(dynamicTuple(std::move(draws)), [](const std::vector<BlockSetter>& setters) {
+    BlockSpec s;
+    for (const BlockSetter& set : setters) set(s);
+    return s;
+  });
 }
 
 // Canonicalises fields a block kind ignores, so equal models compare and print equal.
-inline BlockSpec canonical(BlockSpec b) {
-  if (b.kind != BlockKind::kMlp) b.activation = Activation::kGelu;
-  if (b.kind != BlockKind::kTransformer) b.heads = 1;
-  return b;
-}
+inline BlockSpec canonical(const BlockSpec& b) { return blockKindDef(b.kind).canonical(b); }
 
 // A number in [0, 1000] drawn at a fixed size: every value is as likely at any RapidCheck size (inRange scales
 // with size), so the first cases of a run already spread over every range, and it shrinks toward 0. The fields
@@ -95,16 +84,14 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
   });
 }
 
-// Fixes what the drawn fields make invalid, the smallest change each: a head count that does not divide the
-// width falls back to one head; a residual-bn block with a single row (batch 1, seq 1) gets batch 2.
+// Fixes what the drawn fields make invalid, the smallest change each (BlockKindDef::makeValid): a head count
+// that does not divide the width falls back to one head; a residual-bn block with a single row gets batch 2.
 inline void makeValid(CaseSpec& c) {
-  bool bn = false;
   for (auto& b : c.blocks) {
-    b = canonical(b);
-    if (b.kind == BlockKind::kTransformer && c.width % b.heads != 0) b.heads = 1;
-    bn = bn || b.kind == BlockKind::kResidualBn;
+    const BlockKindDef& d = blockKindDef(b.kind);
+    b = d.canonical(b);
+    d.makeValid(b, c);
   }
-  if (bn && c.rows() < 2) c.batch = 2;
 }
 
 inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
@@ -145,35 +132,6 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
       });
 }
 
-// A permille with real mass at both ends of the range (15% exactly 0, 15% exactly 1000): the extremes of every
-// policy parameter (uniform:k=L, revolve:slots=L, an optimal budget of exactly the least feasible or store-all's
-// peak) come up in every few cases, not once in a thousand. Monotone, so it still shrinks toward 0.
-inline rc::Gen<int> genPermilleWithEnds() {
-  return rc::gen::map(rc::gen::resize(100, rc::gen::inRange(0, 1428)),
-                      [](int v) { return std::clamp(v - 214, 0, 1000); });
-}
-
-// One case in twenty also plans a long homogeneous chain (100 to 1000 blocks), where the optimal DP works on a
-// coarse grid (rounded levels, the least-peak fallback) that short chains never reach. Such a plan takes 0.1-0.5 s,
-// so it stays rare enough for verify's throughput.
-inline int longLayersFrom(int u) { return u < 950 ? 0 : 100 + (u - 950) * 18; }
-
-// Random parameters for every policy family (cases/policy_draw.h), as fractions of ranges that depend on the chain
-// (its length, its smallest feasible and store-all budgets); harness/verify/policy_draw.h turns a draw into policy
-// strings for a case. Shrinks toward the smallest parameters: k = 1, slots = 1, the least feasible budget,
-// selective's default list, uniform as the block policy composed with selective.
-inline rc::Gen<PolicyDraw> genPolicyDraw() {
-  // Fixed size: every fraction of the range is as likely at any RapidCheck size (inRange scales with size).
-  return rc::gen::resize(
-      100, rc::gen::build<PolicyDraw>(rc::gen::set(&PolicyDraw::uniformK, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::revolveSlots, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::optimalBudget, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::selectiveKinds, rc::gen::inRange<uint32_t>(0, 512)),
-                                      rc::gen::set(&PolicyDraw::composedWith, rc::gen::inRange(0, 4)),
-                                      rc::gen::set(&PolicyDraw::optimalRival, rc::gen::inRange(0, 64)),
-                                      rc::gen::set(&PolicyDraw::longLayers, rc::gen::map(genPermille(), longLayersFrom)),
-                                      rc::gen::set(&PolicyDraw::longBudget, genPermilleWithEnds())));
-}
 
 inline void showValue(const PolicyDraw& d, std::ostream& os) {
   os << "{uniformK: " << d.uniformK << "/1000, revolveSlots: " << d.revolveSlots

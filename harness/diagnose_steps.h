@@ -14,7 +14,7 @@ namespace ckpt {
 // The class of the first step at which `other` differs from `plain` bitwise (nullopt when none does). Evidence:
 // that step's differing loss, gradients, input gradient, buffers (each with its value before the step: the
 // previous plain step's, or `initialState` at step 0 — empty: unknown) and the generator (seed, offset).
-// Running statistics use `momentum` (reference/blocks.h's BatchNorm: 0.1); names ending in
+// Running statistics use `momentum` (reference/ops/batchnorm.h's default: 0.1); names ending in
 // num_batches_tracked are counters.
 template <class T>
 std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, const std::vector<StepResult<T>>& other,

@@ -6,12 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "common/rng_model.h"
 #include "reference/philox.h"
 
 namespace ckpt {
-
-enum class RngModel { kCounter, kStateful };
-inline const char* rngModelName(RngModel m) { return m == RngModel::kCounter ? "counter" : "stateful"; }
 
 // Where an op's draws come from: element i is philoxBits(seed, subsequence, offset + i).
 struct RngDraw {

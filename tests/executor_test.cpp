@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "cases/case_json.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cases/coverage.h"
+#include "harness/verify/policy_draw.h"
 #include "harness/verify/search.h"
 
 namespace ckpt {

@@ -3,7 +3,7 @@
 // search goes, not a published bug.
 //  - every-block-its-own-segment: a fast path taken only when every boundary below a recomputed block is a
 //    checkpoint (uniform:k=L, revolve with L slots) reads its input one ULP off. Needs a parameter at its extreme,
-//    which the policy draws now give real probability (cases/generators.h, genPermilleWithEnds).
+//    which the policy draws now give real probability (harness/verify/policy_draw.h, genPermilleWithEnds).
 //  - coarse-grid-rounding: the optimal DP rounds its predicted peak down to whole grid levels. Harmless on the
 //    exact grid that short chains get; only a long chain's coarse grid shows it (property 5's long chains).
 //  - recompute-divides-by-count: the recompute's LayerNorm divides by C where the first forward multiplies by

@@ -15,7 +15,7 @@
 #include <map>
 
 #include "cases/generators.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"

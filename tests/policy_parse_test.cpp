@@ -1,7 +1,7 @@
 // Policy strings: what parses, its canonical form, and the one-line message for each kind of mistake.
 #include <gtest/gtest.h>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 
 namespace ckpt {

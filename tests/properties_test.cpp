@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/verify/policy_draw.h"
 #include "harness/verify/search.h"

@@ -61,7 +61,7 @@ TEST(ResourceGuard, parameterCountMatchesTheBuiltBlocks) {
     Chain<double> chain = buildChain<double>(c);
     int64_t n = 0;
     for (auto* p : chain.params()) n += p->value.size();
-    EXPECT_EQ(blockParameterCount(c.blocks[0], c.width), n) << kind;
+    EXPECT_EQ(blockParameterCount(c.blocks[0], c), n) << kind;
   }
 }
 

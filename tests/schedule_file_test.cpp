@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cases/case_json.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "tests/cli_process.h"

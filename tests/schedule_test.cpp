@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 

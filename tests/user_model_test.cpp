@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/npy.h"
 #include "harness/adapters/user_model_run.h"

@@ -8,7 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "cases/input_error.h"
+#include "cases/block_kind.h"
+#include "common/input_error.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -138,9 +139,7 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   GenLimits l;
   l.maxBlocks = maxBlocks;
   l.maxSteps = maxSteps;
-  l.mlp = blocks.count("mlp");
-  l.residualBn = blocks.count("residual-bn");
-  l.transformer = blocks.count("transformer");
+  for (const BlockKindDef* d : blockKinds()) l.*(d->allowed) = blocks.count(d->name) > 0;
   l.dropout = dropout;
   l.floatType = dtypes.count("float");
   l.doubleType = dtypes.count("double");
@@ -151,9 +150,11 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
 
 std::string Capabilities::unsupported(const CaseSpec& c) const {
   for (const auto& b : c.blocks) {
-    if (!blocks.count(blockKindName(b.kind))) return std::string("block kind ") + blockKindName(b.kind);
-    if (b.kind == BlockKind::kMlp && !activations.count(activationName(b.activation)))
-      return std::string("activation ") + activationName(b.activation);
+    const BlockKindDef& d = blockKindDef(b.kind);
+    if (!blocks.count(d.name)) return std::string("block kind ") + d.name;
+    // What the block's fields need: an adapter lists the activations it supports.
+    for (const auto& [what, value] : d.needs(b))
+      if (what == "activation" && !activations.count(value)) return what + " " + value;
   }
   if (!losses.count(lossKindName(c.loss))) return std::string("loss ") + lossKindName(c.loss);
   if (!dtypes.count(dtypeName(c.dtype))) return std::string("dtype ") + dtypeName(c.dtype);

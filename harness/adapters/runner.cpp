@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/npy.h"

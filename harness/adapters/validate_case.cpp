@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
@@ -82,8 +83,8 @@ std::string blockSummary(const CaseSpec& c) {
   std::ostringstream s;
   s << c.blocks.size() << " block(s): ";
   for (size_t i = 0; i < c.blocks.size(); ++i) {
-    s << (i ? ", " : "") << blockKindName(c.blocks[i].kind);
-    if (c.blocks[i].kind == BlockKind::kMlp) s << "(" << activationName(c.blocks[i].activation) << ")";
+    const BlockKindDef& d = blockKindDef(c.blocks[i].kind);
+    s << (i ? ", " : "") << d.name << d.summary(c.blocks[i]);
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
     << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss);

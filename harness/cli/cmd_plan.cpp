@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/plan.h"
@@ -30,10 +31,19 @@ struct Options {
 // The one-block case a --layers chain repeats, validated as any case file is.
 CaseSpec homogeneousSpec(const Options& o) {
   nlohmann::json block = {{"kind", o.kind}};
-  if (o.kind == "transformer") block["heads"] = o.heads;
+  // --heads goes to the kinds that take heads (the transformer's field), as a case file would give it.
+  if (const BlockKindDef* d = findBlockKind(o.kind))
+    for (const BlockField& f : d->fields)
+      if (std::string(f.name) == "heads") block["heads"] = o.heads;
   nlohmann::json j = {{"name", "homogeneous-" + o.kind}, {"dtype", o.dtype}, {"batch", o.batch}, {"seq", o.seq},
                       {"width", o.width}, {"dropout", o.dropout}, {"blocks", nlohmann::json::array({block})}};
   return parseCase(j);
+}
+
+std::vector<std::string> kindNames() {
+  std::vector<std::string> names;
+  for (const BlockKindDef* d : blockKinds()) names.push_back(d->name);
+  return names;
 }
 
 nlohmann::json planJson(const Schedule& s, const Plan& p, int layers) {
@@ -62,7 +72,7 @@ void addPlan(CLI::App& app, int& exitCode) {
   cmd->add_option("--heads", o->heads, "Homogeneous chain: attention heads, transformer only (default 1)")->needs(layersOpt);
   cmd->add_option("--dropout", o->dropout, "Homogeneous chain: dropout probability (default 0.1)")->needs(layersOpt);
   cmd->add_option("--kind", o->kind, "Homogeneous chain: block kind (default mlp)")
-      ->check(CLI::IsMember({"mlp", "residual-bn", "transformer"}))
+      ->check(CLI::IsMember(kindNames()))
       ->needs(layersOpt);
   cmd->add_option("--dtype", o->dtype, "Homogeneous chain: float or double (default float)")
       ->check(CLI::IsMember({"float", "double"}))

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/cli/commands.h"
 #include "harness/exit_codes.h"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cases/case_json.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/cli/commands.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"

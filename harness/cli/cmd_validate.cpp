@@ -4,7 +4,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/adapters/user_model.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/adapters/validate.h"

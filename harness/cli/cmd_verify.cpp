@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cases/case_json.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/atomic_file.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/policy.h"

@@ -2,7 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/device_steps.h"
 #include "harness/exit_codes.h"

@@ -1,6 +1,6 @@
 #include "harness/engine/chain_cost.h"
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/dtype_dispatch.h"
 
 namespace ckpt {

@@ -6,7 +6,7 @@
 #include <map>
 #include <optional>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"

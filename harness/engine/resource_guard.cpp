@@ -9,9 +9,11 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "cases/input_error.h"
+#include "cases/block_kind.h"
+#include "common/input_error.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
+#include "reference/op_table.h"
 
 namespace ckpt {
 namespace {
@@ -58,22 +60,24 @@ int64_t cgroupLimit() {
   }
 }
 
-// Elements of the largest activation tensor a block of this kind allocates.
+// The block's op nodes as its kind states them (cases/kinds/); nothing is allocated.
+std::vector<OpNode> programOf(const BlockSpec& b, const CaseSpec& c) { return blockKindDef(b.kind).program(b, c); }
+
+// Elements of the largest activation tensor a block allocates: the block boundary or an op's largest output.
 Real largestTensor(const BlockSpec& b, const CaseSpec& c) {
-  const Real rows = static_cast<Real>(c.batch) * static_cast<Real>(c.seq), w = static_cast<Real>(c.width);
-  if (b.kind != BlockKind::kTransformer) return rows * w;
-  const Real scores = static_cast<Real>(c.batch) * b.heads * static_cast<Real>(c.seq) * static_cast<Real>(c.seq);
-  return std::max(rows * 4 * w, scores);
+  const Real rows = static_cast<Real>(c.batch) * static_cast<Real>(c.seq);
+  Real largest = rows * static_cast<Real>(c.width);
+  for (const OpNode& n : programOf(b, c))
+    largest = std::max(largest, opKindEntry<double>(n.op).largest(n, static_cast<Real>(c.batch), rows));
+  return largest;
 }
 
 // A generous estimate of a block's forward FLOPs (matmuls and attention dominate).
 Real blockForwardFlops(const BlockSpec& b, const CaseSpec& c) {
   const Real rows = static_cast<Real>(c.batch) * static_cast<Real>(c.seq);
-  Real f = 2 * rows * static_cast<Real>(blockParameterCount(b, c.width)) + 16 * rows * static_cast<Real>(c.width);
-  if (b.kind == BlockKind::kTransformer) {
-    const Real scores = static_cast<Real>(c.batch) * b.heads * static_cast<Real>(c.seq) * static_cast<Real>(c.seq);
-    f += scores * (4 * static_cast<Real>(c.width) / b.heads + 7);
-  }
+  Real f = 2 * rows * static_cast<Real>(blockParameterCount(b, c)) + 16 * rows * static_cast<Real>(c.width);
+  for (const OpNode& n : programOf(b, c))
+    f += opKindEntry<double>(n.op).extraFlops(n, static_cast<Real>(c.batch), static_cast<Real>(c.width));
   return f;
 }
 
@@ -124,16 +128,10 @@ MemoryLimit memoryLimit(const std::string& flagText) {
   return l;
 }
 
-int64_t blockParameterCount(const BlockSpec& b, int64_t width) {
-  const int64_t w = width;
-  switch (b.kind) {
-    case BlockKind::kMlp: return w * w + w;                                // fc
-    case BlockKind::kResidualBn: return (w * w + w) + 2 * w;               // fc, bn
-    case BlockKind::kTransformer: return 2 * w + (3 * w * w + 3 * w) +     // ln1, qkv
-                                         (w * w + w) + 2 * w +             // proj, ln2
-                                         (4 * w * w + 4 * w) + (4 * w * w + w);  // fc1, fc2
-  }
-  return 0;
+int64_t blockParameterCount(const BlockSpec& b, const CaseSpec& c) {
+  int64_t n = 0;
+  for (const OpNode& node : programOf(b, c)) n += opKindEntry<double>(node.op).params(node);
+  return n;
 }
 
 void guardCaseSizes(const CaseSpec& c, const MemoryLimit& limit) {
@@ -141,7 +139,7 @@ void guardCaseSizes(const CaseSpec& c, const MemoryLimit& limit) {
   const Real lim = static_cast<Real>(limit.bytes);
   Real params = 0, largest = 0, flops = 0;
   for (const BlockSpec& b : c.blocks) {
-    params += static_cast<Real>(blockParameterCount(b, c.width));
+    params += static_cast<Real>(blockParameterCount(b, c));
     largest = std::max(largest, largestTensor(b, c));
     flops += blockForwardFlops(b, c);
   }
@@ -175,7 +173,7 @@ void guardPlanning(const CaseSpec& c) {
   for (const BlockSpec& b : c.blocks) {
     if (std::find(distinct.begin(), distinct.end(), b) != distinct.end()) continue;
     distinct.push_back(b);
-    params += static_cast<Real>(blockParameterCount(b, c.width));
+    params += static_cast<Real>(blockParameterCount(b, c));
   }
   const Real bytes = 2 * params * scalar;
   const Real limit = static_cast<Real>(machineMemoryBytes() / 2);

@@ -38,8 +38,9 @@ MemoryLimit memoryLimit(const std::string& flagText);
 // Bytes of memory this process may use: min(physical memory, cgroup memory.max).
 int64_t machineMemoryBytes();
 
-// Parameter elements of one block of the case (weights and biases; BatchNorm's running statistics are buffers).
-int64_t blockParameterCount(const BlockSpec& b, int64_t width);
+// Parameter elements of block `b` of case `c` (weights and biases; BatchNorm's running statistics are buffers):
+// the sum over its ops (reference/op_table.h), without building them.
+int64_t blockParameterCount(const BlockSpec& b, const CaseSpec& c);
 
 // What planning alone allocates: caseChainCost builds one block of each distinct kind (parameters and their
 // gradients) to read its op metadata. Refuses (InputError) when that exceeds half of this machine's memory, so

@@ -2,7 +2,7 @@
 // the first instruction that could not run, so the planner and the executor may assume a well-formed schedule.
 #include <vector>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 
 namespace ckpt {

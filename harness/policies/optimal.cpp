@@ -41,7 +41,7 @@
 #include <numeric>
 #include <utility>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 #include "harness/engine/plan.h"

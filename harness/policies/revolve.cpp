@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 #include "harness/policies/turns.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"

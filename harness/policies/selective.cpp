@@ -7,6 +7,7 @@
 
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
+#include "reference/op_table.h"
 
 namespace ckpt {
 namespace {
@@ -25,9 +26,8 @@ KeepMask maskFor(const BlockProgram& p, const std::vector<std::string>& kinds) {
 }  // namespace
 
 const std::vector<std::string>& selectableOpKinds() {
-  // The kind() of every op in reference/ops/ that can appear in a block.
-  static const std::vector<std::string> kinds = {"linear", "gelu", "relu", "tanh", "dropout",
-                                                 "batchnorm", "layernorm", "attention", "add"};
+  // The kind() of every op a block can hold: the op table's.
+  static const std::vector<std::string> kinds = opKindNames();
   return kinds;
 }
 

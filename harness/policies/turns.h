@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/schedule.h"
 
 namespace ckpt {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 

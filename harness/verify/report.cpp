@@ -3,8 +3,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cases/block_kind.h"
 #include "cases/case_json.h"
-#include "cases/input_error.h"
+#include "common/input_error.h"
 #include "harness/atomic_file.h"
 #include "harness/text_format.h"
 
@@ -34,9 +35,8 @@ std::string describeCase(const CaseSpec& c) {
   std::string kinds;
   for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) {
     const BlockSpec& b = c.blocks[i];
-    kinds += (i ? ", " : "") + std::string(blockKindName(b.kind));
-    if (b.kind == BlockKind::kMlp) kinds += std::string("/") + activationName(b.activation);
-    if (b.kind == BlockKind::kTransformer) kinds += "/" + std::to_string(b.heads) + "h";
+    const BlockKindDef& d = blockKindDef(b.kind);
+    kinds += (i ? ", " : "") + std::string(d.name) + d.describe(b);
   }
   if (c.blocks.size() > 6) kinds += ", ...";
   std::ostringstream d;

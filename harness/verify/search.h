@@ -2,9 +2,9 @@
 // (properties.h) over random cases and the catalogue, and when one fails, shrinks the case toward the smallest
 // model that still violates the same property.
 //
-// Random cases come from RapidCheck's generators (genCase and genPolicyDraw, cases/generators.h) driven
-// directly: case i of seed S is generated from rc::Random({S, i}) at size i mod 100, RapidCheck's ramp from the
-// smallest models up, so a case depends on (S, i) only and the outcome is the same for any thread count. The
+// Random cases come from RapidCheck's generators (genCase, cases/generators.h; genPolicyDraw, policy_draw.h)
+// driven directly: case i of seed S is generated from rc::Random({S, i}) at size i mod 100, RapidCheck's ramp
+// from the smallest models up, so a case depends on (S, i) only and the outcome is the same for any thread count. The
 // search stops at the first failing index; shrinking walks RapidCheck's shrink tree, taking the first
 // child that still violates the property, and records the path. "S:i:path" is the reproduce token:
 // `ckptcheck verify --reproduce S:i:path` regenerates exactly the shrunk case without searching again.

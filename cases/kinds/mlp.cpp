@@ -1,0 +1,62 @@
+// mlp: x -> Linear(W, W) -> activation -> Dropout. Field: "activation" (relu, gelu or tanh; default gelu).
+#include "cases/block_kind.h"
+#include "cases/generators.h"
+#include "cases/json_fields.h"
+
+namespace ckpt {
+namespace {
+
+bool hasActivation(const CaseSpec& c, Activation a) {
+  for (const BlockSpec& b : c.blocks)
+    if (b.kind == BlockKind::kMlp && b.activation == a) return true;
+  return false;
+}
+
+const BlockField kActivation{
+    "activation", "an activation",
+    [](const nlohmann::json& b, const std::string& path, const CaseSpec&, BlockSpec& s) {
+      s.activation = json_fields::getEnum<Activation>(
+          b, "activation", path, Activation::kGelu,
+          {{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}});
+    },
+    [](bool shrinks) {
+      return rc::gen::map(
+          genChoice(std::vector<Activation>{Activation::kRelu, Activation::kGelu, Activation::kTanh}, shrinks),
+          [](Activation a) { return BlockSetter([a](BlockSpec& s) { s.activation = a; }); });
+    }};
+
+}  // namespace
+
+const BlockKindDef& mlpKind() {
+  static const BlockKindDef def{
+      .kind = BlockKind::kMlp,
+      .name = "mlp",
+      .fields = {kActivation},
+      .validate = nullptr,
+      .print = [](const BlockSpec& s, nlohmann::json& b) { b["activation"] = activationName(s.activation); },
+      .canonical = [](const BlockSpec& s) { return BlockSpec{BlockKind::kMlp, s.activation, 1}; },
+      .makeValid = [](BlockSpec&, CaseSpec&) {},
+      .describe = [](const BlockSpec& s) { return "/" + std::string(activationName(s.activation)); },
+      .summary = [](const BlockSpec& s) { return "(" + std::string(activationName(s.activation)) + ")"; },
+      .needs = [](const BlockSpec& s) {
+        return std::vector<std::pair<std::string, std::string>>{{"activation", activationName(s.activation)}};
+      },
+      .program = [](const BlockSpec& s, const CaseSpec& c) {
+        const int64_t w = c.width;
+        return std::vector<OpNode>{{"fc", "linear", {w, w}, 0, {-1}},
+                                   {activationName(s.activation), activationName(s.activation), {}, 0, {0}},
+                                   {"dropout", "dropout", {}, c.dropout, {1}}};
+      },
+      .coverage = {{"mlp", "an mlp block", [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kMlp); }},
+                   {"relu", "an mlp block with relu",
+                    [](const CaseSpec& c) { return hasActivation(c, Activation::kRelu); }},
+                   {"gelu", "an mlp block with gelu",
+                    [](const CaseSpec& c) { return hasActivation(c, Activation::kGelu); }},
+                   {"tanh", "an mlp block with tanh",
+                    [](const CaseSpec& c) { return hasActivation(c, Activation::kTanh); }}},
+      .allowed = &GenLimits::mlp,
+  };
+  return def;
+}
+
+}  // namespace ckpt

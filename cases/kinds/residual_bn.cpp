@@ -1,0 +1,40 @@
+// residual-bn: x + ReLU(BatchNorm(Linear(W, W) x)). No fields; batch statistics need batch * seq >= 2.
+#include "cases/block_kind.h"
+#include "cases/json_fields.h"
+
+namespace ckpt {
+
+const BlockKindDef& residualBnKind() {
+  static const BlockKindDef def{
+      .kind = BlockKind::kResidualBn,
+      .name = "residual-bn",
+      .fields = {},
+      .validate = [](const BlockSpec&, const CaseSpec& c, const std::string& where) {
+        if (c.rows() < 2)
+          json_fields::fail(where + ".kind", "residual-bn needs batch * seq >= 2 for batch statistics (got " +
+                                                 std::to_string(c.rows()) + ")");
+      },
+      .print = [](const BlockSpec&, nlohmann::json&) {},
+      .canonical = [](const BlockSpec&) { return BlockSpec{BlockKind::kResidualBn, Activation::kGelu, 1}; },
+      // A single row (batch 1, seq 1) gets batch 2.
+      .makeValid = [](BlockSpec&, CaseSpec& c) {
+        if (c.rows() < 2) c.batch = 2;
+      },
+      .describe = [](const BlockSpec&) { return std::string(); },
+      .summary = [](const BlockSpec&) { return std::string(); },
+      .needs = [](const BlockSpec&) { return std::vector<std::pair<std::string, std::string>>{}; },
+      .program = [](const BlockSpec&, const CaseSpec& c) {
+        const int64_t w = c.width;
+        return std::vector<OpNode>{{"fc", "linear", {w, w}, 0, {-1}},
+                                   {"bn", "batchnorm", {w}, 0, {0}},
+                                   {"relu", "relu", {}, 0, {1}},
+                                   {"add", "add", {}, 0, {-1, 2}}};
+      },
+      .coverage = {{"residual_bn", "a residual-bn block",
+                    [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kResidualBn); }}},
+      .allowed = &GenLimits::residualBn,
+  };
+  return def;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,69 @@
+// transformer: a pre-LN GPT-2 block, h = x + Dropout(Proj(Attn(QKV(LN1 x)))); y = h + Dropout(FC2(GELU(FC1(LN2 h)))),
+// FC1 4W wide, causal attention with dropout on its probabilities. Field: "heads" (divides width; default 1).
+#include "cases/block_kind.h"
+#include "cases/generators.h"
+#include "cases/json_fields.h"
+
+namespace ckpt {
+namespace {
+
+const BlockField kHeads{
+    "heads", "heads",
+    [](const nlohmann::json& b, const std::string& path, const CaseSpec& c, BlockSpec& s) {
+      s.heads = static_cast<int>(json_fields::getInt(b, "heads", path, 1, json_fields::kMaxDim, 1));
+      if (c.width % s.heads != 0)
+        json_fields::fail(path,
+                          "must divide width " + std::to_string(c.width) + " (got " + std::to_string(s.heads) + ")");
+    },
+    [](bool shrinks) {
+      return rc::gen::map(genChoice(std::vector<int>{1, 2}, shrinks),
+                          [](int h) { return BlockSetter([h](BlockSpec& s) { s.heads = h; }); });
+    }};
+
+}  // namespace
+
+const BlockKindDef& transformerKind() {
+  static const BlockKindDef def{
+      .kind = BlockKind::kTransformer,
+      .name = "transformer",
+      .fields = {kHeads},
+      .validate = nullptr,
+      .print = [](const BlockSpec& s, nlohmann::json& b) { b["heads"] = s.heads; },
+      .canonical = [](const BlockSpec& s) { return BlockSpec{BlockKind::kTransformer, Activation::kGelu, s.heads}; },
+      // A head count that does not divide the width falls back to one head.
+      .makeValid = [](BlockSpec& s, CaseSpec& c) {
+        if (c.width % s.heads != 0) s.heads = 1;
+      },
+      .describe = [](const BlockSpec& s) { return "/" + std::to_string(s.heads) + "h"; },
+      .summary = [](const BlockSpec&) { return std::string(); },
+      .needs = [](const BlockSpec&) { return std::vector<std::pair<std::string, std::string>>{}; },
+      .program = [](const BlockSpec& s, const CaseSpec& c) {
+        const int64_t w = c.width;
+        const double p = c.dropout;
+        return std::vector<OpNode>{{"ln1", "layernorm", {w}, 0, {-1}},
+                                   {"qkv", "linear", {w, 3 * w}, 0, {0}},
+                                   {"attn", "attention", {s.heads, c.seq}, p, {1}},
+                                   {"proj", "linear", {w, w}, 0, {2}},
+                                   {"drop1", "dropout", {}, p, {3}},
+                                   {"res1", "add", {}, 0, {-1, 4}},  // h, value 5
+                                   {"ln2", "layernorm", {w}, 0, {5}},
+                                   {"fc1", "linear", {w, 4 * w}, 0, {6}},
+                                   {"gelu", "gelu", {}, 0, {7}},
+                                   {"fc2", "linear", {4 * w, w}, 0, {8}},
+                                   {"drop2", "dropout", {}, p, {9}},
+                                   {"res2", "add", {}, 0, {5, 10}}};
+      },
+      .coverage = {{"transformer", "a transformer block",
+                    [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kTransformer); }},
+                   {"heads_2", "a transformer block with 2+ heads",
+                    [](const CaseSpec& c) {
+                      for (const BlockSpec& b : c.blocks)
+                        if (b.kind == BlockKind::kTransformer && b.heads > 1) return true;
+                      return false;
+                    }}},
+      .allowed = &GenLimits::transformer,
+  };
+  return def;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,18 @@
+// One node of a block program, as a block kind states it (cases/block_kind.h). `op` is an Op::kind() that
+// reference/op_table.h knows; the dims are the op's constructor arguments.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+struct OpNode {
+  std::string name;           // inside the block; parameters are named "b<index>.<name>.weight" and so on
+  std::string op;             // "linear", "gelu", ...
+  std::vector<int64_t> dims;  // linear: {in, out}; layernorm, batchnorm: {width}; attention: {heads, seq}
+  double p = 0;               // dropout and attention: the dropout probability
+  std::vector<int> inputs;    // value ids: -1 = the block input, j >= 0 the output of node j
+};
+
+}  // namespace ckpt

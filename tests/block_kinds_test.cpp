@@ -1,0 +1,91 @@
+// The block-kind table (cases/kinds/) and the op table (reference/op_table.h): what a kind states about itself
+// (its name, its fields, its program, its coverage line) agrees with what the parser, the model builder and the
+// ops do, for every registered kind and op, so a new one is checked without a new test.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cases/block_kind.h"
+#include "cases/case_json.h"
+#include "cases/generators.h"
+#include "reference/blocks.h"
+#include "reference/op_table.h"
+
+namespace ckpt {
+namespace {
+
+// Random cases of the verify generators, drawn outside a property from fixed seeds.
+std::vector<CaseSpec> someCases(int n) {
+  GenLimits lim;
+  lim.maxBlocks = 6;
+  std::vector<CaseSpec> cs;
+  const auto gen = genCase(lim);
+  for (int seed = 0; seed < n; ++seed) cs.push_back(gen(rc::Random(static_cast<uint64_t>(seed)), 50).value());
+  return cs;
+}
+
+TEST(BlockKinds, tableIsInBlockKindOrderAndNamesEachKindOnce) {
+  const auto& t = blockKinds();
+  ASSERT_FALSE(t.empty());
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(t[i]->kind), i) << t[i]->name;
+    EXPECT_EQ(findBlockKind(t[i]->name), t[i]);
+    EXPECT_STREQ(blockKindName(t[i]->kind), t[i]->name);
+    ASSERT_FALSE(t[i]->coverage.empty()) << t[i]->name << " has no 'a block of this kind' coverage line";
+  }
+  EXPECT_EQ(findBlockKind("no-such-kind"), nullptr);
+}
+
+TEST(BlockKinds, opTableNamesEachOpByItsKindAndCountsItsParameters) {
+  // dims {2, 4}: linear 2 -> 4, norms over 2 columns, attention with 2 heads over sequences of 4.
+  const OpNode node{"x", "", {2, 4}, 0.25, {-1}};
+  for (const auto& e : opKinds<double>()) {
+    const auto op = e.make(node, "x");
+    EXPECT_EQ(op->kind(), e.kind);
+    int64_t n = 0;
+    for (auto* p : op->params()) n += p->value.size();
+    EXPECT_EQ(e.params(node), n) << e.kind;
+  }
+}
+
+TEST(BlockKinds, blocksAreBuiltFromTheirKindsPrograms) {
+  for (const CaseSpec& c : someCases(60))
+    for (size_t i = 0; i < c.blocks.size(); ++i) {
+      const BlockKindDef& d = blockKindDef(c.blocks[i].kind);
+      const auto program = d.program(c.blocks[i], c);
+      const Block<double> b = makeBlock<double>(c.blocks[i], c, static_cast<int>(i));
+      EXPECT_EQ(b.kind, d.name);
+      ASSERT_EQ(b.size(), static_cast<int>(program.size())) << d.name;
+      for (size_t k = 0; k < program.size(); ++k) {
+        EXPECT_EQ(b.nodes[k].op->kind(), program[k].op) << d.name;
+        EXPECT_EQ(b.nodes[k].name, "b" + std::to_string(i) + "." + program[k].name);
+        EXPECT_EQ(b.nodes[k].inputs, program[k].inputs);
+        for (int j : program[k].inputs) EXPECT_TRUE(j >= -1 && j < static_cast<int>(k)) << d.name << " node " << k;
+      }
+    }
+}
+
+// A field on a block of a kind that does not own it is refused, naming the field and its owner.
+TEST(BlockKinds, aFieldOfOneKindIsRefusedOnAnother) {
+  for (const BlockKindDef* owner : blockKinds())
+    for (const BlockField& f : owner->fields)
+      for (const BlockKindDef* other : blockKinds()) {
+        if (other == owner) continue;
+        nlohmann::json j = {{"batch", 2}, {"width", 8}, {"blocks", {{{"kind", other->name}, {f.name, 1}}}}};
+        try {
+          parseCase(j);
+          ADD_FAILURE() << f.name << " accepted on " << other->name;
+        } catch (const InputError& e) {
+          EXPECT_EQ(std::string(e.what()), "case field 'blocks[0]." + std::string(f.name) + "': only " + owner->name +
+                                               " blocks take " + f.phrase);
+        }
+      }
+}
+
+TEST(BlockKinds, eachKindsCoverageLineSaysWhetherTheCaseHasSuchABlock) {
+  for (const CaseSpec& c : someCases(60))
+    for (const BlockKindDef* d : blockKinds()) EXPECT_EQ(d->coverage[0].has(c), hasBlockKind(c, d->kind)) << d->name;
+}
+
+}  // namespace
+}  // namespace ckpt
