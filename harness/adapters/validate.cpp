@@ -354,6 +354,7 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     f["summary"] = oc.first ? oc.first->tensor + " differs" : oc.check;
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
+    addDiagnosis(f, oc);
     f["run_dir"] = dir.string();
     if (oc.verdict == Verdict::kFinding)
       report["findings"].push_back(f);

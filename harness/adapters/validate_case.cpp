@@ -12,6 +12,7 @@
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
 #include "harness/adapters/tolerance.h"
+#include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
@@ -118,6 +119,33 @@ std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMet
   return std::nullopt;
 }
 
+// The protocol shows no dropout masks, and a recompute that draws from a fresh generator leaves the framework's
+// own generator where the plain run left it, so a redrawn mask can look like any other difference. The case once
+// more with dropout off, plain and checkpointed (two adapter runs, only for a difference no class explained):
+// when those agree bit for bit, the difference came from the random draws.
+template <class T>
+std::optional<std::string> agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
+                                                const CaseLayout& layout) {
+  CaseSpec off = spec;
+  off.dropout = 0;
+  Chain<T> chain = buildChain<T>(off);
+  const fs::path d = dir / "dropout-off";
+  const std::string caseDir = (d / "case").string();
+  writeCaseDir(caseDir, chain);
+  const int steps = off.steps, L = static_cast<int>(off.blocks.size());
+  try {
+    s.client.run(caseDir, (d / "plain").string(), "plain", steps, L);
+    s.client.run(caseDir, (d / "checkpoint").string(), "checkpoint", steps, L);
+    const auto plain = readRunResults<T>((d / "plain").string(), layout, steps);
+    const auto ck = readRunResults<T>((d / "checkpoint").string(), layout, steps);
+    if (!compareSteps(plain, ck).bitwiseEqual) return std::nullopt;
+  } catch (const AdapterError&) {
+    return std::nullopt;  // the finding stands unexplained; a fault of these runs is not this case's verdict
+  }
+  return "with dropout off the checkpointed run equals the plain run bit for bit: the recompute drew other random "
+         "numbers";
+}
+
 template <class T>
 CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir) {
   CaseOutcome o;
@@ -185,8 +213,16 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     o.check = kBitwise;
     o.first = c.differences.front();
     o.differences = toJson(c)["differences"];
+    std::vector<NamedMat<T>> initial;  // the buffers before step 0: what a second update is judged from
+    for (const auto* b : chain.buffers()) initial.push_back({b->name, b->value});
+    o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp);
+    if (o.diagnosis && o.diagnosis->cls == FindingClass::kSemantic && spec.dropout > 0)
+      if (auto why = agreesWithDropoutOff<T>(s, spec, dir, layout))
+        o.diagnosis = Diagnosis{FindingClass::kRngDesync, *why};
     o.message = "checkpointed run differs from the plain run: " + toText(c.differences.front()) + " (" +
                 std::to_string(c.differences.size()) + " tensor(s) differ)";
+    if (o.diagnosis)
+      o.message += "; class " + std::string(findingClassName(o.diagnosis->cls)) + ": " + o.diagnosis->why;
     return o;
   }
 
@@ -214,6 +250,10 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
 }
 
 }  // namespace
+
+void addDiagnosis(json& finding, const CaseOutcome& o) {
+  if (o.diagnosis) finding["diagnosis"] = toJson(*o.diagnosis);
+}
 
 CaseOutcome evaluate(Session& s, const CaseSpec& spec, const fs::path& dir) {
   ++s.evaluations;
