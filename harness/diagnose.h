@@ -12,7 +12,8 @@
 //                        N ULP of the step's largest differing gradient it counts as rounding, never as missing.
 //   semantic             anything else
 // Checked in that order: the first that explains the evidence wins. Used by `validate` for user models
-// (harness/adapters/user_model.h); any caller with two runs' tensors can use it.
+// (harness/adapters/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
+// (harness/adapters/validate_case.cpp); any caller with two runs' tensors can use it.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

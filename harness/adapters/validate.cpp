@@ -329,7 +329,7 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
     add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
     add(kForwardCalls, caps.reportsForwardCalls, "forward calls per block as the mode implies " + n);
-    add(kSavedBytes, caps.reportsMemory, "checkpoint saves no more activation bytes than plain " + n);
+    add(kSavedBytes, caps.reportsMemory, "checkpoint saves activation bytes within the plan (saved_bytes_plan.h) " + n);
     add(kAdapter, true, "every run followed the protocol");
     return checks;
   };

@@ -11,6 +11,7 @@
 #include "cases/case_json.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
+#include "harness/adapters/saved_bytes_plan.h"
 #include "harness/adapters/tolerance.h"
 #include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
@@ -117,6 +118,22 @@ std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMet
                " in the checkpointed run (expected " + expect + ")";
     }
   return std::nullopt;
+}
+
+// Check 3's memory property against the plan (saved_bytes_plan.h), on the first step's bytes: the adapter's
+// declared recomputed blocks planned per-block checkpointed vs store-all.
+std::optional<std::string> savedBytesAgainstPlan(Session& s, const CaseSpec& spec, const RunMeta& pm,
+                                                 const RunMeta& cm) {
+  if (!cm.recomputedBlocks || cm.recomputedBlocks->empty() || pm.savedBytes->empty() || cm.savedBytes->empty())
+    return std::nullopt;
+  const SavedBytesPlan plan = planSavedBytes(spec, *cm.recomputedBlocks);
+  const bool partial = cm.raw.value("saves_in_checkpoints", false);
+  const int64_t plain = pm.savedBytes->front(), ck = cm.savedBytes->front();
+  if (s.opt.verbose)
+    s.err << "validate:   saved bytes plain " << plain << ", checkpointed " << ck << " ("
+          << fmt(plain > 0 ? 1.0 * ck / plain : 0) << "); planned " << plan.storeAll << " / " << plan.checkpointed << " (" << fmt(plan.ratio()) << ")"
+          << (partial ? ", partial" : "") << "\n";
+  return savedBytesViolation(plain, ck, plan, partial);
 }
 
 // The protocol shows no dropout masks, and a recompute that draws from a fresh generator leaves the framework's
@@ -236,6 +253,12 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     }
   }
   if (pm.savedBytes && cm.savedBytes) {
+    if (auto why = savedBytesAgainstPlan(s, spec, pm, cm)) {
+      o.verdict = Verdict::kFinding;
+      o.check = kSavedBytes;
+      o.message = *why;
+      return o;
+    }
     for (int st = 0; st < steps; ++st)
       if ((*cm.savedBytes)[st] > (*pm.savedBytes)[st]) {
         o.verdict = Verdict::kFinding;
