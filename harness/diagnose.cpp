@@ -18,15 +18,47 @@ const char* findingClassName(FindingClass c) {
   return "semantic";
 }
 
+nlohmann::json toJson(const Diagnosis& d) { return {{"class", findingClassName(d.cls)}, {"why", d.why}}; }
+
 namespace {
 
 bool allZero(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return x == 0.0; });
 }
 
-std::optional<std::string> missingGradient(const std::vector<TensorEvidence>& ts) {
+double maxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// A gradient that is zero in exact arithmetic (a Linear bias before BatchNorm) comes out as rounding noise in one
+// run and exactly zero, or other noise, in the other. Noise: within roundingUlp ULPs of the largest magnitude of
+// the step's differing gradients, when some other gradient is larger (the tensor's own scale says nothing then).
+struct GradientNoise {
+  double scale = 0, noise = 0;
+  bool is(const TensorEvidence& t) const {
+    return t.kind == TensorKind::kGradient && t.plainPresent && t.otherPresent && maxAbs(t.plain) <= noise &&
+           maxAbs(t.other) <= noise && maxAbs(t.plain) < scale;
+  }
+};
+GradientNoise gradientNoise(const std::vector<TensorEvidence>& ts, uint64_t roundingUlp) {
+  GradientNoise g;
+  int digits = 53;
+  for (const auto& t : ts)
+    if (t.kind == TensorKind::kGradient && t.plainPresent && t.floating) {
+      g.scale = std::max(g.scale, maxAbs(t.plain));
+      digits = std::min(digits, t.digits);
+    }
+  int e = 0;
+  std::frexp(g.scale, &e);
+  g.noise = static_cast<double>(roundingUlp) * std::ldexp(1.0, e - digits);
+  return g;
+}
+
+std::optional<std::string> missingGradient(const std::vector<TensorEvidence>& ts, const GradientNoise& noise) {
   for (const auto& t : ts) {
-    if (t.kind != TensorKind::kGradient || !t.plainPresent || allZero(t.plain)) continue;
+    if (t.kind != TensorKind::kGradient || !t.plainPresent || allZero(t.plain) || noise.is(t)) continue;
     if (!t.otherPresent) return "gradient of " + t.name + " is absent in the checkpointed run";
     if (allZero(t.other)) return "gradient of " + t.name + " is all zero in the checkpointed run";
   }
@@ -97,7 +129,8 @@ bool isSecondUpdate(const TensorEvidence& t) {
 }
 
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp) {
-  if (auto why = missingGradient(differing)) return {FindingClass::kMissingGradient, *why};
+  const GradientNoise noise = gradientNoise(differing, roundingUlp);
+  if (auto why = missingGradient(differing, noise)) return {FindingClass::kMissingGradient, *why};
   if (auto why = rngDesync(differing)) return {FindingClass::kRngDesync, *why};
   std::vector<const TensorEvidence*> compared;  // masks are evidence, never a difference of their own
   for (const auto& t : differing)
@@ -114,7 +147,8 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
   bool allFloat = true;
   for (const auto* t : compared) {
     allFloat = allFloat && t->floating && t->plainPresent && t->otherPresent;
-    worst = std::max(worst, scaledUlp(*t));
+    const double u = scaledUlp(*t);
+    worst = std::max(worst, noise.is(*t) ? std::min(u, static_cast<double>(roundingUlp)) : u);
   }
   std::ostringstream w;
   w.precision(3);

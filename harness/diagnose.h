@@ -2,21 +2,30 @@
 // runs differ, not only where:
 //   missing-gradient     a gradient is absent, or all zero, in the checkpointed run where the plain run has one
 //   rng-desync           a dropout-like output's zero pattern differs, or the generator ends in another state
+//                        (validate also re-runs an unexplained difference with dropout off: equal then, rng-desync)
 //   state-updated-twice  every differing running statistic equals what one more momentum update would give
 //                        (a counter: one more increment), the recompute having updated it again
 //   rounding-level       every difference is within N ULP of its tensor's scale (the ULP of the tensor's largest
 //                        magnitude): summation order, a recompiled graph. Per-element ULP would not do: a gradient
 //                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
+//                        A gradient zero in exact arithmetic (a bias before BatchNorm) is noise in both runs: within
+//                        N ULP of the step's largest differing gradient it counts as rounding, never as missing.
 //   semantic             anything else
 // Checked in that order: the first that explains the evidence wins. Used by `validate` for user models
-// (harness/adapters/user_model.h); any caller with two runs' tensors can use it.
+// (harness/adapters/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
+// (harness/adapters/validate_case.cpp); any caller with two runs' tensors can use it.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ckpt {
+
+// Differences within this many ULP everywhere are classed rounding-level (`validate --ulp N` raises it for user
+// models and accepts them).
+inline constexpr uint64_t kRoundingLevelUlp = 64;
 
 enum class FindingClass { kMissingGradient, kRngDesync, kStateUpdatedTwice, kRoundingLevel, kSemantic };
 const char* findingClassName(FindingClass c);  // "missing-gradient", "rng-desync", ...
@@ -42,6 +51,9 @@ struct Diagnosis {
   std::string why;  // one line: the evidence for the class
   double worstScaledUlp = 0;  // the largest difference in ULPs of its tensor's scale (infinite: not comparable)
 };
+
+// {"class": "state-updated-twice", "why": "..."}, as every report's JSON carries it.
+nlohmann::json toJson(const Diagnosis& d);
 
 // `differing`: every tensor of the step whose two versions differ (masks included: they are evidence only).
 // `roundingUlp`: the N of rounding-level.

@@ -58,6 +58,12 @@ std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain
   const std::vector<NamedMat<T>>& before = s > 0 ? plain[s - 1].state : initialState;
   for (size_t k = 0; k < a.state.size() && k < b.state.size(); ++k) {
     if (sameBits(a.state[k].value, b.state[k].value)) continue;
+    if (a.state[k].name == kAdapterRngStateName) {  // an adapter's generator state, one element per byte
+      TensorEvidence e = evidence(a.state[k].name, TensorKind::kRng, a.state[k].value, b.state[k].value);
+      e.floating = false;
+      ev.push_back(e);
+      continue;
+    }
     TensorEvidence e = evidence(a.state[k].name, TensorKind::kState, a.state[k].value, b.state[k].value);
     if (k < before.size() && before[k].name == a.state[k].name) e.before = flat(before[k].value);
     if (endsWith(e.name, "num_batches_tracked"))

@@ -11,10 +11,15 @@
 
 namespace ckpt {
 
+// The state entry under which `validate` puts an adapter's generator state (harness/adapters/case_dir.h's
+// kRngStateName): evidence of kind kRng, not a running statistic.
+inline constexpr const char* kAdapterRngStateName = "rng_state";
+
 // The class of the first step at which `other` differs from `plain` bitwise (nullopt when none does). Evidence:
 // that step's differing loss, gradients, input gradient, buffers (each with its value before the step: the
-// previous plain step's, or `initialState` at step 0 — empty: unknown) and the generator (seed, offset).
-// Running statistics use `momentum` (reference/ops/batchnorm.h's default: 0.1); names ending in
+// previous plain step's, or `initialState` at step 0 — empty: unknown) and the generator (seed, offset, or an
+// adapter's state bytes).
+// Running statistics use `momentum` (reference/blocks.h's BatchNorm: 0.1); names ending in
 // num_batches_tracked are counters.
 template <class T>
 std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, const std::vector<StepResult<T>>& other,

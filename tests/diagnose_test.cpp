@@ -51,6 +51,20 @@ TEST(Diagnose, zeroGradientWherePlainHasOneIsMissingGradient) {
             FindingClass::kMissingGradient);
 }
 
+// A bias before BatchNorm has gradient zero in exact arithmetic: rounding noise in the plain run, exactly zero
+// in the checkpointed one, next to a gradient off by a few ULP. Rounding, not a missing gradient.
+TEST(Diagnose, exactlyZeroGradientBesideNoiseIsRoundingLevel) {
+  TensorEvidence bias = tensor(TensorKind::kGradient, {1e-17, -2e-17}, {0.0, 0.0});
+  bias.digits = 53;
+  TensorEvidence w = tensor(TensorKind::kGradient, {0.5, 0.25}, {0.5 + std::ldexp(1.0, -52), 0.25});
+  w.digits = 53;
+  EXPECT_EQ(diagnose({bias, w}, 64).cls, FindingClass::kRoundingLevel);
+  // A gradient above that noise that vanishes is still missing.
+  TensorEvidence big = tensor(TensorKind::kGradient, {1e-3, 0.0}, {0.0, 0.0});
+  big.digits = 53;
+  EXPECT_EQ(diagnose({big, w}, 64).cls, FindingClass::kMissingGradient);
+}
+
 TEST(Diagnose, differentDropoutZeroPatternIsRngDesync) {
   TensorEvidence mask = tensor(TensorKind::kMask, {1, 0, 0, 1}, {0, 0, 1, 1});
   const Diagnosis d = diagnose({tensor(TensorKind::kGradient, {1.0}, {2.0}, 1u << 23), mask}, 64);

@@ -10,6 +10,7 @@
 
 #include "cases/case_json.h"
 #include "harness/adapters/npy.h"
+#include "harness/diagnose_steps.h"
 #include "reference/step.h"
 
 namespace ckpt {
@@ -126,8 +127,9 @@ Mat<T> readTensor(const std::string& path, const std::vector<int64_t>& shape, in
   return m;
 }
 
-// The name under which an adapter's generator state (rng_state.npy) joins StepResult::state.
-inline constexpr const char* kRngStateName = "rng_state";
+// The name under which an adapter's generator state (rng_state.npy) joins StepResult::state; diagnoseSteps
+// (harness/diagnose_steps.h) reads it as generator evidence.
+inline constexpr const char* kRngStateName = kAdapterRngStateName;
 
 // Reads `steps` steps of an adapter's output directory. The generator state, when present, is appended to
 // StepResult::state as kRngStateName (one element per byte); StepResult::rng stays zero.

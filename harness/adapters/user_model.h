@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/diagnose.h"  // kRoundingLevelUlp
+
 namespace ckpt {
 
 // The default of --min-saving: a checkpointing setup must cut at least this fraction of the saved activation
 // bytes. Deliberately loose: the part of a model outside the checkpoints (embeddings, the loss) still saves
 // its activations, so the attainable saving depends on the model; a setup that saves nothing is always caught.
 inline constexpr double kDefaultMinSaving = 0.1;
-// Differences within this many ULP everywhere are classed rounding-level (--ulp N raises it and accepts them).
-inline constexpr uint64_t kRoundingLevelUlp = 64;
 
 struct UserModelOptions {
   std::string adapter;               // "torch:module=PATH.py:FACTORY"

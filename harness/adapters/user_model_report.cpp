@@ -66,7 +66,7 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
     for (size_t i = 0; i < s.differences.size() && i < kListedDifferences; ++i)
       j["differences"].push_back(toJson(s.differences[i]));
   }
-  if (s.diagnosis) j["diagnosis"] = {{"class", findingClassName(s.diagnosis->cls)}, {"why", s.diagnosis->why}};
+  if (s.diagnosis) j["diagnosis"] = toJson(*s.diagnosis);
   if (s.savedPlain && s.savedCheckpoint) {
     j["memory"] = {{"plain_bytes", *s.savedPlain},
                    {"checkpoint_bytes", *s.savedCheckpoint},

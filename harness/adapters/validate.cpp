@@ -376,6 +376,7 @@ class ValidateRun {
     f["summary"] = oc.first ? oc.first->tensor + " differs" : oc.check;
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
+    addDiagnosis(f, oc);
     f["run_dir"] = dir.string();
     if (oc.verdict == Verdict::kFinding)
       report_["findings"].push_back(f);
@@ -425,7 +426,7 @@ class ValidateRun {
     add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
     add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
     add(kForwardCalls, caps_->reportsForwardCalls, "forward calls per block as the mode implies " + n);
-    add(kSavedBytes, caps_->reportsMemory, "checkpoint saves no more activation bytes than plain " + n);
+    add(kSavedBytes, caps_->reportsMemory, "checkpoint saves activation bytes within the plan (saved_bytes_plan.h) " + n);
     add(kAdapter, true, "every run followed the protocol");
     return checks;
   }

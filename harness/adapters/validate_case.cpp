@@ -12,7 +12,9 @@
 #include "cases/case_json.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
+#include "harness/adapters/saved_bytes_plan.h"
 #include "harness/adapters/tolerance.h"
+#include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
@@ -124,6 +126,49 @@ std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMet
   return std::nullopt;
 }
 
+// Check 3's memory property against the plan (saved_bytes_plan.h), on the first step's bytes: the adapter's
+// declared recomputed blocks planned per-block checkpointed vs store-all.
+std::optional<std::string> savedBytesAgainstPlan(Session& s, const CaseSpec& spec, const RunMeta& pm,
+                                                 const RunMeta& cm) {
+  if (!cm.recomputedBlocks || cm.recomputedBlocks->empty() || pm.savedBytes->empty() || cm.savedBytes->empty())
+    return std::nullopt;
+  const SavedBytesPlan plan = planSavedBytes(spec, *cm.recomputedBlocks);
+  const bool partial = cm.raw.value("saves_in_checkpoints", false);
+  const int64_t plain = pm.savedBytes->front(), ck = cm.savedBytes->front();
+  if (s.opt.verbose)
+    s.err << "validate:   saved bytes plain " << plain << ", checkpointed " << ck << " ("
+          << fmt(plain > 0 ? 1.0 * ck / plain : 0) << "); planned " << plan.storeAll << " / " << plan.checkpointed << " (" << fmt(plan.ratio()) << ")"
+          << (partial ? ", partial" : "") << "\n";
+  return savedBytesViolation(plain, ck, plan, partial);
+}
+
+// The protocol shows no dropout masks, and a recompute that draws from a fresh generator leaves the framework's
+// own generator where the plain run left it, so a redrawn mask can look like any other difference. The case once
+// more with dropout off, plain and checkpointed (two adapter runs, only for a difference no class explained):
+// when those agree bit for bit, the difference came from the random draws.
+template <class T>
+std::optional<std::string> agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
+                                                const CaseLayout& layout) {
+  CaseSpec off = spec;
+  off.dropout = 0;
+  Chain<T> chain = buildChain<T>(off);
+  const fs::path d = dir / "dropout-off";
+  const std::string caseDir = (d / "case").string();
+  writeCaseDir(caseDir, chain);
+  const int steps = off.steps, L = static_cast<int>(off.blocks.size());
+  try {
+    s.client.run(caseDir, (d / "plain").string(), "plain", steps, L);
+    s.client.run(caseDir, (d / "checkpoint").string(), "checkpoint", steps, L);
+    const auto plain = readRunResults<T>((d / "plain").string(), layout, steps);
+    const auto ck = readRunResults<T>((d / "checkpoint").string(), layout, steps);
+    if (!compareSteps(plain, ck).bitwiseEqual) return std::nullopt;
+  } catch (const AdapterError&) {
+    return std::nullopt;  // the finding stands unexplained; a fault of these runs is not this case's verdict
+  }
+  return "with dropout off the checkpointed run equals the plain run bit for bit: the recompute drew other random "
+         "numbers";
+}
+
 template <class T>
 CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir) {
   CaseOutcome o;
@@ -191,8 +236,16 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     o.check = kBitwise;
     o.first = c.differences.front();
     o.differences = toJson(c)["differences"];
+    std::vector<NamedMat<T>> initial;  // the buffers before step 0: what a second update is judged from
+    for (const auto* b : chain.buffers()) initial.push_back({b->name, b->value});
+    o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp);
+    if (o.diagnosis && o.diagnosis->cls == FindingClass::kSemantic && spec.dropout > 0)
+      if (auto why = agreesWithDropoutOff<T>(s, spec, dir, layout))
+        o.diagnosis = Diagnosis{FindingClass::kRngDesync, *why};
     o.message = "checkpointed run differs from the plain run: " + toText(c.differences.front()) + " (" +
                 std::to_string(c.differences.size()) + " tensor(s) differ)";
+    if (o.diagnosis)
+      o.message += "; class " + std::string(findingClassName(o.diagnosis->cls)) + ": " + o.diagnosis->why;
     return o;
   }
 
@@ -206,6 +259,12 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     }
   }
   if (pm.savedBytes && cm.savedBytes) {
+    if (auto why = savedBytesAgainstPlan(s, spec, pm, cm)) {
+      o.verdict = Verdict::kFinding;
+      o.check = kSavedBytes;
+      o.message = *why;
+      return o;
+    }
     for (int st = 0; st < steps; ++st)
       if ((*cm.savedBytes)[st] > (*pm.savedBytes)[st]) {
         o.verdict = Verdict::kFinding;
@@ -220,6 +279,10 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
 }
 
 }  // namespace
+
+void addDiagnosis(json& finding, const CaseOutcome& o) {
+  if (o.diagnosis) finding["diagnosis"] = toJson(*o.diagnosis);
+}
 
 CaseOutcome evaluate(Session& s, const CaseSpec& spec, const fs::path& dir) {
   ++s.evaluations;

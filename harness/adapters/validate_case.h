@@ -13,6 +13,7 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/validate.h"
 #include "harness/compare.h"
+#include "harness/diagnose.h"
 
 namespace ckpt::validate_detail {
 
@@ -43,7 +44,11 @@ struct CaseOutcome {
   }
   json differences = json::array();
   bool deadGradients = false;
+  std::optional<Diagnosis> diagnosis;  // check 1: the class of the difference (harness/diagnose.h)
 };
+
+// The finding's report entry gains the diagnosis next to its raw difference ("diagnosis": {"class", "why"}).
+void addDiagnosis(json& finding, const CaseOutcome& o);
 constexpr const char* kStateOnly = "bitwise:state";  // CaseOutcome::signature of check 1 when only state differs
 
 // The worst check-2 error seen, per dtype.

@@ -70,6 +70,9 @@ std::string validateMarkdown(const json& r) {
              << " element(s) differ";
         md << "\n";
       }
+      if (f.contains("diagnosis"))
+        md << "- class: **" << f["diagnosis"]["class"].get<std::string>() << "**: "
+           << f["diagnosis"]["why"].get<std::string>() << "\n";
       if (f.contains("differences") && f["differences"].size() > 1) {
         md << "\n| step | tensor | elements differ | first index | ULP |\n|---|---|---|---|---|\n";
         for (const auto& d : f["differences"])

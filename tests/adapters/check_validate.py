@@ -10,6 +10,8 @@ Expectations:
   --max-blocks N             ... whose shrunk case has at most N blocks
   --kinds K1,K2              ... whose shrunk case's block kinds are among these
   --message REGEX            ... whose message matches REGEX (re.search)
+  --class C                  ... whose diagnosis class (harness/diagnose.h) is C, in the JSON, and the Markdown
+                             report and the summary name it
   --found-in REGEX           ... whose "found in" (which evaluated case showed it first) matches REGEX
   --replay                   ... whose replay command, run too, exits the same way
   --covered FEATURE[,...]    the report's coverage table counts at least one case with each feature
@@ -46,6 +48,17 @@ def require_python_modules(modules):
             fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
 
 
+def check_class_reported(finding, cls, stdout, markdown_path):
+    """The class stands next to the raw difference in every report: the JSON (checked by the caller), the
+    Markdown report and the printed summary."""
+    print("class: %s (%s)" % (cls, finding["diagnosis"].get("why")))
+    with open(markdown_path) as f:
+        if "- class: **%s**" % cls not in f.read():
+            fail("%s does not name the class %s" % (markdown_path, cls))
+    if "class " + cls not in stdout:
+        fail("the summary does not name the class %s" % cls)
+
+
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
@@ -64,6 +77,7 @@ def main():
     p.add_argument("--kinds")
     p.add_argument("--replay", action="store_true")
     p.add_argument("--message")
+    p.add_argument("--class", dest="class_")
     p.add_argument("--found-in")
     p.add_argument("--covered")
     p.add_argument("--needs-python-module", action="append", default=[])
@@ -75,7 +89,9 @@ def main():
     require_python_modules(a.needs_python_module)
 
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    r = subprocess.run(cmd)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
     report_path = os.path.join(out, "validate.json")
     if not os.path.exists(report_path):
         if r.returncode == 2 and 2 in exits:
@@ -115,11 +131,14 @@ def main():
                 if (not a.check or f["check"] == a.check)
                 and (not a.tensor or re.search(a.tensor, f.get("first_difference", {}).get("tensor", "")))
                 and (not a.message or re.search(a.message, f.get("message", "")))
-                and (not a.found_in or re.search(a.found_in, f.get("found_in", "")))]
+                and (not a.found_in or re.search(a.found_in, f.get("found_in", "")))
+                and (not a.class_ or f.get("diagnosis", {}).get("class") == a.class_)]
     if not matching:
-        fail("no finding or fault with check %r, first differing tensor matching %r, message matching %r and found "
-             "in matching %r" % (a.check, a.tensor, a.message, a.found_in))
+        fail("no finding or fault with check %r, first differing tensor matching %r, message matching %r, found "
+             "in matching %r and class %r" % (a.check, a.tensor, a.message, a.found_in, a.class_))
     f = matching[0]
+    if a.class_:
+        check_class_reported(f, a.class_, r.stdout, os.path.join(out, "validate.md"))
     blocks = f["case"]["blocks"]
     n = sum(b.get("repeat", 1) for b in blocks)
     if a.max_blocks is not None and n > a.max_blocks:

@@ -8,6 +8,8 @@ everything_saveable. Dropout is counter-based, as JAX's generators are: each blo
 fold_in(fold_in(PRNGKey(seed), step), block), each op's fold_in(key, op). BatchNorm's running statistics are a
 value the step returns, so a recompute cannot move them twice. x64 is enabled for double cases.
 Saved bytes: the residuals jax.checkpoint's saved_residuals lists for the loss, function arguments excluded.
+Recomputed blocks: every block, except under everything_saveable (which recomputes nothing); the dots policies
+report saves_in_checkpoints, so validate's memory property holds them to "some saving" only (PROTOCOL.md).
 Forward calls are not observable under jit and are not reported.
 """
 import math
@@ -162,6 +164,7 @@ class JaxAdapter:
     def run(self, case, out, mode, options):
         policy = options.get("policy", "nothing_saveable")
         checkpoint = mode == "checkpoint"
+        recomputes = checkpoint and policy != "everything_saveable"
         step_fn, loss_fn = compiled_step(case, checkpoint, policy)
         params = {n: jnp.asarray(v) for n, v in case.params.items()}
         state = {n: np.array(v) for n, v in case.state.items()}
@@ -197,7 +200,10 @@ class JaxAdapter:
             seconds.append(compute + time.perf_counter() - t1)
             saved.append(residual_bytes)
         return {"saved_activation_bytes": saved if residual_bytes is not None else None, "forward_calls": None,
-                "recomputed_blocks": list(range(len(case.blocks))) if checkpoint else [],
+                # everything_saveable saves every residual: nothing is recomputed. The dots policies save the
+                # matmul outputs inside each checkpoint by design, so only "no effect" is checked against the plan.
+                "recomputed_blocks": list(range(len(case.blocks))) if recomputes else [],
+                "saves_in_checkpoints": recomputes and policy != "nothing_saveable",
                 "step_seconds": seconds, "policy": policy if checkpoint else None}
 
 

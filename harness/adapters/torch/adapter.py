@@ -15,7 +15,9 @@ Checkpoint modes (option mode):
   selective    every block under non-reentrant checkpoint with create_selective_checkpoint_contexts: matmul
                outputs saved, everything else recomputed (torch >= 2.4)
 Saved bytes: tensors packed by torch.autograd.graph.saved_tensors_hooks during the first step's forward, each
-storage once, parameters excluded (later steps run without the hooks, so their timing is PyTorch's alone). Deterministic algorithms and one thread, so plain runs repeat bit for bit.
+storage once, parameters excluded (later steps run without the hooks, so their timing is PyTorch's alone).
+mode=selective reports saves_in_checkpoints: it keeps the matmul outputs inside each checkpoint by design.
+Deterministic algorithms and one thread, so plain runs repeat bit for bit.
 """
 import functools
 import math
@@ -268,7 +270,8 @@ class TorchAdapter:
             calls.append(list(counts))
         return {"saved_activation_bytes": saved, "forward_calls": calls, "recomputed_blocks": recomputed,
                 "step_seconds": seconds, "segments": segments if how == "sequential" else None,
-                "checkpoint_mode": how if mode == "checkpoint" else None}
+                "checkpoint_mode": how if mode == "checkpoint" else None,
+                "saves_in_checkpoints": mode == "checkpoint" and how == "selective"}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""The torch adapter with one deliberate fault, for validate's memory property (check 3 against the plan,
+harness/adapters/saved_bytes_plan.h):
+  faulty_torch_adapter.py FAULT <protocol arguments...>
+FAULT:
+  no-op-checkpoint        torch.utils.checkpoint.checkpoint replaced by a direct call of the block: bitwise
+                          equal, forward calls as declared (a recomputed block runs at least once), but the
+                          checkpointed run keeps every activation  -> finding: no effect on saved activations
+  every-other-checkpoint  the odd blocks called directly, though every block is declared recomputed: bitwise
+                          equal, forward calls as declared, saves less than plain but far more than the plan of
+                          checkpointing every block allows         -> finding: above the planned bytes
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "harness", "adapters", "torch"))
+import adapter as tad  # noqa: E402  (harness/adapters/torch/adapter.py)
+from ckpt_adapter import main  # noqa: E402
+
+FAULT = sys.argv.pop(1)
+real_checkpoint = tad.tc.checkpoint
+
+if FAULT == "no-op-checkpoint":
+    tad.tc.checkpoint = lambda fn, *args, **kwargs: fn(*args)
+elif FAULT == "every-other-checkpoint":
+    def every_other(block, x, **kwargs):
+        return real_checkpoint(block, x, **kwargs) if block._index % 2 == 0 else block(x)
+
+    tad.tc.checkpoint = every_other
+else:
+    sys.exit("faulty_torch_adapter.py: unknown fault " + FAULT)
+
+if __name__ == "__main__":
+    main(tad.TorchAdapter)
