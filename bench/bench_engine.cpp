@@ -27,6 +27,9 @@
 // Flags (before Google Benchmark's own):
 //   --ckpt_mode=short|full   short: the main job's run (whole suite in well under 3 minutes); full: careful runs
 //   --ckpt_catalog=DIR       the catalogue (default $CKPT_SOURCE_DIR/cases/catalog, else this source tree's)
+//   --ckpt_large=DIR|none    bench-large cases (default cases/bench-large next to the catalogue): steps of about a
+//                            second, never verified (verify and the tests do not read them); BM_Step only, under
+//                            store-all and full recomputation, with fewer repetitions (Mode::largeRepetitions)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -45,6 +48,7 @@
 #include <vector>
 
 #include "bench/recompute_profile.h"
+#include "bench/time_model.h"
 #include "cases/case_json.h"
 #include "harness/build_info.h"
 #include "harness/compare.h"
@@ -64,18 +68,27 @@ struct Mode {
   double plannerMinTime;     // per BM_Planner benchmark
   int64_t optimalMaxLayers;  // the optimal DP is O(L^2 J) on a homogeneous chain: planned up to this L
   int frontierPoints;        // geometric budgets per case (plus every policy's own peak)
+  int largeRepetitions;      // BM_Step on bench-large cases
 };
 
-const Mode kShort{"short", 7, 0.03, 0.02, 1000, 24};
-const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60};
+const Mode kShort{"short", 7, 0.03, 0.02, 1000, 24, 3};
+const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60, 7};
 
-// CPU time of the calling thread: what a step costs, whether or not the scheduler ran other work in between
-// (wall time on a shared machine counts the time slices other processes got).
-double threadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+// Untimed steps before the timed ones: warm-ups of both chains, and instrumented steps of the recompute profile
+// and the time model. A bench-large step takes about a second, so it gets fewer.
+struct Warmup {
+  int steps;
+  int profileSteps;
+};
+const Warmup kCatalogWarmup{3, 5};
+const Warmup kLargeWarmup{1, 2};
+
+// The time model's per-op shares of a case's store-all step (ForwardShares) are measured once per case and
+// shared by its policies.
+
+// Steps are timed in CPU time of the calling thread (threadCpuSeconds, bench/time_model.h): what a step costs,
+// whether or not the scheduler ran other work in between (wall time on a shared machine counts the time slices
+// other processes got).
 
 struct Elapsed {
   double wall = 0;
@@ -113,7 +126,7 @@ double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 // repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 template <class T>
 struct StepFixture {
-  StepFixture(const CaseSpec& s, const std::string& policyText)
+  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup, std::shared_ptr<ForwardShares>& shares)
       : spec(s),
         cost(caseChainCost(s)),
         schedule(makeSchedule(parsePolicy(policyText), cost)),
@@ -122,11 +135,13 @@ struct StepFixture {
         eng(buildChain<T>(s)),
         refStart(ref),
         engStart(eng) {
-    for (int i = 0; i < 3; ++i) {  // warm up: first-touch allocations, caches
+    for (int i = 0; i < warmup.steps; ++i) {  // warm up: first-touch allocations, caches
       timeRef();
       timeEng();
     }
-    profile = profileRecompute<T>(spec, schedule, 5);
+    profile = profileRecompute<T>(spec, schedule, warmup.profileSteps);
+    if (!shares) shares = std::make_shared<ForwardShares>(storeAllForwardShares<T>(spec, warmup.profileSteps));
+    predictedTimeOverhead = predictTimeOverhead(*shares, policyForwardCounts<T>(spec, schedule));
   }
   Elapsed timeRef() {
     refStart.restore();
@@ -149,6 +164,7 @@ struct StepFixture {
   ChainSnapshot<T> refStart, engStart;
   StepResult<T> refResult, engResult;
   RecomputeProfile profile;
+  double predictedTimeOverhead = 0;  // the time model (bench/time_model.h)
   bool engFirst = false;
 };
 
@@ -184,6 +200,10 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   c["bitwise_equal"] = bitwise ? 1 : 0;
   c["time_overhead"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu : 0.0;
   c["time_overhead_wall"] = t.ref.wall > 0 ? t.eng.wall / t.ref.wall : 0.0;
+  // The time model: predicted time overhead (recomputed ops' store-all forward time / store-all step) and what
+  // the measured overhead (time_overhead - 1) adds to it.
+  c["predicted_time_overhead"] = fx.predictedTimeOverhead;
+  c["time_model_tax"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu - 1.0 - fx.predictedTimeOverhead : 0.0;
   c["step_seconds"] = t.eng.cpu / n;
   c["store_all_step_seconds"] = t.ref.cpu / n;
   c["step_wall_seconds"] = t.eng.wall / n;
@@ -200,11 +220,12 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   state.SetLabel(fx.spec.name + " " + fx.schedule.policy);
 }
 
-// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls).
+// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `shares` the
+// case's time-model shares (shared by its policies).
 template <class T>
-void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::string& policyText,
-                   std::shared_ptr<void>& slot) {
-  if (!slot) slot = std::make_shared<StepFixture<T>>(spec, policyText);
+void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::string& policyText, const Warmup& warmup,
+                   std::shared_ptr<void>& slot, std::shared_ptr<ForwardShares>& shares) {
+  if (!slot) slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, shares);
   auto& fx = *static_cast<StepFixture<T>*>(slot.get());
   StepTimes t;
   for (auto _ : state) {
@@ -355,20 +376,27 @@ std::vector<std::string> stepPolicies(const ChainCost& cost) {
   return ps;
 }
 
-void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases) {
+// Catalogue cases under stepPolicies(); bench-large cases (large = true) under store-all and full recomputation.
+void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool large) {
+  const Warmup warmup = large ? kLargeWarmup : kCatalogWarmup;
   for (const CaseSpec& spec : cases) {
     const ChainCost cost = caseChainCost(spec);
-    for (const std::string& policy : stepPolicies(cost)) {
+    auto shares = std::make_shared<std::shared_ptr<ForwardShares>>();
+    const std::vector<std::string> policies =
+        large ? std::vector<std::string>{"store-all", "uniform:k=" + std::to_string(cost.layers())} : stepPolicies(cost);
+    for (const std::string& policy : policies) {
       auto slot = std::make_shared<std::shared_ptr<void>>();
       benchmark::RegisterBenchmark(("BM_Step/" + spec.name + "/" + policy).c_str(),
-                                   [spec, policy, slot](benchmark::State& st) {
+                                   [spec, policy, warmup, slot, shares](benchmark::State& st) {
                                      orSkip(st, [&] {
-                                       withScalar(spec.dtype, [&](auto t) { stepBenchmark<decltype(t)>(st, spec, policy, *slot); });
+                                       withScalar(spec.dtype, [&](auto t) {
+                                         stepBenchmark<decltype(t)>(st, spec, policy, warmup, *slot, *shares);
+                                       });
                                      });
                                    })
           ->UseManualTime()
           ->MinTime(mode.stepMinTime)
-          ->Repetitions(mode.repetitions)
+          ->Repetitions(large ? mode.largeRepetitions : mode.repetitions)
           ->ComputeStatistics("q1", firstQuartile)
           ->ComputeStatistics("q3", thirdQuartile)
           ->DisplayAggregatesOnly()  // the console shows the statistics; the JSON keeps every repetition
@@ -425,8 +453,9 @@ void registerFrontiers(const Mode& mode, const std::vector<CaseSpec>& cases) {
   }
 }
 
-void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases) {
-  registerSteps(mode, cases);
+void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases, const std::vector<CaseSpec>& large) {
+  registerSteps(mode, cases, false);
+  registerSteps(mode, large, true);
   registerPlanner(mode, cases);
   registerFrontiers(mode, cases);
 }
@@ -438,6 +467,7 @@ int main(int argc, char** argv) {
   using namespace ckpt::bench;
   const Mode* mode = &kShort;
   std::filesystem::path catalog = defaultCatalog();
+  std::string largeDir;  // empty: bench-large next to the catalogue
   // Our flags first; Google Benchmark sees the rest.
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
@@ -448,6 +478,7 @@ int main(int argc, char** argv) {
       std::cerr << "bench_engine: --ckpt_mode must be short or full (got '" << a.substr(12) << "')\n";
       return 2;
     } else if (a.rfind("--ckpt_catalog=", 0) == 0) catalog = a.substr(15);
+    else if (a.rfind("--ckpt_large=", 0) == 0) largeDir = a.substr(13);
     else argv[kept++] = argv[i];
   }
   argc = kept;
@@ -455,6 +486,16 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   try {
     const auto cases = loadCatalog(catalog);
+    std::vector<ckpt::CaseSpec> large;
+    if (largeDir != "none") {
+      const std::filesystem::path dir =
+          largeDir.empty() ? (catalog / "..").lexically_normal() / "bench-large" : std::filesystem::path(largeDir);
+      if (!largeDir.empty() && !std::filesystem::is_directory(dir)) {
+        std::cerr << "bench_engine: --ckpt_large=" << largeDir << ": not a directory\n";
+        return 2;
+      }
+      if (std::filesystem::is_directory(dir)) large = loadCatalog(dir);
+    }
     if (cases.empty()) {
       std::cerr << "bench_engine: no cases in " << catalog << "\n";
       return 2;
@@ -474,9 +515,11 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("git_commit", ckpt::kGitCommit);
     benchmark::AddCustomContext("compiler", ckpt::kCompiler);
     benchmark::AddCustomContext("build_type", ckpt::kBuildType);
+    benchmark::AddCustomContext("cpu_arch", std::string(ckpt::kCpuArch) + " (" + ckpt::kCpuArchFlags + ")");
+    benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
     benchmark::AddCustomContext("cpu", cpuModel());
     benchmark::AddCustomContext("ckptcheck_version", ckpt::kVersion);
-    registerAll(*mode, cases);
+    registerAll(*mode, cases, large);
     benchmark::RunSpecifiedBenchmarks();
   } catch (const ckpt::InputError& e) {
     std::cerr << "bench_engine: " << e.what() << "\n";

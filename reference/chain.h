@@ -52,10 +52,10 @@ struct Chain {
 // Uniform in [-bound, bound] from stream `stream` of the init generator.
 template <class T>
 void fillUniform(Mat<T>& m, uint64_t seed, uint64_t stream, double bound, double center = 0.0) {
-  for (int64_t i = 0; i < m.size(); ++i) {
-    const double u = static_cast<double>(uniformFromBits(philoxBits(seed, kInitSubsequence + stream, i)));
-    m.data()[i] = static_cast<T>(center + bound * (2.0 * u - 1.0));
-  }
+  std::vector<float> u(static_cast<size_t>(m.size()));
+  philoxUniforms(seed, kInitSubsequence + stream, 0, m.size(), u.data());
+  for (int64_t i = 0; i < m.size(); ++i)
+    m.data()[i] = static_cast<T>(center + bound * (2.0 * static_cast<double>(u[static_cast<size_t>(i)]) - 1.0));
 }
 
 template <class T>

@@ -24,17 +24,19 @@ CKPT_HD inline uint32_t mulhilo32(uint32_t a, uint32_t b, uint32_t* hi) {
   return static_cast<uint32_t>(p);
 }
 
+// The round multipliers and the Weyl key increments.
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 // One block of four 32-bit outputs for a 128-bit counter and 64-bit key.
 CKPT_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t k0, uint32_t k1) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
     uint32_t hi0, hi1;
-    uint32_t lo0 = mulhilo32(kM0, ctr.v[0], &hi0);
-    uint32_t lo1 = mulhilo32(kM1, ctr.v[2], &hi1);
+    uint32_t lo0 = mulhilo32(kPhiloxM0, ctr.v[0], &hi0);
+    uint32_t lo1 = mulhilo32(kPhiloxM1, ctr.v[2], &hi1);
     ctr = Philox4{{hi1 ^ ctr.v[1] ^ k0, lo1, hi0 ^ ctr.v[3] ^ k1, lo0}};
-    k0 += kW0;
-    k1 += kW1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   return ctr;
 }
@@ -57,6 +59,16 @@ CKPT_HD inline float uniformFromBits(uint32_t x) {
   constexpr float kInv = 2.3283064e-10f;  // 2^-32 (CURAND_2POW32_INV)
   return static_cast<float>(x) * kInv + kInv / 2.0f;
 }
+
+// out[i] = uniformFromBits(philoxBits(seed, subsequence, offset + i)) for 0 <= i < n, bit for bit, on the host.
+// Calling philoxBits per draw computes each Philox block four times (once per lane); this computes each block
+// once, and kPhiloxBatch blocks side by side in structure-of-arrays form, so the compiler turns the rounds into
+// vector instructions (32x32 -> 64-bit products on every lane). Integer arithmetic only until the final
+// uniformFromBits, which is the scalar function itself, so the bits cannot depend on the vector width.
+inline constexpr int kPhiloxBatch = 16;
+
+// Host only, compiled once in reference/philox.cpp.
+void philoxUniforms(uint64_t seed, uint64_t subsequence, uint64_t offset, int64_t n, float* out);
 
 // cuRAND's generator API for CURAND_RNG_PSEUDO_PHILOX4_32_10 (curandCreateGenerator[Host] + curandGenerate /
 // curandGenerateUniform, orderings PSEUDO_DEFAULT = PSEUDO_BEST = PSEUDO_LEGACY; SEEDED and DYNAMIC are refused

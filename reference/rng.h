@@ -17,6 +17,10 @@ struct RngDraw {
   uint64_t subsequence = 0;
   uint64_t offset = 0;
   float uniform(int64_t i) const { return uniformFromBits(philoxBits(seed, subsequence, offset + i)); }
+  // out[j] = uniform(first + j) for 0 <= j < n, each Philox block computed once (philoxUniforms).
+  void uniforms(int64_t first, int64_t n, float* out) const {
+    philoxUniforms(seed, subsequence, offset + static_cast<uint64_t>(first), n, out);
+  }
   bool operator==(const RngDraw&) const = default;
 };
 

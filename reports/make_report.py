@@ -25,6 +25,7 @@ from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench
                          FrontierPoint, PlannerPoint, StepRow, Verify, load_json, median_of, policy_family)
 from report_figures import figures, svg_clean  # noqa: E402
 from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax  # noqa: E402
+import time_model  # noqa: E402
 import user_models  # noqa: E402
 
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
@@ -297,6 +298,9 @@ def headline(rep):
                       + ", ".join(f"{fmt_tax(r.engine_tax)} ({r.case})" for r in store))
             s += "."
         lines.append(s)
+    tm = time_model.time_model_headline(rep.steps)
+    if tm:
+        lines.append(tm)
     fr = [r for r in rows if r.is_full_recompute]
     if fr:
         lines.append("Full recomputation (a checkpoint at every block boundary, every block recomputed once) costs "
@@ -364,6 +368,10 @@ def document(rep, figs):
             d += [("h2", case), ("table", STEP_HEADER, [step_cells(rep, r) for r in rows], step_class)]
     if rep.steps:
         d += [("h2", "Engine tax per policy"), ("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)]
+    tm = time_model.time_model_rows(rep.steps)
+    if tm:
+        d += [("h2", "Time model: predicted vs measured time overhead"),
+              ("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)]
     fr = full_recompute_rows(rep)
     if fr:
         d += [("h2", "Full recomputation vs the 33% theory"), ("table", FULL_HEADER, fr, None),
@@ -387,7 +395,9 @@ def document(rep, figs):
                     "and checkpointed steps (through its adapter), and ckptcheck's store-all reference and "
                     "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
                     "*bitwise* says whether the framework's checkpointed run equalled its plain one."),
-              ("table", FRAMEWORK_HEADER, framework_rows(rep), None)]
+              ("table", FRAMEWORK_HEADER, framework_rows(rep), None),
+              ("h3", "Reference step vs the framework's step"), ("p", time_model.SPEED_NOTE),
+              ("table", time_model.SPEED_HEADER, time_model.speed_rows(rep.frameworks), None)]
     if rep.user_models:
         d += [("h2", "Your own models: plain vs checkpointed"), ("p", user_models.NOTE),
               ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]

@@ -132,6 +132,8 @@ class StepRow:
         self.samples = int(e.get("samples", e.get("repetitions_folded", 0)))  # repetitions (older JSON: samples)
         self.planned_ok = e.get("planned_equals_measured", 1) == 1
         self.bitwise = e.get("bitwise_equal")  # None: not checked by this bench
+        pred = e.get("predicted_time_overhead")  # the time model (bench/time_model.h); absent in older JSON
+        self.predicted_time_overhead = None if pred is None else float(pred)
         share = e.get("recompute_time_share")
         self.recompute_share = None if share is None else float(share)
         # Per op kind: (recompute time as a fraction of the reference step, recompute FLOP share).

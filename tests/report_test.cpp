@@ -186,6 +186,8 @@ TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
                    "82.40 | 108.50 | 0.3169 |"),
             std::string::npos)
       << m;
+  // The plain steps side by side: reference 82.40 ms / torch 46.00 ms = 1.791, not under the 0.9 goal.
+  EXPECT_NE(m.find("| mlp-deep | 64 | torch 2.9.1 | 46.00 | 82.40 | 1.791 | no |"), std::string::npos) << m;
   EXPECT_NE(slurp(root_ / "f" / "report.html").find("Side by side with other frameworks"), std::string::npos);
   // Without --frameworks there is no such section.
   EXPECT_EQ(md().find("Side by side"), std::string::npos);
@@ -196,6 +198,25 @@ TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
                                root_ / "run-g");
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("notiming.json"), std::string::npos) << bad.err;
+}
+
+// The time model: bench_time_model_small.json is bench_gb_small.json's store-all and revolve:slots=2 steps with
+// a predicted_time_overhead counter (0 and 0.05). The measured overhead is the median time ratio - 1 with its
+// quartiles, the tax measured - predicted; without the counter (bench_small.json) there is no such section.
+TEST_F(ReportTest, timeModelTableComparesPredictedWithMeasured) {
+  const CliRun r = ckptcheck({"report", "--bench", data("bench_time_model_small.json").string(), "--out",
+                              (root_ / "tm").string(), "--quiet"},
+                             root_ / "run-tm");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string m = slurp(root_ / "tm" / "report.md");
+  EXPECT_NE(m.find("\n## Time model: predicted vs measured time overhead\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("| tiny | revolve:slots=2 | 0.0539 | 0.0500 | 0.0682 (0.0659–0.0821) | +0.018 | yes |"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("time-model tax median +0.014, worst +0.018 (tiny, revolve:slots=2); within ±0.03 on 2 of 2"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(md().find("Time model"), std::string::npos);
 }
 
 // bench_engine's output as it is now: BM_Step repeated (Google Benchmark's statistics, q1/q3 among them),

@@ -1,3 +1,4 @@
+#include <Eigen/Core>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,9 @@ void addInfo(CLI::App& app, int& exitCode) {
     j["git_commit"] = kGitCommit;
     j["compiler"] = kCompiler;
     j["build_type"] = kBuildType;
+    j["cpu_arch"] = kCpuArch;
+    j["cpu_arch_flags"] = kCpuArchFlags;
+    j["eigen_simd"] = Eigen::SimdInstructionSetsInUse();  // what this binary's Eigen was compiled to use
     j["cuda_backend"] = kCudaBackend;
     int curandVersion = 0;
 #if defined(CKPT_HAVE_CURAND)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "reference/op.h"
 
@@ -58,6 +59,7 @@ class CausalSelfAttention final : public Op<T> {
     const auto x = qkv.map();
     auto y = out.map();
     Mat<T> att(seq_, seq_), kept(seq_, seq_);  // workspace: one head's P and its dropped-out P'
+    std::vector<float> u(p_ > 0 ? static_cast<size_t>(seq_ * seq_) : 0);  // workspace: one head's uniforms
     for (int64_t b = 0; b < d.batch; ++b) {
       for (int64_t h = 0; h < heads_; ++h) {
         const int64_t r0 = b * seq_, base = (b * heads_ + h) * seq_ * seq_;
@@ -74,8 +76,9 @@ class CausalSelfAttention final : public Op<T> {
           att.row(t).tail(seq_ - t - 1).setZero();
         }
         if (p_ > 0) {
+          draw.uniforms(base, seq_ * seq_, u.data());
           for (int64_t i = 0; i < seq_ * seq_; ++i) {
-            const T mi = static_cast<double>(draw.uniform(base + i)) > p_ ? keepScale : T(0);
+            const T mi = static_cast<double>(u[static_cast<size_t>(i)]) > p_ ? keepScale : T(0);
             kept.data()[i] = att.data()[i] * mi;
             if (ctx) mask.data()[base + i] = mi;
           }

@@ -2,6 +2,8 @@
 // Philox stream the generator model assigns (reference/rng.h). Saves the scaled mask, not its input.
 // p = 0 draws nothing and is the identity (a copy), so a case with dropout off consumes no random numbers.
 #pragma once
+#include <algorithm>
+
 #include "reference/op.h"
 
 namespace ckpt {
@@ -33,10 +35,17 @@ class Dropout final : public Op<T> {
     Tensor<T> mask = ctx ? Tensor<T>::empty(x.rows(), x.cols()) : Tensor<T>();
     const T* xs = x.data();
     T* ys = y.data();
-    for (int64_t i = 0; i < x.size(); ++i) {
-      const T mi = static_cast<double>(d.uniform(i)) > p_ ? scale : T(0);
-      ys[i] = xs[i] * mi;
-      if (ctx) mask.data()[i] = mi;
+    // The uniforms a chunk at a time (a cache-resident workspace), then mask, output and saved mask in one pass.
+    constexpr int64_t kChunk = 1024;
+    float u[kChunk];
+    for (int64_t start = 0; start < x.size(); start += kChunk) {
+      const int64_t len = std::min(kChunk, x.size() - start);
+      d.uniforms(start, len, u);
+      for (int64_t j = 0; j < len; ++j) {
+        const T mi = static_cast<double>(u[j]) > p_ ? scale : T(0);
+        ys[start + j] = xs[start + j] * mi;
+        if (ctx) mask.data()[start + j] = mi;
+      }
     }
     if (ctx) {
       ctx->tensors = {mask};

@@ -1,0 +1,72 @@
+"""Two report sections (reports/make_report.py): the time model per case x policy (bench_engine's
+predicted_time_overhead next to the measured one, bench/time_model.h says how it is predicted), and the
+reference's plain step next to another framework's, both timed in one `ckptcheck validate --timing-case` run.
+"""
+import statistics
+
+from report_format import fmt_overhead, fmt_ratio, fmt_tax
+
+TIME_MODEL_TAX_GOAL = 0.03  # measured - predicted time overhead, on every catalogue case x policy
+SPEED_RATIO_GOAL = 0.9       # reference plain step / framework plain step: the reference is to be faster
+
+TIME_MODEL_HEADER = ["case", "policy", "FLOP overhead", "predicted time overhead", "measured time overhead (IQR)",
+                     "time-model tax", f"≤ {TIME_MODEL_TAX_GOAL}"]
+
+TIME_MODEL_NOTE = (
+    "*predicted time overhead* = the CPU time of every op forward the policy recomputes (as often as it recomputes "
+    "it), each timed on the case's own inputs during instrumented store-all steps, ÷ the store-all step's time, plus "
+    "what the policy's first forwards that keep nothing save by running in recycled memory (bench/time_model.h); "
+    "the FLOP overhead weighs the same ops by FLOPs instead. *measured* = time ratio − 1 (median over "
+    "repetitions, interquartile range in brackets). *time-model tax* = measured − predicted: what the policy costs "
+    "beyond re-running those ops (executor bookkeeping, allocation, cache effects of another order of work).")
+
+
+def predicted(row):
+    return row.predicted_time_overhead
+
+
+def time_model_tax(row):
+    p = predicted(row)
+    return None if p is None else (row.time_ratio - 1.0) - p
+
+
+def time_model_rows(steps_by_case):
+    out = []
+    for case, rows in steps_by_case.items():
+        for r in rows:
+            tax = time_model_tax(r)
+            if tax is None:
+                continue
+            out.append([case, r.display, fmt_overhead(r.flop_overhead), fmt_overhead(predicted(r)),
+                        f"{fmt_overhead(r.time_ratio - 1.0)} ({fmt_overhead(r.q1 - 1.0)}–{fmt_overhead(r.q3 - 1.0)})",
+                        fmt_tax(tax), "yes" if abs(tax) <= TIME_MODEL_TAX_GOAL else "no"])
+    return out
+
+
+def time_model_headline(steps_by_case):
+    """One summary line, or None when the benchmark JSON has no time model (older bench_engine)."""
+    rows = [r for rs in steps_by_case.values() for r in rs if time_model_tax(r) is not None]
+    if not rows:
+        return None
+    taxes = [time_model_tax(r) for r in rows]
+    worst = max(rows, key=lambda r: abs(time_model_tax(r)))
+    within = sum(1 for t in taxes if abs(t) <= TIME_MODEL_TAX_GOAL)
+    return (f"Time model (time overhead predicted from the store-all step's per-op times): time-model tax median "
+            f"{fmt_tax(statistics.median(taxes))}, worst {fmt_tax(time_model_tax(worst))} ({worst.case}, "
+            f"{worst.display}); within ±{TIME_MODEL_TAX_GOAL} on {within} of {len(rows)} case × policy runs.")
+
+
+SPEED_HEADER = ["case", "blocks", "framework", "framework plain step ms", "reference plain step ms",
+                "reference ÷ framework", f"≤ {SPEED_RATIO_GOAL}"]
+
+SPEED_NOTE = ("The plain (store-everything) training step of the same case, single-threaded, timed in the same "
+              "`ckptcheck validate --timing-case` run: the framework through its adapter, ckptcheck's reference "
+              "trainer in-process; each the fastest of 3 rounds of its median step (wall time). A ratio below 1 "
+              "means the reference is faster.")
+
+
+def speed_rows(frameworks):
+    return [[r["case"], str(r["blocks"]), r["framework"], f"{r['fw_plain']:.2f}", f"{r['ck_plain']:.2f}",
+             fmt_ratio(r["ck_plain"] / r["fw_plain"]) if r["fw_plain"] > 0 else "—",
+             "yes" if r["fw_plain"] > 0 and r["ck_plain"] / r["fw_plain"] <= SPEED_RATIO_GOAL else "no"]
+            for r in frameworks]
