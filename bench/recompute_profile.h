@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/forwarding_op.h"
 #include "harness/engine/executor.h"
 #include "reference/trainer.h"
 
@@ -69,30 +70,23 @@ struct RecomputeClock {
 };
 
 template <class T>
-class TimedOp final : public Op<T> {
+class TimedOp final : public ForwardingOp<T> {
  public:
-  TimedOp(std::unique_ptr<Op<T>> inner, RecomputeClock* clock) : inner_(std::move(inner)), clock_(clock), kind_(inner_->kind()) {}
-  std::string kind() const override { return kind_; }
-  OpMeta meta(std::span<const Shape> in) const override { return inner_->meta(in); }
+  TimedOp(std::unique_ptr<Op<T>> inner, RecomputeClock* clock)
+      : ForwardingOp<T>(std::move(inner)), clock_(clock), kind_(this->inner().kind()) {}
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     const ActivationMeter* m = currentMeter();
-    if (!m || m->phase != Phase::kRecompute) return inner_->forward(in, ctx, env);
+    if (!m || m->phase != Phase::kRecompute) return this->inner().forward(in, ctx, env);
     const auto t0 = Clock::now();
-    Tensor<T> y = inner_->forward(in, ctx, env);
+    Tensor<T> y = this->inner().forward(in, ctx, env);
     clock_->seconds[kind_] += seconds(t0, Clock::now());
     std::vector<Shape> shapes;
     for (const auto& t : in) shapes.push_back({t.rows(), t.cols()});
-    clock_->flops[kind_] += inner_->meta(shapes).forwardFlops;
+    clock_->flops[kind_] += this->inner().meta(shapes).forwardFlops;
     return y;
   }
-  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    inner_->backward(ctx, dout, din);
-  }
-  std::vector<Param<T>*> params() override { return inner_->params(); }
-  std::vector<Buffer<T>*> buffers() override { return inner_->buffers(); }
 
  private:
-  std::unique_ptr<Op<T>> inner_;
   RecomputeClock* clock_;
   std::string kind_;
 };

@@ -56,49 +56,54 @@ struct ForwardShares {
   std::map<NodeKey, double> steady, first;
 };
 
+// Hands out what the caller's source gives and notes it, so the timed repeats can replay the same draw.
+class RecordingDraws final : public DrawSource {
+ public:
+  RecordingDraws(DrawSource* inner, RngDraw* out) : inner_(inner), out_(out) {}
+  RngDraw draw(int64_t n) override { return *out_ = inner_->draw(n); }
+
+ private:
+  DrawSource* inner_;
+  RngDraw* out_;
+};
+
 template <class T>
-class NodeTimedOp final : public Op<T> {
+class NodeTimedOp final : public ForwardingOp<T> {
  public:
   NodeTimedOp(std::unique_ptr<Op<T>> inner, NodeClock* clock, NodeKey key)
-      : inner_(std::move(inner)), clock_(clock), key_(key) {}
-  std::string kind() const override { return inner_->kind(); }
-  OpMeta meta(std::span<const Shape> in) const override { return inner_->meta(in); }
+      : ForwardingOp<T>(std::move(inner)), clock_(clock), key_(key) {}
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     const ActivationMeter* m = currentMeter();
     if (m && m->phase == Phase::kRecompute) ++clock_->recomputes[key_];
     if (m && m->phase == Phase::kForward && !ctx) ++clock_->unsaved[key_];
-    if (!clock_->measure) return inner_->forward(in, ctx, env);
+    if (!clock_->measure) return this->inner().forward(in, ctx, env);
     RngDraw draw;
+    RecordingDraws recording(env.draws, &draw);
     OpEnv first = env;
-    first.record = &draw;
+    first.draws = &recording;
     const double f0 = threadCpuSeconds();
-    Tensor<T> y = inner_->forward(in, ctx, first);
+    Tensor<T> y = this->inner().forward(in, ctx, first);
     clock_->firstSeconds[key_] += threadCpuSeconds() - f0;
-    if (env.record) *env.record = draw;
-    OpEnv again = env;  // the same draws, no state update, nothing recorded
-    again.replay = &draw;
-    again.record = nullptr;
-    again.updateState = false;
+    NodeDraws replay(nullptr, 0, &draw, nullptr);
+    OpEnv again = env;  // the same draws, and (below) the state put back
+    again.draws = &replay;
+    std::vector<Mat<T>> state;
+    for (Buffer<T>* b : this->inner().buffers()) state.push_back(b->value);
     const double r0 = threadCpuSeconds();
     double timed = 0;
     for (int i = 0; i < 2; ++i) {
       Context<T> scratch;
       const double t0 = threadCpuSeconds();
-      const Tensor<T> z = inner_->forward(in, ctx ? &scratch : nullptr, again);
+      const Tensor<T> z = this->inner().forward(in, ctx ? &scratch : nullptr, again);
       timed = threadCpuSeconds() - t0;  // the second call's
     }
     clock_->seconds[key_] += timed;
     clock_->repeatSeconds += threadCpuSeconds() - r0;
+    for (size_t i = 0; i < state.size(); ++i) this->inner().buffers()[i]->value = state[i];
     return y;
   }
-  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    inner_->backward(ctx, dout, din);
-  }
-  std::vector<Param<T>*> params() override { return inner_->params(); }
-  std::vector<Buffer<T>*> buffers() override { return inner_->buffers(); }
 
  private:
-  std::unique_ptr<Op<T>> inner_;
   NodeClock* clock_;
   NodeKey key_;
 };

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/op.h"
@@ -49,13 +50,36 @@ struct BlockTape {
 };
 
 // Where a block runs: the generator, the step and block index (which make counter-based op keys), and the
-// settings a recompute may change.
+// settings a recompute may change. updateState false: the forward leaves module state (BatchNorm's running
+// statistics) as it found it, so state moves once per step however often a block is recomputed.
 struct BlockEnv {
   Rng* rng = nullptr;
   int step = 0;
   int block = 0;
   bool updateState = true;
   Numerics numerics;
+};
+
+// Keeps module state from moving: copies the buffers of the given nodes' ops and puts them back when it goes
+// out of scope (the fix frameworks apply to the BatchNorm-updated-twice bug, PyTorch issue 96136). Ops update
+// their buffers on every training forward; whether that sticks is the runtime's decision, not the op's.
+template <class T>
+class StateGuard {
+ public:
+  StateGuard(Block<T>& b, bool active, const std::vector<bool>& nodes = {}) {
+    if (!active) return;
+    for (int k = 0; k < b.size(); ++k)
+      if (nodes.empty() || nodes[static_cast<size_t>(k)])
+        for (Buffer<T>* buf : b.nodes[static_cast<size_t>(k)].op->buffers()) saved_.push_back({buf, buf->value});
+  }
+  ~StateGuard() {
+    for (auto& [buf, value] : saved_) buf->value = value;
+  }
+  StateGuard(const StateGuard&) = delete;
+  StateGuard& operator=(const StateGuard&) = delete;
+
+ private:
+  std::vector<std::pair<Buffer<T>*, Mat<T>>> saved_;
 };
 
 template <class T>
@@ -93,12 +117,13 @@ Tensor<T> blockForward(Block<T>& b, const Tensor<T>& x, BlockTape<T>* tape, cons
     tape->input.reset();
   }
   ActivationMeter* meter = currentMeter();
+  const StateGuard<T> state(b, !benv.updateState);
   for (int k = 0; k < n; ++k) {
     Node<T>& node = b.nodes[k];
     std::vector<Tensor<T>> ins;
     for (int j : node.inputs) ins.push_back(j < 0 ? x : vals[j]);
-    OpEnv env{benv.rng, makeOpKey(benv.step, benv.block, k), nullptr,
-              tape ? &tape->draws[k] : nullptr, benv.updateState, benv.numerics};
+    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), nullptr, tape ? &tape->draws[k] : nullptr);
+    const OpEnv env{&draws, benv.numerics};
     const bool save = tape && keeps(keep, k);
     Context<T> ctx;
     vals[k] = node.op->forward(ins, save ? &ctx : nullptr, env);
@@ -124,7 +149,7 @@ Tensor<T> blockForward(Block<T>& b, const Tensor<T>& x, BlockTape<T>* tape, cons
 }
 
 // Rebuilds the contexts of the nodes the tape dropped, replaying each random node's recorded draw and never
-// updating module state. Afterwards the tape holds only contexts.
+// moving module state (StateGuard). Afterwards the tape holds only contexts.
 template <class T>
 void recomputeDropped(Block<T>& b, BlockTape<T>& tape, const BlockEnv& benv) {
   const int n = b.size();
@@ -134,13 +159,17 @@ void recomputeDropped(Block<T>& b, BlockTape<T>& tape, const BlockEnv& benv) {
       for (int j : b.nodes[k].inputs) lastDropped[j + 1] = k;
   std::vector<Tensor<T>> vals(n);
   ActivationMeter* meter = currentMeter();
+  std::vector<bool> dropped(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) dropped[static_cast<size_t>(k)] = !keeps(tape.keep, k);
+  const StateGuard<T> state(b, true, dropped);
   for (int k = 0; k < n; ++k) {
     if (keeps(tape.keep, k)) continue;
     Node<T>& node = b.nodes[k];
     std::vector<Tensor<T>> ins;
     for (int j : node.inputs)
       ins.push_back(j < 0 ? tape.input : keeps(tape.keep, j) ? tape.kept[j] : vals[j]);
-    OpEnv env{benv.rng, makeOpKey(benv.step, benv.block, k), &tape.draws[k], nullptr, false, benv.numerics};
+    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), &tape.draws[k], nullptr);
+    const OpEnv env{&draws, benv.numerics};
     Context<T> ctx;
     vals[k] = node.op->forward(ins, &ctx, env);
     if (meter) {

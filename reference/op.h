@@ -7,10 +7,14 @@
 //    parameter gradients.
 //  - meta(inputShapes) states analytically what forward/backward cost and allocate; the block simulator and the
 //    planner rely on it and the executor's measurements are compared with it, so it must be exact.
-// Ops know nothing of checkpointing.
+//  - what an op may ask of its caller is OpEnv: random numbers (a DrawSource) and the ambient numerics.
+// Ops know nothing of checkpointing: a recompute replays draws through the DrawSource it hands the op, and keeps
+// module state from moving twice by restoring the buffers afterwards (reference/block.h, StateGuard), so a
+// stateful op updates its buffers on every training forward, as PyTorch's modules do.
 #pragma once
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,8 +42,10 @@ struct OpMeta {
   bool isMatmul = false;           // "expensive" output that selective policies keep (dots_saveable)
 };
 
-// Numerics an op is run with. Exact is the default; the others exist because a recompute that silently runs
-// with another kernel or precision (an autocast state not restored, a different GELU) is a real bug class.
+// The ambient numerics an op runs under, as a framework's autocast state or its JIT's kernel choice is ambient
+// (not a property of the module). Exact is the default. The others exist because a recompute that silently runs
+// under another state (autocast not restored: fairscale issue 1199, PyTorch issues 141896 / 159359; a JIT kernel
+// not warmed up: TransformerEngine PR 327) is a real bug class; engine variants (harness/mutants/) set them.
 struct Numerics {
   bool erfGelu = false;      // GELU by erf instead of the tanh approximation
   bool bf16Matmul = false;   // matmul outputs rounded to bfloat16, as under autocast
@@ -55,17 +61,12 @@ struct Context {
 };
 
 struct OpEnv {
-  Rng* rng = nullptr;
-  uint64_t opKey = 0;
-  const RngDraw* replay = nullptr;  // op-level recompute: use this draw instead of reserving new ones
-  RngDraw* record = nullptr;        // where to note the draw an op used (for a later op-level recompute)
-  bool updateState = true;          // false while recomputing: state mutates once per step
+  DrawSource* draws = nullptr;  // where a random op's numbers come from; deterministic ops never ask
   Numerics numerics;
 
   RngDraw draw(int64_t n) const {
-    RngDraw d = replay ? *replay : rng->reserve(opKey, n);
-    if (record) *record = d;
-    return d;
+    if (!draws) throw std::logic_error("a random op ran without a DrawSource in its OpEnv");
+    return draws->draw(n);
   }
 };
 

@@ -4,6 +4,7 @@
 // Either way an op asks for a RngDraw: the Philox stream position its n draws come from.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "common/rng_model.h"
@@ -51,6 +52,34 @@ class Rng {
  private:
   RngModel model_;
   RngState state_;
+};
+
+// Where a random op's numbers come from, as the op sees it: n numbers, nothing more. Whether they are a fresh
+// reservation or the draw an earlier forward used (a recompute) is decided by whoever runs the op.
+class DrawSource {
+ public:
+  virtual ~DrawSource() = default;
+  virtual RngDraw draw(int64_t n) = 0;
+};
+
+// The block runtimes' source for one node (reference/block.h, reference/cuda/dblock.h): reserves from the
+// generator under the node's op key, or replays a draw recorded earlier; notes what it handed out in `record`
+// so an op-level recompute can replay it.
+class NodeDraws final : public DrawSource {
+ public:
+  NodeDraws(Rng* rng, uint64_t opKey, const RngDraw* replay, RngDraw* record)
+      : rng_(rng), opKey_(opKey), replay_(replay), record_(record) {}
+  RngDraw draw(int64_t n) override {
+    const RngDraw d = replay_ ? *replay_ : rng_->reserve(opKey_, n);
+    if (record_) *record_ = d;
+    return d;
+  }
+
+ private:
+  Rng* rng_;
+  uint64_t opKey_;
+  const RngDraw* replay_;
+  RngDraw* record_;
 };
 
 // opKey layout for the counter-based model: step, block and node packed so keys never collide.

@@ -82,7 +82,8 @@ void checkDropoutMasks() {
         rng.reserve(makeOpKey(0, 0, 0), 7);  // a stateful offset that is a multiple of 4 but not of 8
         Dropout<T> op(p);
         const Mat<T> x = randomMat<T>(1, n, 50);
-        OpEnv env{&rng, makeOpKey(1, 4, 2), nullptr, nullptr, true, {}};
+        NodeDraws draws(&rng, makeOpKey(1, 4, 2), nullptr, nullptr);
+        const OpEnv env{&draws, {}};
         Context<T> ctx;
         std::vector<Tensor<T>> in{Tensor<T>::from(x)};
         const Tensor<T> y = op.forward(in, &ctx, env);

@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "reference/block.h"
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
@@ -43,12 +44,9 @@ using test::kFdTolerance;
 // Replayed by every random op, so each finite-difference evaluation sees the same mask.
 const RngDraw kDraw{1234, 7, 0};
 
-OpEnv replayEnv() {
-  OpEnv e;
-  e.replay = &kDraw;
-  e.updateState = false;
-  return e;
-}
+NodeDraws kReplay(nullptr, 0, &kDraw, nullptr);
+
+OpEnv replayEnv() { return OpEnv{&kReplay, {}}; }
 
 template <class T>
 Mat<T> randomMat(std::mt19937_64& g, int64_t rows, int64_t cols, double scale = 1, bool awayFromZero = false) {
@@ -297,9 +295,8 @@ void checkMetaMatchesMeter() {
     // A stateful generator moves by exactly the declared draws (rounded to whole Philox blocks), saving or not.
     for (bool save : {false, true}) {
       Rng rng(RngModel::kStateful, 99);
-      OpEnv env;
-      env.rng = &rng;
-      env.updateState = false;
+      NodeDraws draws(&rng, 0, nullptr, nullptr);
+      const OpEnv env{&draws, {}};
       Context<T> ctx;
       c.op->forward(ins, save ? &ctx : nullptr, env);
       EXPECT_EQ(rng.state().offset, (static_cast<uint64_t>(m.randomDraws) + 3) & ~uint64_t{3});
@@ -361,7 +358,6 @@ TEST(BatchNorm, runningStatisticsMoveOncePerTrainingForward) {
   const Mat<double> mean = x.map().colwise().mean();
   const Mat<double> unbiased = (x.map().rowwise() - mean.row(0)).array().square().colwise().sum().matrix() / 5.0;
   OpEnv train;
-  train.updateState = true;
   Mat<double> rm = Mat<double>::Zero(1, 3), rv = Mat<double>::Ones(1, 3);
   for (int step = 1; step <= 2; ++step) {
     Context<double> ctx;
@@ -372,16 +368,42 @@ TEST(BatchNorm, runningStatisticsMoveOncePerTrainingForward) {
     EXPECT_LE((bufs[1]->value - rv).cwiseAbs().maxCoeff(), 1e-15);
     EXPECT_EQ(bufs[2]->value(0, 0), step);
   }
-  // A recompute (updateState false) leaves every buffer bit for bit as it was.
-  std::vector<Mat<double>> before;
-  for (auto* b : bufs) before.push_back(b->value);
-  OpEnv recompute;
+}
+
+// Once per step is the block runtime's job (StateGuard), not the op's: a forward with updateState false and an
+// op-level recompute of a dropped BatchNorm leave every buffer bit for bit as it was; an ordinary forward moves
+// them (so the check is not vacuous).
+TEST(BatchNorm, theRuntimeKeepsARecomputeFromMovingState) {
+  std::mt19937_64 g(18);
+  const auto x = Tensor<double>::from(randomMat<double>(g, 6, 3, 2));
+  Block<double> block;
+  block.kind = "bn-only";
+  block.nodes.push_back({"bn", std::make_unique<BatchNorm<double>>("bn", 3, 0.25), {-1}});
+  const auto bufs = block.nodes[0].op->buffers();
+  Rng rng(RngModel::kStateful, 1);
+  auto snapshot = [&] {
+    std::vector<Mat<double>> v;
+    for (auto* b : bufs) v.push_back(b->value);
+    return v;
+  };
+  auto same = [&](const std::vector<Mat<double>>& before) {
+    for (size_t i = 0; i < bufs.size(); ++i)
+      if (std::memcmp(before[i].data(), bufs[i]->value.data(), sizeof(double) * before[i].size()) != 0) return false;
+    return true;
+  };
+  BlockEnv train{&rng, 0, 0, true, {}};
+  BlockEnv recompute = train;
   recompute.updateState = false;
-  Context<double> ctx;
-  bn.forward(std::vector{x}, &ctx, recompute);
-  bn.forward(std::vector{x}, nullptr, recompute);
-  for (size_t i = 0; i < bufs.size(); ++i)
-    EXPECT_EQ(std::memcmp(before[i].data(), bufs[i]->value.data(), sizeof(double) * before[i].size()), 0);
+  auto before = snapshot();
+  BlockTape<double> tape;
+  blockForward(block, x, &tape, KeepMask{false}, train);  // the first forward: state moves
+  EXPECT_FALSE(same(before));
+  before = snapshot();
+  recomputeDropped(block, tape, train);  // op-level recompute of the dropped BatchNorm
+  EXPECT_TRUE(same(before));
+  blockForward(block, x, &tape, {}, recompute);
+  blockForward<double>(block, x, nullptr, {}, recompute);
+  EXPECT_TRUE(same(before));
 }
 
 TEST(BatchNorm, forwardRejectsASingleRow) {
@@ -467,10 +489,9 @@ TEST(Attention, withoutDropoutDrawsNoRandomNumbers) {
   for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
     Rng rng(model, 5);
     const RngState start = rng.state();
-    OpEnv env;
-    env.rng = &rng;
     RngDraw recorded{9, 9, 9};
-    env.record = &recorded;
+    NodeDraws draws(&rng, 0, nullptr, &recorded);
+    const OpEnv env{&draws, {}};
     CausalSelfAttention<double> attn(2, 4, 0.0);
     Context<double> ctx;
     attn.forward(std::vector{qkv}, &ctx, env);
@@ -481,8 +502,8 @@ TEST(Attention, withoutDropoutDrawsNoRandomNumbers) {
   }
   // With dropout the stateful generator moves by B*H*T*T rounded up to a Philox block.
   Rng rng(RngModel::kStateful, 5);
-  OpEnv env;
-  env.rng = &rng;
+  NodeDraws draws(&rng, 0, nullptr, nullptr);
+  const OpEnv env{&draws, {}};
   CausalSelfAttention<double> attn(2, 3, 0.1);
   attn.forward(std::vector{randomQkv(g, 1, 3, 4)}, nullptr, env);
   EXPECT_EQ(rng.state().offset, 20u);  // 18 -> 20

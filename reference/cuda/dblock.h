@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/cuda/dops.h"
@@ -38,13 +39,35 @@ std::vector<int> deviceLastConsumers(const DBlock<T, X>& b) {
   return last;
 }
 
-inline DEnv nodeEnv(const DBlockEnv& b, int node, const RngDraw* replay, RngDraw* record, bool updateState) {
-  return DEnv{b.rng, makeOpKey(b.step, b.block, node), replay, record, updateState, b.erfGelu, b.bf16Matmul};
-}
+// reference/block.h's StateGuard: copies the buffers of the given nodes' ops (device to device, untracked) and
+// puts them back when it goes out of scope, so a recompute leaves module state as it found it.
+template <class T, class X>
+class DStateGuard {
+ public:
+  DStateGuard(X& x, DBlock<T, X>& b, bool active, const std::vector<bool>& nodes = {}) : x_(&x) {
+    if (!active) return;
+    for (int k = 0; k < b.size(); ++k)
+      if (nodes.empty() || nodes[static_cast<size_t>(k)])
+        for (DBuffer<T>* buf : b.nodes[static_cast<size_t>(k)].op->buffers()) {
+          DTensor<T> copy = DTensor<T>::untracked(x.pool(), buf->value.rows(), buf->value.cols());
+          x.copy(copy.data(), buf->value.data(), copy.size());
+          saved_.push_back({buf, std::move(copy)});
+        }
+  }
+  ~DStateGuard() {
+    for (auto& [buf, copy] : saved_) x_->copy(buf->value.data(), copy.data(), copy.size());
+  }
+  DStateGuard(const DStateGuard&) = delete;
+  DStateGuard& operator=(const DStateGuard&) = delete;
+
+ private:
+  X* x_;
+  std::vector<std::pair<DBuffer<T>*, DTensor<T>>> saved_;
+};
 
 template <class T, class X>
-DTensor<T> deviceBlockForward(DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
-                              const DBlockEnv& benv) {
+DTensor<T> deviceBlockForward(X& exec, DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T>* tape,
+                              const DKeepMask& keep, const DBlockEnv& benv) {
   const int n = b.size();
   const auto last = deviceLastConsumers(b);
   std::vector<DTensor<T>> vals(static_cast<size_t>(n));
@@ -56,11 +79,14 @@ DTensor<T> deviceBlockForward(DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T
     tape->input.reset();
   }
   ActivationMeter* meter = currentMeter();
+  const DStateGuard<T, X> state(exec, b, !benv.updateState);
   for (int k = 0; k < n; ++k) {
     DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
     std::vector<DTensor<T>> ins;
     for (int j : node.inputs) ins.push_back(j < 0 ? x : vals[static_cast<size_t>(j)]);
-    const DEnv env = nodeEnv(benv, k, nullptr, tape ? &tape->draws[static_cast<size_t>(k)] : nullptr, benv.updateState);
+    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), nullptr,
+                    tape ? &tape->draws[static_cast<size_t>(k)] : nullptr);
+    const DEnv env{&draws, benv.erfGelu, benv.bf16Matmul};
     const bool save = tape && keepsNode(keep, k);
     DContext<T> ctx;
     vals[static_cast<size_t>(k)] = node.op->forward(ins, save ? &ctx : nullptr, env);
@@ -81,7 +107,7 @@ DTensor<T> deviceBlockForward(DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T
 }
 
 template <class T, class X>
-void deviceRecomputeDropped(DBlock<T, X>& b, DBlockTape<T>& tape, const DBlockEnv& benv) {
+void deviceRecomputeDropped(X& exec, DBlock<T, X>& b, DBlockTape<T>& tape, const DBlockEnv& benv) {
   const int n = b.size();
   std::vector<int> lastDropped(static_cast<size_t>(n + 1), -1);
   for (int k = 0; k < n; ++k)
@@ -89,6 +115,9 @@ void deviceRecomputeDropped(DBlock<T, X>& b, DBlockTape<T>& tape, const DBlockEn
       for (int j : b.nodes[static_cast<size_t>(k)].inputs) lastDropped[static_cast<size_t>(j + 1)] = k;
   std::vector<DTensor<T>> vals(static_cast<size_t>(n));
   ActivationMeter* meter = currentMeter();
+  std::vector<bool> dropped(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) dropped[static_cast<size_t>(k)] = !keepsNode(tape.keep, k);
+  const DStateGuard<T, X> state(exec, b, true, dropped);
   for (int k = 0; k < n; ++k) {
     if (keepsNode(tape.keep, k)) continue;
     DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
@@ -96,7 +125,8 @@ void deviceRecomputeDropped(DBlock<T, X>& b, DBlockTape<T>& tape, const DBlockEn
     for (int j : node.inputs)
       ins.push_back(j < 0 ? tape.input
                           : keepsNode(tape.keep, j) ? tape.kept[static_cast<size_t>(j)] : vals[static_cast<size_t>(j)]);
-    const DEnv env = nodeEnv(benv, k, &tape.draws[static_cast<size_t>(k)], nullptr, false);
+    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), &tape.draws[static_cast<size_t>(k)], nullptr);
+    const DEnv env{&draws, benv.erfGelu, benv.bf16Matmul};
     DContext<T> ctx;
     vals[static_cast<size_t>(k)] = node.op->forward(ins, &ctx, env);
     if (meter) meter->countFlops(node.forwardFlops);

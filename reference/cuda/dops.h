@@ -21,23 +21,19 @@
 #include "reference/cuda/kernels/loss.cuh"
 #include "reference/cuda/kernels/reduce.cuh"
 #include "reference/cuda/kernels/softmax.cuh"
+#include "reference/saved_fields.h"
 
 namespace ckpt::gpu {
 
-// reference/op.h's OpEnv (generator, op key, op-level replay/record, state updates, numerics).
+// reference/op.h's OpEnv: where random numbers come from, and the ambient numerics.
 struct DEnv {
-  Rng* rng = nullptr;
-  uint64_t opKey = 0;
-  const RngDraw* replay = nullptr;
-  RngDraw* record = nullptr;
-  bool updateState = true;
+  DrawSource* draws = nullptr;
   bool erfGelu = false;
   bool bf16Matmul = false;
 
   RngDraw draw(int64_t n) const {
-    RngDraw d = replay ? *replay : rng->reserve(opKey, n);
-    if (record) *record = d;
-    return d;
+    if (!draws) throw std::logic_error("a random device op ran without a DrawSource in its DEnv");
+    return draws->draw(n);
   }
 };
 
@@ -107,11 +103,11 @@ class DLinear final : public DOp<T, X> {
     this->x().gemm(g);
     this->x().launch(y.size(), BiasAdd<T>{y.data(), b_.value.data(), out_});
     if (env.bf16Matmul) this->x().launch(y.size(), RoundToBf16<T>{y.data()});
-    if (ctx) ctx->tensors = {in[0]};
+    if (ctx) saveFields(*ctx, Saved{in[0]});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const DTensor<T>& xin = ctx.tensors[0];
+    const DTensor<T> xin = loadFields<Saved>(ctx).x;
     const int64_t n = xin.rows();
     Gemm<T> gw;  // W.grad += dy^T x
     gw.transA = true;
@@ -133,6 +129,10 @@ class DLinear final : public DOp<T, X> {
   std::vector<DParam<T>*> params() override { return {&w_, &b_}; }
 
  private:
+  struct Saved {
+    DTensor<T> x;
+    auto fields() { return std::tie(x); }
+  };
   int64_t in_, out_;
   DParam<T> w_, b_;
 };
@@ -144,14 +144,20 @@ class DRelu final : public DOp<T, X> {
   DTensor<T> forward(std::span<const DTensor<T>> in, DContext<T>* ctx, const DEnv&) override {
     auto y = this->activation(in[0].rows(), in[0].cols());
     this->x().launch(y.size(), ReluForward<T>{y.data(), in[0].data()});
-    if (ctx) ctx->tensors = {y};
+    if (ctx) saveFields(*ctx, Saved{y});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& y = ctx.tensors[0];
+    const DTensor<T> y = loadFields<Saved>(ctx).y;
     din[0] = this->activation(y.rows(), y.cols());
     this->x().launch(y.size(), ReluBackward<T>{din[0].data(), y.data(), dout.data()});
   }
+
+ private:
+  struct Saved {
+    DTensor<T> y;  // the output
+    auto fields() { return std::tie(y); }
+  };
 };
 
 template <class T, class X>
@@ -161,14 +167,20 @@ class DTanh final : public DOp<T, X> {
   DTensor<T> forward(std::span<const DTensor<T>> in, DContext<T>* ctx, const DEnv&) override {
     auto y = this->activation(in[0].rows(), in[0].cols());
     this->x().launch(y.size(), TanhForward<T>{y.data(), in[0].data()});
-    if (ctx) ctx->tensors = {y};
+    if (ctx) saveFields(*ctx, Saved{y});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& y = ctx.tensors[0];
+    const DTensor<T> y = loadFields<Saved>(ctx).y;
     din[0] = this->activation(y.rows(), y.cols());
     this->x().launch(y.size(), TanhBackward<T>{din[0].data(), y.data(), dout.data()});
   }
+
+ private:
+  struct Saved {
+    DTensor<T> y;  // the output
+    auto fields() { return std::tie(y); }
+  };
 };
 
 template <class T, class X>
@@ -180,14 +192,20 @@ class DGelu final : public DOp<T, X> {
     GeluForward<T> body{y.data(), in[0].data()};
     body.erfForm = env.erfGelu;
     this->x().launch(y.size(), body);
-    if (ctx) ctx->tensors = {in[0]};
+    if (ctx) saveFields(*ctx, Saved{in[0]});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& xin = ctx.tensors[0];
+    const DTensor<T> xin = loadFields<Saved>(ctx).x;
     din[0] = this->activation(xin.rows(), xin.cols());
     this->x().launch(xin.size(), GeluBackward<T>{din[0].data(), xin.data(), dout.data()});
   }
+
+ private:
+  struct Saved {
+    DTensor<T> x;
+    auto fields() { return std::tie(x); }
+  };
 };
 
 // Inverted dropout (reference/ops/dropout.h); saves the scaled mask.
@@ -208,7 +226,7 @@ class DDropout final : public DOp<T, X> {
     this->x().launch(philoxBlocksFor(d.offset, xin.size()),
                      DropoutForward<T>{y.data(), mask.data(), xin.data(), xin.size(), drawPos(d), p_, scale});
     if (ctx) {
-      ctx->tensors = {mask};
+      saveFields(*ctx, Saved{mask});
       ctx->draw = d;
     }
     return y;
@@ -219,10 +237,14 @@ class DDropout final : public DOp<T, X> {
       this->x().copy(din[0].data(), dout.data(), dout.size());
       return;
     }
-    this->x().launch(dout.size(), Multiply<T>{din[0].data(), dout.data(), ctx.tensors[0].data()});
+    this->x().launch(dout.size(), Multiply<T>{din[0].data(), dout.data(), loadFields<Saved>(ctx).mask.data()});
   }
 
  private:
+  struct Saved {
+    DTensor<T> mask;  // m / (1 - p)
+    auto fields() { return std::tie(mask); }
+  };
   double p_;
 };
 
@@ -255,19 +277,25 @@ class DLayerNorm final : public DOp<T, X> {
     DTensor<T> rstd = ctx ? this->activation(n, 1) : this->workspace(n, 1);
     this->x().launch(n, LayerNormForward<T>{y.data(), mean.data(), rstd.data(), xin.data(), w_.value.data(),
                                             b_.value.data(), c, static_cast<T>(eps_)});
-    if (ctx) ctx->tensors = {xin, mean, rstd};
+    if (ctx) saveFields(*ctx, Saved{xin, mean, rstd});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& xin = ctx.tensors[0];
-    const int64_t n = xin.rows(), c = xin.cols();
+    const auto s = loadFields<Saved>(ctx);
+    const int64_t n = s.x.rows(), c = s.x.cols();
     din[0] = this->activation(n, c);
-    this->x().launch(n, LayerNormBackwardInput<T>{din[0].data(), dout.data(), xin.data(), ctx.tensors[1].data(),
-                                                  ctx.tensors[2].data(), w_.value.data(), c});
-    this->x().launch(c, LayerNormBackwardParams<T>{w_.grad.data(), b_.grad.data(), dout.data(), xin.data(),
-                                                   ctx.tensors[1].data(), ctx.tensors[2].data(), n, c});
+    this->x().launch(n, LayerNormBackwardInput<T>{din[0].data(), dout.data(), s.x.data(), s.mean.data(),
+                                                  s.rstd.data(), w_.value.data(), c});
+    this->x().launch(c, LayerNormBackwardParams<T>{w_.grad.data(), b_.grad.data(), dout.data(), s.x.data(),
+                                                   s.mean.data(), s.rstd.data(), n, c});
   }
   std::vector<DParam<T>*> params() override { return {&w_, &b_}; }
+
+ private:
+  struct Saved {
+    DTensor<T> x, mean, rstd;  // mean and rstd (N, 1)
+    auto fields() { return std::tie(x, mean, rstd); }
+  };
 
  private:
   double eps_;
@@ -287,7 +315,7 @@ class DBatchNorm final : public DOp<T, X> {
         runningMean_{d.buffers.at(0).name, uploadMatrix(x, d.buffers.at(0))},
         runningVar_{d.buffers.at(1).name, uploadMatrix(x, d.buffers.at(1))},
         numBatches_{d.buffers.at(2).name, uploadMatrix(x, d.buffers.at(2))} {}
-  DTensor<T> forward(std::span<const DTensor<T>> in, DContext<T>* ctx, const DEnv& env) override {
+  DTensor<T> forward(std::span<const DTensor<T>> in, DContext<T>* ctx, const DEnv&) override {
     const auto& xin = in[0];
     const int64_t n = xin.rows(), c = xin.cols();
     if (n < 2)
@@ -299,21 +327,26 @@ class DBatchNorm final : public DOp<T, X> {
     this->x().launch(c, BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runningMean_.value.data(),
                                             runningVar_.value.data(), numBatches_.value.data(), xin.data(),
                                             w_.value.data(), b_.value.data(), n, c, static_cast<T>(eps_),
-                                            static_cast<T>(momentum_), env.updateState});
-    if (ctx) ctx->tensors = {xin, mean, rstd};
+                                            static_cast<T>(momentum_)});
+    if (ctx) saveFields(*ctx, Saved{xin, mean, rstd});
     return y;
   }
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& xin = ctx.tensors[0];
+    const auto s = loadFields<Saved>(ctx);
+    const DTensor<T>& xin = s.x;
     const int64_t n = xin.rows(), c = xin.cols();
     din[0] = this->activation(n, c);
     this->x().launch(c, BatchNormBackward<T>{din[0].data(), w_.grad.data(), b_.grad.data(), dout.data(), xin.data(),
-                                             ctx.tensors[1].data(), ctx.tensors[2].data(), w_.value.data(), n, c});
+                                             s.mean.data(), s.rstd.data(), w_.value.data(), n, c});
   }
   std::vector<DParam<T>*> params() override { return {&w_, &b_}; }
   std::vector<DBuffer<T>*> buffers() override { return {&runningMean_, &runningVar_, &numBatches_}; }
 
  private:
+  struct Saved {
+    DTensor<T> x, mean, rstd;  // mean and rstd (1, C)
+    auto fields() { return std::tie(x, mean, rstd); }
+  };
   double eps_, momentum_;
   DParam<T> w_, b_;
   DBuffer<T> runningMean_, runningVar_, numBatches_;
@@ -356,16 +389,16 @@ class DAttention final : public DOp<T, X> {
                               false, out.data() + b * seq_ * d.c, d.c, d.hd, seq_, d.hd, seq_));
     }
     if (ctx) {
-      ctx->tensors = {qkv, probs};
-      if (p_ > 0) ctx->tensors.push_back(mask);
+      saveFields(*ctx, Saved{qkv, probs, mask});  // mask stays undefined, and unsaved, when p = 0
       ctx->draw = draw;
     }
     return out;
   }
 
   void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const auto& qkv = ctx.tensors[0];
-    const auto& att = ctx.tensors[1];
+    const auto s = loadFields<Saved>(ctx);
+    const DTensor<T>& qkv = s.qkv;
+    const DTensor<T>& att = s.probs;
     const Dims d = dims(qkv);
     const int64_t bht = d.batch * heads_ * seq_, n = bht * seq_;
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
@@ -378,7 +411,7 @@ class DAttention final : public DOp<T, X> {
     }
     DTensor<T> kept = att;
     if (p_ > 0) {
-      const auto& mask = ctx.tensors[2];
+      const DTensor<T>& mask = s.mask;
       kept = this->workspace(bht, seq_);
       this->x().launch(n, Multiply<T>{kept.data(), att.data(), mask.data()});
       this->x().launch(n, Multiply<T>{dp.data(), dp.data(), mask.data()});
@@ -401,6 +434,12 @@ class DAttention final : public DOp<T, X> {
   }
 
  private:
+  struct Saved {
+    DTensor<T> qkv;
+    DTensor<T> probs;  // P, (batch heads seq, seq)
+    DTensor<T> mask;   // the dropout mask over P, scaled; only when p > 0
+    auto fields() { return std::tie(qkv, probs, mask); }
+  };
   struct Dims {
     int64_t batch, c, hd;
   };
@@ -473,27 +512,31 @@ class DLoss {
       DTensor<T> probs = ctx ? DTensor<T>::empty(x_->pool(), rows_, cols_) : DTensor<T>::untracked(x_->pool(), rows_, cols_);
       x_->launch(rows_, CrossEntropyForwardRow<T>{probs.data(), terms.data(), xin.data(), labels(), cols_});
       x_->launch(1, SumRows<T>{value_.data(), terms.data(), rows_, static_cast<T>(rows_)});
-      if (ctx) ctx->tensors = {probs};
+      if (ctx) saveFields(*ctx, Saved{probs});
     } else {
       x_->launch(rows_, MseForwardRow<T>{terms.data(), xin.data(), target_.data(), cols_});
       x_->launch(1, SumRows<T>{value_.data(), terms.data(), rows_, static_cast<T>(rows_ * cols_)});
-      if (ctx) ctx->tensors = {xin};
+      if (ctx) saveFields(*ctx, Saved{xin});
     }
   }
 
   DTensor<T> backward(const DContext<T>& ctx) {
     auto dx = DTensor<T>::empty(x_->pool(), rows_, cols_);
     if (kind_ == DLossKind::kCrossEntropy) {
-      x_->launch(dx.size(), CrossEntropyBackward<T>{dx.data(), ctx.tensors[0].data(), labels(), cols_,
+      x_->launch(dx.size(), CrossEntropyBackward<T>{dx.data(), loadFields<Saved>(ctx).operand.data(), labels(), cols_,
                                                     T(1) / static_cast<T>(rows_)});
     } else {
-      x_->launch(dx.size(), MseBackward<T>{dx.data(), ctx.tensors[0].data(), target_.data(),
+      x_->launch(dx.size(), MseBackward<T>{dx.data(), loadFields<Saved>(ctx).operand.data(), target_.data(),
                                            T(2) / static_cast<T>(rows_ * cols_)});
     }
     return dx;
   }
 
  private:
+  struct Saved {
+    DTensor<T> operand;  // cross-entropy: the softmax of the logits; mse: the input
+    auto fields() { return std::tie(operand); }
+  };
   const int* labels() const { return labels_.data(); }
   X* x_;
   DLossKind kind_;

@@ -26,7 +26,7 @@ struct DBlockEnv {
   Rng* rng = nullptr;
   int step = 0;
   int block = 0;
-  bool updateState = true;
+  bool updateState = true;  // false: the forward leaves module state as it found it (DStateGuard)
   bool erfGelu = false;
   bool bf16Matmul = false;
 };

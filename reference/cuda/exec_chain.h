@@ -48,10 +48,10 @@ class ExecChain : public DeviceChain<T> {
   }
   DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
                      const DBlockEnv& env) override {
-    return deviceBlockForward(blocks_.at(at(block)), x, tape, keep, env);
+    return deviceBlockForward(*x_, blocks_.at(at(block)), x, tape, keep, env);
   }
   void recomputeDropped(int block, DBlockTape<T>& tape, const DBlockEnv& env) override {
-    deviceRecomputeDropped(blocks_.at(at(block)), tape, env);
+    deviceRecomputeDropped(*x_, blocks_.at(at(block)), tape, env);
   }
   DTensor<T> backward(int block, DBlockTape<T>&& tape, DTensor<T>&& dy) override {
     return deviceBlockBackward(*x_, blocks_.at(at(block)), std::move(tape), std::move(dy));

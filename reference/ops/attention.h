@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -90,8 +91,7 @@ class CausalSelfAttention final : public Op<T> {
       }
     }
     if (ctx) {
-      ctx->tensors = {qkv, probs};
-      if (p_ > 0) ctx->tensors.push_back(mask);
+      saveFields(*ctx, Saved{qkv, probs, mask});  // mask stays undefined, and unsaved, when p = 0
       ctx->draw = draw;
     }
     return out;
@@ -100,7 +100,8 @@ class CausalSelfAttention final : public Op<T> {
   // Per head: dv = P'^T dout, dP' = dout v^T, dP = dP' * mask, dS = P (dP - rowsum(dP P)) / sqrt(hd),
   // dq = dS k, dk = dS^T q. dS is exactly 0 where P is, so nothing flows to the future.
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto& qkv = ctx.tensors[0];
+    const auto s = loadFields<Saved>(ctx);
+    const Tensor<T>& qkv = s.qkv;
     const Dims d = dims({qkv.rows(), qkv.cols()});
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
     const auto x = qkv.map();
@@ -111,14 +112,14 @@ class CausalSelfAttention final : public Op<T> {
     for (int64_t b = 0; b < d.batch; ++b) {
       for (int64_t h = 0; h < heads_; ++h) {
         const int64_t r0 = b * seq_, row0 = (b * heads_ + h) * seq_;
-        const auto att = ctx.tensors[1].map().block(row0, 0, seq_, seq_);
+        const auto att = s.probs.map().block(row0, 0, seq_, seq_);
         const auto q = x.block(r0, h * d.hd, seq_, d.hd);
         const auto k = x.block(r0, d.c + h * d.hd, seq_, d.hd);
         const auto v = x.block(r0, 2 * d.c + h * d.hd, seq_, d.hd);
         const auto g = dy.block(r0, h * d.hd, seq_, d.hd);
         dp.noalias() = g * v.transpose();
         if (p_ > 0) {
-          const auto mask = ctx.tensors[2].map().block(row0, 0, seq_, seq_);
+          const auto mask = s.mask.map().block(row0, 0, seq_, seq_);
           kept = att.cwiseProduct(mask);
           dp = dp.cwiseProduct(mask);
         } else {
@@ -134,6 +135,12 @@ class CausalSelfAttention final : public Op<T> {
   }
 
  private:
+  struct Saved {
+    Tensor<T> qkv;
+    Tensor<T> probs;  // P, (batch heads seq, seq)
+    Tensor<T> mask;   // the dropout mask over P, scaled; only when p > 0
+    auto fields() { return std::tie(qkv, probs, mask); }
+  };
   struct Dims {
     int64_t batch, c, hd;
   };

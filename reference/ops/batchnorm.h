@@ -1,13 +1,14 @@
 // BatchNorm1d in training mode over the rows of x (N, C), as PyTorch: y = (x - mean) * rstd * weight + bias with
-// the batch mean and biased batch variance per column. When OpEnv::updateState is set (the step's first forward,
-// never a recompute) it also moves the running statistics: running = (1 - m) running + m batch, the variance
-// unbiased (n / (n - 1)), and counts the batch in num_batches_tracked. Saves its input plus the per-column mean
+// the batch mean and biased batch variance per column. Every forward also moves the running statistics, as
+// PyTorch's module does in training mode (a recompute that should not move them is the runtime's to undo:
+// reference/block.h, StateGuard): running = (1 - m) running + m batch, the variance unbiased (n / (n - 1)), and counts the batch in num_batches_tracked. Saves its input plus the per-column mean
 // and rstd (1, C) each.
 #pragma once
 #include <cmath>
 #include <stdexcept>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -30,7 +31,7 @@ class BatchNorm final : public Op<T> {
   // As written below. Per element: forward sum, centre, square, sum, scale, bias (6); backward xhat (2), dnorm,
   // its sum, dnorm xhat and its sum, the three-term combination (4), dweight (2), dbias (13). Per column:
   // forward two 1/N scalings, +eps, sqrt, reciprocal, rstd weight (6); backward two 1/N scalings and the two
-  // accumulations (4). The running-statistics update (first forward only) is not counted, so a recompute
+  // accumulations (4). The running-statistics update (undone by the runtime after a recompute) is not counted, so a recompute
   // costs exactly what the forward cost.
   OpMeta meta(std::span<const Shape> in) const override {
     const int64_t n = in[0].rows, c = in[0].cols;
@@ -44,7 +45,7 @@ class BatchNorm final : public Op<T> {
     return m;
   }
 
-  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
+  Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv&) override {
     const auto& x = in[0];
     const int64_t n = x.rows(), c = x.cols();
     if (n < 2)
@@ -72,22 +73,21 @@ class BatchNorm final : public Op<T> {
     auto ym = y.map();
     ym = (centred.array().rowwise() * (rstd.array() * w_.value.array()).row(0)).matrix();
     ym.rowwise() += b_.value.row(0);
-    if (env.updateState) {
-      const T m = static_cast<T>(momentum_);
-      const T unbiased = T(1) / static_cast<T>(n - 1);
-      runningMean_.value = (T(1) - m) * runningMean_.value + m * mean;
-      runningVar_.value = (T(1) - m) * runningVar_.value + m * (sumSq * unbiased);
-      numBatches_.value(0, 0) += T(1);
-    }
-    if (ctx) ctx->tensors = {x, meanT, rstdT};
+    const T m = static_cast<T>(momentum_);
+    const T unbiased = T(1) / static_cast<T>(n - 1);
+    runningMean_.value = (T(1) - m) * runningMean_.value + m * mean;
+    runningVar_.value = (T(1) - m) * runningVar_.value + m * (sumSq * unbiased);
+    numBatches_.value(0, 0) += T(1);
+    if (ctx) saveFields(*ctx, Saved{x, meanT, rstdT});
     return y;
   }
 
   // dx = rstd (dnorm - mean(dnorm) - xhat mean(dnorm xhat)) per column, dnorm = dy weight.
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto xm = ctx.tensors[0].map();
-    const auto mean = ctx.tensors[1].map();
-    const auto rstd = ctx.tensors[2].map();
+    const auto s = loadFields<Saved>(ctx);
+    const auto xm = s.x.map();
+    const auto mean = s.mean.map();
+    const auto rstd = s.rstd.map();
     const int64_t n = xm.rows(), c = xm.cols();
     const T invN = T(1) / static_cast<T>(n);
     const auto dy = dout.map();
@@ -109,6 +109,10 @@ class BatchNorm final : public Op<T> {
   std::vector<Buffer<T>*> buffers() override { return {&runningMean_, &runningVar_, &numBatches_}; }
 
  private:
+  struct Saved {
+    Tensor<T> x, mean, rstd;  // mean and rstd (1, C)
+    auto fields() { return std::tie(x, mean, rstd); }
+  };
   Param<T> w_, b_;
   Buffer<T> runningMean_, runningVar_, numBatches_;
   double momentum_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "reference/loss.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -46,12 +47,12 @@ class CrossEntropyLoss final : public Loss<T> {
       // log softmax at the label from the shifted logits, not log(p), so a tiny p loses no precision.
       total += std::log(sum) - (xm(r, labels_[static_cast<size_t>(r)]) - mx);
     }
-    if (ctx) ctx->tensors = {probsT};
+    if (ctx) saveFields(*ctx, Saved{probsT});
     return total / static_cast<T>(n);
   }
 
   Tensor<T> backward(const Context<T>& ctx) override {
-    const auto& probs = ctx.tensors[0];
+    const Tensor<T> probs = loadFields<Saved>(ctx).probs;
     const int64_t n = probs.rows();
     const T invN = T(1) / static_cast<T>(n);
     auto dx = Tensor<T>::empty(n, probs.cols());
@@ -63,6 +64,10 @@ class CrossEntropyLoss final : public Loss<T> {
   }
 
  private:
+  struct Saved {
+    Tensor<T> probs;  // softmax of the logits
+    auto fields() { return std::tie(probs); }
+  };
   void check(const Tensor<T>& x) const {
     if (static_cast<int64_t>(labels_.size()) != x.rows())
       throw std::invalid_argument("cross_entropy: " + std::to_string(labels_.size()) + " labels for " +

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -48,7 +49,7 @@ class Dropout final : public Op<T> {
       }
     }
     if (ctx) {
-      ctx->tensors = {mask};
+      saveFields(*ctx, Saved{mask});
       ctx->draw = d;
     }
     return y;
@@ -59,10 +60,14 @@ class Dropout final : public Op<T> {
       din[0].map() = dout.map();
       return;
     }
-    din[0].map() = dout.map().cwiseProduct(ctx.tensors[0].map());
+    din[0].map() = dout.map().cwiseProduct(loadFields<Saved>(ctx).mask.map());
   }
 
  private:
+  struct Saved {
+    Tensor<T> mask;  // m / (1 - p)
+    auto fields() { return std::tie(mask); }
+  };
   double p_;
 };
 

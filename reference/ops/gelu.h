@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -39,12 +40,12 @@ class Gelu final : public Op<T> {
         ys[i] = T(0.5) * v * (T(1) + std::tanh(inner));
       }
     }
-    if (ctx) ctx->tensors = {x};
+    if (ctx) saveFields(*ctx, Saved{x});
     return y;
   }
   // PyTorch's GeluBackward (tanh): dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)).
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto& x = ctx.tensors[0];
+    const Tensor<T> x = loadFields<Saved>(ctx).x;
     din[0] = Tensor<T>::empty(x.rows(), x.cols());
     const T* xs = x.data();
     const T* dy = dout.data();
@@ -63,6 +64,10 @@ class Gelu final : public Op<T> {
   }
 
  private:
+  struct Saved {
+    Tensor<T> x;
+    auto fields() { return std::tie(x); }
+  };
   // Rounded once from double, as PyTorch's kernels do.
   static constexpr T kBeta = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
   static constexpr T kKappa = static_cast<T>(0.044715);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -67,15 +68,16 @@ class LayerNorm final : public Op<T> {
       ym.row(r) = ((xm.row(r).array() - mean[r]) * rstd[r] * w_.value.row(0).array() + b_.value.row(0).array())
                       .matrix();
     }
-    if (ctx) ctx->tensors = {x, meanT, rstdT};
+    if (ctx) saveFields(*ctx, Saved{x, meanT, rstdT});
     return y;
   }
 
   // dx = rstd (dnorm - mean(dnorm) - xhat mean(dnorm xhat)), dnorm = dy weight (llm.c's layernorm_backward).
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto xm = ctx.tensors[0].map();
-    const T* mean = ctx.tensors[1].data();
-    const T* rstd = ctx.tensors[2].data();
+    const auto s = loadFields<Saved>(ctx);
+    const auto xm = s.x.map();
+    const T* mean = s.mean.data();
+    const T* rstd = s.rstd.data();
     const int64_t n = xm.rows(), c = xm.cols();
     const T invC = T(1) / static_cast<T>(c);
     const auto dy = dout.map();
@@ -100,6 +102,10 @@ class LayerNorm final : public Op<T> {
   std::vector<Param<T>*> params() override { return {&w_, &b_}; }
 
  private:
+  struct Saved {
+    Tensor<T> x, mean, rstd;  // mean and rstd (N, 1)
+    auto fields() { return std::tie(x, mean, rstd); }
+  };
   Param<T> w_, b_;
   double eps_;
 };

@@ -1,6 +1,7 @@
 // Linear: y = x W^T + b, x (N, in), W (out, in), b (1, out). Saves its input.
 #pragma once
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -30,12 +31,12 @@ class Linear final : public Op<T> {
     y.map().noalias() = in[0].map() * w_.value.transpose();
     y.map().rowwise() += b_.value.row(0);
     if (env.numerics.bf16Matmul) y.map() = y.map().unaryExpr([](T v) { return roundToBf16(v); });
-    if (ctx) ctx->tensors = {in[0]};
+    if (ctx) saveFields(*ctx, Saved{in[0]});
     return y;
   }
 
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto& x = ctx.tensors[0];
+    const Tensor<T> x = loadFields<Saved>(ctx).x;
     w_.grad.noalias() += dout.map().transpose() * x.map();
     b_.grad += dout.map().colwise().sum();
     din[0] = Tensor<T>::empty(x.rows(), x.cols());
@@ -45,6 +46,10 @@ class Linear final : public Op<T> {
   std::vector<Param<T>*> params() override { return {&w_, &b_}; }
 
  private:
+  struct Saved {
+    Tensor<T> x;
+    auto fields() { return std::tie(x); }
+  };
   Param<T> w_, b_;
 };
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "reference/loss.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -31,18 +32,22 @@ class MseLoss final : public Loss<T> {
                                   ") does not match the target (" + std::to_string(target_.rows()) + ", " +
                                   std::to_string(target_.cols()) + ")");
     const T loss = (x.map() - target_).squaredNorm() / static_cast<T>(x.size());
-    if (ctx) ctx->tensors = {x};
+    if (ctx) saveFields(*ctx, Saved{x});
     return loss;
   }
 
   Tensor<T> backward(const Context<T>& ctx) override {
-    const auto& x = ctx.tensors[0];
+    const Tensor<T> x = loadFields<Saved>(ctx).x;
     auto dx = Tensor<T>::empty(x.rows(), x.cols());
     dx.map() = (x.map() - target_) * (T(2) / static_cast<T>(x.size()));
     return dx;
   }
 
  private:
+  struct Saved {
+    Tensor<T> x;
+    auto fields() { return std::tie(x); }
+  };
   Mat<T> target_;
 };
 

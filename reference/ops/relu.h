@@ -1,6 +1,7 @@
 // ReLU: y = max(x, 0). Saves its output (y > 0 exactly where x > 0), as PyTorch does.
 #pragma once
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -19,14 +20,20 @@ class Relu final : public Op<T> {
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv&) override {
     auto y = Tensor<T>::empty(in[0].rows(), in[0].cols());
     y.map() = in[0].map().cwiseMax(T(0));
-    if (ctx) ctx->tensors = {y};
+    if (ctx) saveFields(*ctx, Saved{y});
     return y;
   }
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto& y = ctx.tensors[0];
+    const Tensor<T> y = loadFields<Saved>(ctx).y;
     din[0] = Tensor<T>::empty(y.rows(), y.cols());
     din[0].map() = (y.map().array() > T(0)).select(dout.map(), T(0));
   }
+
+ private:
+  struct Saved {
+    Tensor<T> y;  // the output
+    auto fields() { return std::tie(y); }
+  };
 };
 
 }  // namespace ckpt

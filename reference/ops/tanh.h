@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "reference/op.h"
+#include "reference/saved_fields.h"
 
 namespace ckpt {
 
@@ -22,14 +23,20 @@ class Tanh final : public Op<T> {
     auto y = Tensor<T>::empty(in[0].rows(), in[0].cols());
     // std::tanh per element rather than Eigen's vectorised approximation, the same function GELU uses.
     y.map() = in[0].map().unaryExpr([](T v) { return std::tanh(v); });
-    if (ctx) ctx->tensors = {y};
+    if (ctx) saveFields(*ctx, Saved{y});
     return y;
   }
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
-    const auto& y = ctx.tensors[0];
+    const Tensor<T> y = loadFields<Saved>(ctx).y;
     din[0] = Tensor<T>::empty(y.rows(), y.cols());
     din[0].map() = dout.map().array() * (T(1) - y.map().array().square());
   }
+
+ private:
+  struct Saved {
+    Tensor<T> y;  // the output
+    auto fields() { return std::tie(y); }
+  };
 };
 
 }  // namespace ckpt

@@ -23,7 +23,6 @@ struct BatchNormForward {
   int64_t cols;
   T eps;
   T momentum;
-  bool updateState;
   CKPT_HD void operator()(int64_t c) const {
     const T invN = T(1) / static_cast<T>(rows);
     T sum = 0;
@@ -39,12 +38,12 @@ struct BatchNormForward {
     for (int64_t r = 0; r < rows; ++r) out[r * cols + c] = (inp[r * cols + c] - m) * a + bias[c];
     mean[c] = m;
     rstd[c] = s;
-    if (updateState) {
-      const T unbiased = T(1) / static_cast<T>(rows - 1);
-      runningMean[c] = (T(1) - momentum) * runningMean[c] + momentum * m;
-      runningVar[c] = (T(1) - momentum) * runningVar[c] + momentum * (sumSq * unbiased);
-      if (c == 0) numBatchesTracked[0] += T(1);
-    }
+    // Every training forward moves the running statistics, as the reference op does; a recompute's update is
+    // undone by the block runtime (reference/cuda/dblock.h, DStateGuard).
+    const T unbiased = T(1) / static_cast<T>(rows - 1);
+    runningMean[c] = (T(1) - momentum) * runningMean[c] + momentum * m;
+    runningVar[c] = (T(1) - momentum) * runningVar[c] + momentum * (sumSq * unbiased);
+    if (c == 0) numBatchesTracked[0] += T(1);
   }
 };
 
