@@ -58,8 +58,11 @@ GradientNoise gradientNoise(const std::vector<TensorEvidence>& ts, uint64_t roun
 
 std::optional<std::string> missingGradient(const std::vector<TensorEvidence>& ts, const GradientNoise& noise) {
   for (const auto& t : ts) {
-    if (t.kind != TensorKind::kGradient || !t.plainPresent || allZero(t.plain) || noise.is(t)) continue;
+    if (t.kind != TensorKind::kGradient || !t.plainPresent) continue;
+    // Absent where the plain run has one, even one that is zero (a ReLU that let nothing through): the
+    // checkpointed run never wrote it, whatever its value would have been.
     if (!t.otherPresent) return "gradient of " + t.name + " is absent in the checkpointed run";
+    if (allZero(t.plain) || noise.is(t)) continue;
     if (allZero(t.other)) return "gradient of " + t.name + " is all zero in the checkpointed run";
   }
   return std::nullopt;
@@ -101,31 +104,52 @@ double scaledUlp(const TensorEvidence& t) {
   return diff / std::ldexp(1.0, e - t.digits);
 }
 
-bool isSecondUpdate(const TensorEvidence& t) {
+int furtherUpdates(const TensorEvidence& t) {
   const size_t n = t.plain.size();
   if (t.kind != TensorKind::kState || !t.plainPresent || !t.otherPresent || t.before.size() != n ||
       t.other.size() != n || n == 0)
-    return false;
-  if (!t.floating) {  // a counter: incremented once more by the same amount
+    return 0;
+  if (!t.floating) {  // a counter: incremented u more times by the step's own increment
+    const double step = t.plain[0] - t.before[0];
+    if (step == 0.0 || std::fmod(t.other[0] - t.plain[0], step) != 0.0) return 0;
+    const double u = (t.other[0] - t.plain[0]) / step;
     for (size_t i = 0; i < n; ++i)
-      if (t.other[i] - t.plain[i] != t.plain[i] - t.before[i] || t.plain[i] == t.before[i]) return false;
-    return true;
+      if (t.plain[i] - t.before[i] != step || t.other[i] - t.plain[i] != u * step) return 0;
+    return u >= 1 && u <= kMaxFurtherUpdates ? static_cast<int>(u) : 0;
   }
   // r1 = (1-m) r0 + m x and r2 = (1-m) r1 + m x give r2 - r1 = (1-m)(r1 - r0): the same ratio k = 1-m for every
-  // element that moved. With the momentum known, k is fixed; else it is estimated from the largest move.
+  // element that moved; u further updates give r(1+u) - r1 = (k + k^2 + ... + k^u)(r1 - r0). With the momentum
+  // known, u is the one that fits; else k is estimated from the largest move, and only u = 1 can be told.
   size_t ref = 0;
   for (size_t i = 1; i < n; ++i)
     if (std::fabs(t.plain[i] - t.before[i]) > std::fabs(t.plain[ref] - t.before[ref])) ref = i;
   const double d1ref = t.plain[ref] - t.before[ref];
-  if (d1ref == 0.0) return false;
+  if (d1ref == 0.0) return 0;
   const double k = t.momentum ? 1.0 - *t.momentum : (t.other[ref] - t.plain[ref]) / d1ref;
-  if (!(k > 0.0 && k < 1.0)) return false;
-  for (size_t i = 0; i < n; ++i) {
-    const double d1 = t.plain[i] - t.before[i];
-    const double scale = std::max({std::fabs(t.plain[i]), std::fabs(t.before[i]), std::fabs(d1)});
-    if (!near(t.other[i], t.plain[i] + k * d1, scale)) return false;
+  if (!(k > 0.0 && k < 1.0)) return 0;
+  double ratio = 0, power = 1;
+  for (int u = 1; u <= (t.momentum ? kMaxFurtherUpdates : 1); ++u) {
+    power *= k;
+    ratio += power;
+    bool fits = true;
+    for (size_t i = 0; i < n && fits; ++i) {
+      const double d1 = t.plain[i] - t.before[i];
+      const double scale = std::max({std::fabs(t.plain[i]), std::fabs(t.before[i]), std::fabs(ratio * d1)});
+      fits = near(t.other[i], t.plain[i] + ratio * d1, scale);
+    }
+    if (fits) return u;
   }
-  return true;
+  return 0;
+}
+
+bool worthDropoutOffRerun(const Diagnosis& d, double dropout) {
+  return d.cls == FindingClass::kSemantic && dropout > 0;
+}
+
+Diagnosis dropoutOffDiagnosis() {
+  return {FindingClass::kRngDesync,
+          "with dropout off the checkpointed run equals the plain run bit for bit: the recompute drew other random "
+          "numbers"};
 }
 
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp) {
@@ -139,10 +163,14 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
   const bool onlyState = std::all_of(compared.begin(), compared.end(),
                                      [](const TensorEvidence* t) { return t->kind == TensorKind::kState; });
   if (onlyState && std::all_of(compared.begin(), compared.end(), [](const TensorEvidence* t) {
-        return isSecondUpdate(*t);
-      }))
+        return furtherUpdates(*t) > 0;
+      })) {
+    const int u = furtherUpdates(*compared.front());
     return {FindingClass::kStateUpdatedTwice,
-            compared.front()->name + " (and every other differing buffer) equals one more update of its plain value"};
+            compared.front()->name + " (and every other differing buffer) equals " +
+                (u == 1 ? std::string("one more update") : std::to_string(u) + " more updates") +
+                " of its plain value"};
+  }
   double worst = 0;
   bool allFloat = true;
   for (const auto* t : compared) {

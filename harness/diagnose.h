@@ -4,14 +4,16 @@
 //   rng-desync           a dropout-like output's zero pattern differs, or the generator ends in another state
 //                        (validate also re-runs an unexplained difference with dropout off: equal then, rng-desync)
 //   state-updated-twice  every differing running statistic equals what one more momentum update would give
-//                        (a counter: one more increment), the recompute having updated it again
+//                        (a counter: one more increment), the recompute having updated it again; or a few more,
+//                        where a block is recomputed more than once
 //   rounding-level       every difference is within N ULP of its tensor's scale (the ULP of the tensor's largest
 //                        magnitude): summation order, a recompiled graph. Per-element ULP would not do: a gradient
 //                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
 //                        A gradient zero in exact arithmetic (a bias before BatchNorm) is noise in both runs: within
 //                        N ULP of the step's largest differing gradient it counts as rounding, never as missing.
 //   semantic             anything else
-// Checked in that order: the first that explains the evidence wins. Used by `validate` for user models
+// Checked in that order: the first that explains the evidence wins; a gradient absent where the plain run has one
+// is missing whatever the plain value. Used by `validate` for user models
 // (harness/adapters/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
 // (harness/adapters/validate_case.cpp); any caller with two runs' tensors can use it.
 #pragma once
@@ -59,11 +61,21 @@ nlohmann::json toJson(const Diagnosis& d);
 // `roundingUlp`: the N of rounding-level.
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp);
 
+// The one re-run a class may ask for: a semantic difference in a case with dropout that vanishes when the same
+// case runs with dropout off came from the random draws (rng-desync), though no generator state or mask showed
+// it (an engine that draws anew in the recompute and puts the generator back). `validate` re-runs an adapter's
+// case so (harness/adapters/validate_case.cpp), `verify` its engine's policy run (harness/verify/properties.cpp).
+bool worthDropoutOffRerun(const Diagnosis& d, double dropout);
+Diagnosis dropoutOffDiagnosis();  // rng-desync, with that evidence as its why
+
 // max |plain - other| in units of the ULP of max |plain| at t.digits (0 when equal, infinity for NaN or a zero
 // scale with a difference).
 double scaledUlp(const TensorEvidence& t);
 
-// Whether `other` is `plain` updated once more the way `before` became `plain` (exposed for its unit test).
-bool isSecondUpdate(const TensorEvidence& t);
+// How many times more `other` was updated than `plain`, the way `before` became `plain` (0: it was not): a policy
+// that recomputes a block twice (recursive) updates its statistics twice more. At most kMaxFurtherUpdates; more
+// than one is told only where the momentum is known (or for a counter). Exposed for its unit test.
+inline constexpr int kMaxFurtherUpdates = 16;
+int furtherUpdates(const TensorEvidence& t);
 
 }  // namespace ckpt

@@ -29,7 +29,12 @@ TensorEvidence evidence(const std::string& name, TensorKind kind, const Mat<T>& 
   e.plain = flat(a);
   e.other = flat(b);
   e.digits = sizeof(T) == 4 ? 24 : 53;
-  if (e.plain.size() != e.other.size()) e.otherPresent = false;  // a shape change: nothing finer to say
+  // An empty side is a tensor that run never wrote (an input gradient dropped): absent. Two other shapes are
+  // both present, and no class but semantic compares them.
+  if (e.plain.size() != e.other.size()) {
+    if (e.other.empty()) e.otherPresent = false;
+    else if (e.plain.empty()) e.plainPresent = false;
+  }
   return e;
 }
 

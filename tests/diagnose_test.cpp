@@ -43,6 +43,14 @@ TEST(Diagnose, absentGradientIsMissingGradient) {
   EXPECT_NE(d.why.find("absent"), std::string::npos);
 }
 
+// verify's input-grad-dropped shrinks to a ReLU that lets nothing through: the plain input gradient is all zero,
+// and the checkpointed run never wrote one. Absent is missing whatever the plain value.
+TEST(Diagnose, absentGradientIsMissingEvenWherePlainIsZero) {
+  TensorEvidence g = tensor(TensorKind::kGradient, {0.0, 0.0}, {});
+  g.otherPresent = false;
+  EXPECT_EQ(diagnose({g}, 64).cls, FindingClass::kMissingGradient);
+}
+
 TEST(Diagnose, zeroGradientWherePlainHasOneIsMissingGradient) {
   EXPECT_EQ(diagnose({tensor(TensorKind::kGradient, {0.5, -1.0}, {0.0, 0.0}, 1u << 30)}, 64).cls,
             FindingClass::kMissingGradient);
@@ -79,7 +87,7 @@ TEST(Diagnose, generatorStateAloneIsRngDesync) {
 TEST(Diagnose, secondMomentumUpdateIsStateUpdatedTwice) {
   for (bool known : {true, false}) {
     const TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, known);
-    EXPECT_TRUE(isSecondUpdate(t)) << "momentum known: " << known;
+    EXPECT_EQ(furtherUpdates(t), 1) << "momentum known: " << known;
     EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kStateUpdatedTwice);
   }
 }
@@ -88,20 +96,37 @@ TEST(Diagnose, counterIncrementedTwiceIsStateUpdatedTwice) {
   TensorEvidence c = tensor(TensorKind::kState, {1}, {2}, 1);
   c.floating = false;
   c.before = {0};
-  EXPECT_TRUE(isSecondUpdate(c));
-  c.other = {3};  // two increments more: not one more update
-  EXPECT_FALSE(isSecondUpdate(c));
+  EXPECT_EQ(furtherUpdates(c), 1);
+  c.other = {3};  // a block recomputed twice (recursive): two increments more
+  EXPECT_EQ(furtherUpdates(c), 2);
+  EXPECT_EQ(diagnose({c}, 64).cls, FindingClass::kStateUpdatedTwice);
+  c.other = {2.5};  // not a whole number of increments
+  EXPECT_EQ(furtherUpdates(c), 0);
+}
+
+// verify's state-updated-twice under recursive: a residual-bn block recomputed twice moves its running statistics
+// two momentum updates past the plain run's (r0 = 1, batch variance 0: 0.9 plain, 0.729 = 0.9^3 checkpointed).
+TEST(Diagnose, runningStatUpdatedTwiceMoreIsStateUpdatedTwice) {
+  TensorEvidence t = tensor(TensorKind::kState, {0.9, 0.9}, {0.9 * 0.9 * 0.9, 0.9 * 0.9 * 0.9}, 1);
+  t.before = {1.0, 1.0};
+  t.momentum = 0.1;
+  EXPECT_EQ(furtherUpdates(t), 2);
+  const Diagnosis d = diagnose({t}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kStateUpdatedTwice);
+  EXPECT_NE(d.why.find("2 more updates"), std::string::npos) << d.why;
+  t.momentum.reset();  // without the momentum, only one further update can be told from another ratio
+  EXPECT_EQ(furtherUpdates(t), 0);
 }
 
 TEST(Diagnose, aStateChangeThatIsNoSecondUpdateIsSemantic) {
   TensorEvidence t = runningStat(0.1, {0.0, 0.5, -2.0}, {1.25, -0.75, 3.0}, true);
   t.other[1] += 0.01;  // one element off the second-update line
-  EXPECT_FALSE(isSecondUpdate(t));
+  EXPECT_EQ(furtherUpdates(t), 0);
   EXPECT_EQ(diagnose({t}, 64).cls, FindingClass::kSemantic);
   // Without the value before the step nothing can be said.
   TensorEvidence u = runningStat(0.1, {0.0, 0.5}, {1.0, 1.0}, true);
   u.before.clear();
-  EXPECT_FALSE(isSecondUpdate(u));
+  EXPECT_EQ(furtherUpdates(u), 0);
 }
 
 TEST(Diagnose, stateTwiceNeedsEveryDifferenceToBeState) {
@@ -194,6 +219,21 @@ TEST(DiagnoseSteps, classesFromStepResults) {
   grads[1].grads[0].value(0, 0) = 0.75f;
   EXPECT_EQ(diagnoseSteps(plain, grads, initial, 64)->cls, FindingClass::kSemantic);
   EXPECT_FALSE(diagnoseSteps(plain, plain, initial, 64));
+}
+
+// A tensor one run never wrote (0 x 0) is absent: an input gradient dropped is a missing gradient, zero or not in
+// the plain run. Two non-empty shapes are both present: nothing finer than semantic says why they differ.
+TEST(DiagnoseSteps, emptyTensorIsAbsentOtherShapeIsSemantic) {
+  const std::vector<NamedMat<float>> initial = {{"b0.bn.running_mean", row({0.0f, 0.0f})},
+                                                {"b0.bn.num_batches_tracked", row({0.0f})}};
+  std::vector<StepResult<float>> plain = {stepResult(1.0f, 0.1f, 1, 4)};
+  plain[0].inputGrad = row({0.0f, 0.0f});
+  std::vector<StepResult<float>> dropped = plain;
+  dropped[0].inputGrad = Mat<float>();
+  EXPECT_EQ(diagnoseSteps(plain, dropped, initial, 64)->cls, FindingClass::kMissingGradient);
+  std::vector<StepResult<float>> reshaped = plain;
+  reshaped[0].inputGrad = row({1.0f});
+  EXPECT_EQ(diagnoseSteps(plain, reshaped, initial, 64)->cls, FindingClass::kSemantic);
 }
 
 }  // namespace

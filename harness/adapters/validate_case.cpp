@@ -145,9 +145,9 @@ std::optional<std::string> savedBytesAgainstPlan(Session& s, const CaseSpec& spe
 // The protocol shows no dropout masks, and a recompute that draws from a fresh generator leaves the framework's
 // own generator where the plain run left it, so a redrawn mask can look like any other difference. The case once
 // more with dropout off, plain and checkpointed (two adapter runs, only for a difference no class explained):
-// when those agree bit for bit, the difference came from the random draws.
+// when those agree bit for bit, the difference came from the random draws (dropoutOffDiagnosis, diagnose.h).
 template <class T>
-std::optional<std::string> agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
+bool agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
                                                 const CaseLayout& layout) {
   CaseSpec off = spec;
   off.dropout = 0;
@@ -161,12 +161,10 @@ std::optional<std::string> agreesWithDropoutOff(Session& s, const CaseSpec& spec
     s.client.run(caseDir, (d / "checkpoint").string(), "checkpoint", steps, L);
     const auto plain = readRunResults<T>((d / "plain").string(), layout, steps);
     const auto ck = readRunResults<T>((d / "checkpoint").string(), layout, steps);
-    if (!compareSteps(plain, ck).bitwiseEqual) return std::nullopt;
+    return compareSteps(plain, ck).bitwiseEqual;
   } catch (const AdapterError&) {
-    return std::nullopt;  // the finding stands unexplained; a fault of these runs is not this case's verdict
+    return false;  // the finding stands unexplained; a fault of these runs is not this case's verdict
   }
-  return "with dropout off the checkpointed run equals the plain run bit for bit: the recompute drew other random "
-         "numbers";
 }
 
 template <class T>
@@ -239,9 +237,9 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     std::vector<NamedMat<T>> initial;  // the buffers before step 0: what a second update is judged from
     for (const auto* b : chain.buffers()) initial.push_back({b->name, b->value});
     o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp);
-    if (o.diagnosis && o.diagnosis->cls == FindingClass::kSemantic && spec.dropout > 0)
-      if (auto why = agreesWithDropoutOff<T>(s, spec, dir, layout))
-        o.diagnosis = Diagnosis{FindingClass::kRngDesync, *why};
+    if (o.diagnosis && worthDropoutOffRerun(*o.diagnosis, spec.dropout) &&
+        agreesWithDropoutOff<T>(s, spec, dir, layout))
+      o.diagnosis = dropoutOffDiagnosis();
     o.message = "checkpointed run differs from the plain run: " + toText(c.differences.front()) + " (" +
                 std::to_string(c.differences.size()) + " tensor(s) differ)";
     if (o.diagnosis)

@@ -12,6 +12,7 @@
 #include "common/input_error.h"
 #include "harness/cli/commands.h"
 #include "harness/compare.h"
+#include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/device_steps.h"
 #include "harness/engine/executor.h"
@@ -110,6 +111,14 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
     }
   }
   const Comparison cmp = compareSteps(ref, eng);
+  // The class of a difference, as verify reports it for the finding this run replays (harness/diagnose.h).
+  std::optional<Diagnosis> diagnosis;
+  if (!cmp.bitwiseEqual) {
+    Chain<T> fresh = buildChain<T>(spec);
+    std::vector<NamedMat<T>> initial;
+    for (auto* b : fresh.buffers()) initial.push_back({b->name, b->value});
+    diagnosis = diagnoseSteps(ref, eng, initial, kRoundingLevelUlp);
+  }
   const nlohmann::json mismatches = planMismatches(plan, eng);
   nlohmann::json j;
   j["case"] = spec.name;
@@ -121,6 +130,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["steps"] = steps;
   j["bitwise_equal"] = cmp.bitwiseEqual;
   j["differences"] = toJson(cmp)["differences"];
+  j["diagnosis"] = diagnosis ? toJson(*diagnosis) : nlohmann::json();
   j["planned"] = costJson(plan.peakActivationBytes, plan.forwardEvals, plan.flops);
   j["measured"] = costJson(eng[0].peakActivationBytes, eng[0].forwardEvals, eng[0].flops);
   j["reference"] = costJson(ref[0].peakActivationBytes, ref[0].forwardEvals, ref[0].flops);
@@ -160,6 +170,9 @@ void printText(const nlohmann::json& j) {
       std::cout << d["count"] << " differ, first [" << d["first_index"] << "] " << d["expected"].get<std::string>()
                 << " vs " << d["actual"].get<std::string>() << " (" << d["ulp_distance"] << " ulp)\n";
   }
+  if (j["diagnosis"].is_object())
+    std::cout << "  class " << j["diagnosis"]["class"].get<std::string>() << ": "
+              << j["diagnosis"]["why"].get<std::string>() << "\n";
   const auto& p = j["planned"];
   const auto& m = j["measured"];
   std::cout << "planned == measured: " << (j["planned_equals_measured"].get<bool>() ? "yes" : "NO") << "\n";

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
@@ -61,11 +62,46 @@ class InitialState {
   RngState rng_;
 };
 
+// The chain's buffers before any step: what diagnoseSteps judges a second running-statistic update from.
+template <class T>
+std::vector<NamedMat<T>> initialBuffers(Chain<T>& c) {
+  std::vector<NamedMat<T>> out;
+  for (auto* b : c.buffers()) out.push_back({b->name, b->value});
+  return out;
+}
+
+// The case once more with dropout off: its reference and `schedule` under `engine`, equal bit for bit? The
+// schedule still fits: every block keeps its dropout ops whatever p is (cases/kinds/), so only the draws change.
+// A run that throws explains nothing (false).
+template <class T>
+bool equalWithDropoutOff(const CaseSpec& spec, const Schedule& schedule, const EngineVariant& engine, Device device) {
+  CaseSpec off = spec;
+  off.dropout = 0;
+  try {
+    if (device != Device::kCpu)
+      return compareSteps(deviceSteps<T>(device, off, storeAllSchedule(caseChainCost(off)), off.steps),
+                          deviceSteps<T>(device, off, schedule, off.steps, engine))
+          .bitwiseEqual;
+    Chain<T> chain = buildChain<T>(off);
+    const InitialState<T> initial(chain);
+    const auto reference = trainReference(chain, off.steps);
+    initial.restore(chain);
+    std::vector<StepResult<T>> got;
+    for (int k = 0; k < off.steps; ++k) got.push_back(executeStep(chain, schedule, k, engine));
+    return compareSteps(reference, got).bitwiseEqual;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // Runs every policy that has a schedule through `train` (schedule -> its steps' results) and records it against
-// the reference. An exception of type Error is the engine failing mid-step (property 1's finding); anything
-// else propagates (on a device: no GPU, a CUDA error).
+// the reference, with the class of any difference: validate's diagnoseSteps at its ULP level, and validate's one
+// re-run (worthDropoutOffRerun, harness/diagnose.h) for a semantic difference in a case with dropout. An exception
+// of type Error is the engine failing mid-step (property 1's finding); anything else propagates (on a device: no
+// GPU, a CUDA error).
 template <class Error, class T, class Train>
-void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, Train&& train) {
+void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, const std::vector<NamedMat<T>>& initial,
+                const EngineVariant& engine, Device device, Train&& train) {
   for (PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;
     std::vector<StepResult<T>> got;
@@ -77,6 +113,12 @@ void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, Train&& t
     }
     r.ran = true;
     r.comparison = compareSteps(reference, got);
+    if (!r.comparison.bitwiseEqual) {
+      r.diagnosis = diagnoseSteps(reference, got, initial, kRoundingLevelUlp);
+      if (r.diagnosis && worthDropoutOffRerun(*r.diagnosis, t.spec.dropout) &&
+          equalWithDropoutOff<T>(t.spec, r.schedule, engine, device))
+        r.diagnosis = dropoutOffDiagnosis();
+    }
     for (const auto& g : got) r.measured.push_back({g.peakActivationBytes, g.forwardEvals, g.flops});
   }
 }
@@ -88,8 +130,9 @@ template <class T>
 void runOnDevice(Trial& t, const EngineVariant& engine, Device device) {
   const int steps = t.spec.steps;
   const auto reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
-  recordRuns<std::logic_error>(
-      t, reference, [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps, engine); });
+  Chain<T> host = buildChain<T>(t.spec);  // the device chain is built from the same spec: the same buffers
+  recordRuns<std::logic_error>(t, reference, initialBuffers(host), engine, device,
+                               [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps, engine); });
 }
 
 template <class T>
@@ -97,8 +140,9 @@ void runEngines(Trial& t, const EngineVariant& engine) {
   const int steps = t.spec.steps;
   Chain<T> chain = buildChain<T>(t.spec);
   const InitialState<T> initial(chain);
+  const std::vector<NamedMat<T>> buffers = initialBuffers(chain);
   const auto reference = trainReference(chain, steps);
-  recordRuns<std::exception>(t, reference, [&](const Schedule& s) {
+  recordRuns<std::exception>(t, reference, buffers, engine, Device::kCpu, [&](const Schedule& s) {
     initial.restore(chain);
     std::vector<StepResult<T>> got;
     for (int k = 0; k < steps; ++k) got.push_back(executeStep(chain, s, k, engine));
@@ -131,7 +175,7 @@ int64_t largestLayerPeak(const ChainCost& c) {
 }
 
 Violation violation(Property p, const PolicyRun& r, std::string message) {
-  return Violation{p, r.policy, std::move(message), std::nullopt};
+  return Violation{p, r.policy, std::move(message), std::nullopt, std::nullopt};
 }
 
 }  // namespace
@@ -170,6 +214,7 @@ std::optional<Violation> bitwiseEqualToReference(const Trial& t) {
       Violation v = violation(Property::kBitwiseEqual, r,
                               std::to_string(r.comparison.differences.size()) + " tensor(s) differ; first: " + toText(d));
       v.difference = d;
+      v.diagnosis = r.diagnosis;
       return v;
     }
   }
@@ -321,7 +366,7 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
                        "on a long chain of " + std::to_string(t.longLayers) + " blocks like block 0 (budget " +
                            std::to_string(t.longBudget) + "/1000 of [" + std::to_string(least) + ", " +
                            std::to_string(full) + "]): " + why,
-                       std::nullopt};
+                       std::nullopt, std::nullopt};
   }
   return std::nullopt;
 }
@@ -338,7 +383,7 @@ std::optional<Violation> checkProperty(Property p, const Trial& t) {
   } catch (const std::exception& e) {
     // A policy whose output cannot even be checked (a schedule the planner rejects, a DP that throws) is broken:
     // that is this property's finding, shrunk like any other.
-    return Violation{p, "", std::string("checking it failed: ") + e.what(), std::nullopt};
+    return Violation{p, "", std::string("checking it failed: ") + e.what(), std::nullopt, std::nullopt};
   }
   throw std::logic_error("unknown property");
 }

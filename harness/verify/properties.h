@@ -29,6 +29,7 @@
 
 #include "cases/case_spec.h"
 #include "harness/compare.h"
+#include "harness/diagnose.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/device_steps.h"
 #include "harness/engine/engine_variant.h"
@@ -68,6 +69,9 @@ struct PolicyRun {
   bool ran = false;                // the engine ran every step
   std::string engineError;         // the engine threw mid-step
   Comparison comparison;           // against the reference, every step
+  // When the comparison differs: its class (harness/diagnose.h), computed from both runs' tensors by
+  // diagnoseSteps while they exist (the trial keeps no tensors).
+  std::optional<Diagnosis> diagnosis;
   std::vector<StepCost> measured;  // per step
 };
 
@@ -98,6 +102,8 @@ struct Violation {
   std::string policy;                    // the policy it was seen under
   std::string message;                   // one line
   std::optional<Difference> difference;  // property 1: the first differing tensor
+  std::optional<Diagnosis> diagnosis;    // property 1: the class of the policy's difference (not for an engine
+                                         // that failed mid-step: no tensors to judge)
 };
 
 std::optional<Violation> bitwiseEqualToReference(const Trial& t);

@@ -105,6 +105,8 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
       s << "[" << d.firstIndex << "]: expected " << d.expected << ", got " << d.actual << ", " << d.ulpDistance
         << " ulp apart; " << d.count << " element(s) differ\n";
   }
+  if (v.diagnosis)
+    s << "  class       " << findingClassName(v.diagnosis->cls) << ": " << v.diagnosis->why << "\n";
   s << "  found in    " << f.origin << ": " << describeCase(f.original.spec) << "\n";
   s << "  shrunk to   " << describeCase(f.shrunk.spec) << " (" << f.shrinkSteps << " shrink step(s), "
     << f.shrinkTrials << " case(s) tried)\n";
@@ -159,6 +161,7 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
     fj["policy"] = f.violation.policy;
     fj["message"] = f.violation.message;
     fj["difference"] = f.violation.difference ? toJson(*f.violation.difference) : nlohmann::json();
+    fj["diagnosis"] = f.violation.diagnosis ? toJson(*f.violation.diagnosis) : nlohmann::json();
     fj["origin"] = f.origin;
     fj["case"] = caseToJson(f.shrunk.spec);
     fj["original_case"] = caseToJson(f.original.spec);
@@ -191,7 +194,9 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
                  JunitCase::Status::kPassed, "", "", "", std::to_string(c.checked) + " case(s) checked"};
     if (r.finding && r.finding->violation.property == p) {
       jc.status = JunitCase::Status::kFailure;
-      jc.message = r.finding->violation.policy + ": " + r.finding->violation.message;
+      const Violation& v = r.finding->violation;
+      jc.message = v.policy + ": " + v.message +
+                   (v.diagnosis ? std::string("; class ") + findingClassName(v.diagnosis->cls) : "");
       jc.type = propertyId(p);
       jc.body = toText(r, replay);
     }
