@@ -1,7 +1,7 @@
 // recompute-numerics: the recompute runs GELU with another kernel (the exact erf form instead of the tanh
 // approximation the first forward used), as happens when a fused or JIT-compiled kernel is picked for one pass
-// and not the other. The values differ in the last bits, so the tapes the backward uses are not the ones the
-// loss was computed through.
+// and not the other. The two forms differ by up to about 1e-4 relative (far more than rounding), so the tapes
+// the backward uses are not the ones the loss was computed through.
 // Real world: NVIDIA TransformerEngine PR 327 ("Fix numerics for activation recompute": a missing JIT warm-up of
 // the fused bias-GELU kernel made recompute results differ bitwise); JAX issue 8702 ("remat not bitwise
 // identical").
