@@ -23,6 +23,7 @@
 #include "harness/engine/policy.h"
 #include "harness/engine/device_steps.h"
 #include "reference/cuda/gpu.h"
+#include "reference/ops/dropout.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
 #include "tests/test_util.h"

@@ -10,6 +10,15 @@
 
 #include "reference/chain.h"
 #include "reference/cuda/dmodel.h"
+#include "reference/ops/add.h"
+#include "reference/ops/attention.h"
+#include "reference/ops/batchnorm.h"
+#include "reference/ops/dropout.h"
+#include "reference/ops/gelu.h"
+#include "reference/ops/layernorm.h"
+#include "reference/ops/linear.h"
+#include "reference/ops/relu.h"
+#include "reference/ops/tanh.h"
 #include "reference/step.h"
 
 namespace ckpt::gpu {
