@@ -56,6 +56,7 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "reference/trainer.h"
 
 namespace ckpt::bench {
@@ -256,16 +257,7 @@ void orSkip(benchmark::State& state, F body) {
   }
 }
 
-// The policies defaultPolicies() (policy.cpp) gives a homogeneous chain of L blocks, optimal left out: its
-// default budget needs the least-peak DP, O(L^2) on such a chain, which is out of reach at 10^5 blocks. main()
-// checks this list against defaultPolicies() on a short chain, so the two cannot drift apart unnoticed.
-std::vector<std::string> plannerPoliciesWithoutOptimal(int64_t layers) {
-  const int slots = std::max(2, static_cast<int>(std::lround(std::sqrt(static_cast<double>(layers)))));
-  return {"store-all", "uniform", "recursive", "revolve:slots=" + std::to_string(slots), "selective",
-          "uniform+selective"};
-}
-
-std::string family(const std::string& policy) { return policy.substr(0, policy.find(':')); }
+std::string family(const std::string& policy) { return policyFamily(parsePolicy(policy)); }
 
 void planCounters(benchmark::State& state, const ChainCost& cost, const Plan& plan) {
   auto& c = state.counters;
@@ -412,10 +404,9 @@ void registerPlanner(const Mode& mode, const std::vector<CaseSpec>& cases) {
   for (int64_t layers : {10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000}) {
     PlannerChain& chain = (*chains)[layers];
     chain.cost = std::make_shared<ChainCost>(homogeneousChainCost(base, layers));
-    chain.policies = plannerPoliciesWithoutOptimal(layers);
-    if (layers <= mode.optimalMaxLayers)
-      for (const auto& p : defaultPolicies(*chain.cost))
-        if (family(p) == "optimal") chain.policies.push_back(p);
+    // Every policy's default; those that need quadratic planning (optimal's least-peak DP) only up to the mode's
+    // limit, out of reach at 10^5 blocks.
+    chain.policies = defaultPolicies(*chain.cost, layers <= mode.optimalMaxLayers);
     for (const auto& p : chain.policies)
       if (std::find(families.begin(), families.end(), family(p)) == families.end()) families.push_back(family(p));
   }
@@ -499,17 +490,6 @@ int main(int argc, char** argv) {
     if (cases.empty()) {
       std::cerr << "bench_engine: no cases in " << catalog << "\n";
       return 2;
-    }
-    // The large-L policy list must be defaultPolicies() without optimal.
-    {
-      const auto cost = ckpt::homogeneousChainCost(scalingSpec(cases), 100);
-      std::vector<std::string> want;
-      for (const auto& p : ckpt::defaultPolicies(cost))
-        if (family(p) != "optimal") want.push_back(p);
-      if (want != plannerPoliciesWithoutOptimal(100)) {
-        std::cerr << "bench_engine: plannerPoliciesWithoutOptimal() no longer matches defaultPolicies()\n";
-        return 3;
-      }
     }
     benchmark::AddCustomContext("ckpt_mode", mode->name);
     benchmark::AddCustomContext("git_commit", ckpt::kGitCommit);

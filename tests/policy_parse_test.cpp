@@ -3,6 +3,7 @@
 
 #include "common/input_error.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 
 namespace ckpt {
 namespace {
@@ -82,6 +83,41 @@ TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {
   const auto names = defaultPolicies(c);
   EXPECT_GE(names.size(), 7u);
   for (const auto& n : names) EXPECT_NO_THROW(makeSchedule(parsePolicy(n), c)) << n;
+}
+
+// Families group the strings a report compares: parameters never split one, selective composed always does.
+TEST(PolicyParse, familiesIgnoreParametersAndKeepComposition) {
+  auto family = [](const std::string& text) { return policyFamily(parsePolicy(text)); };
+  EXPECT_EQ(family("store-all"), "store-all");
+  EXPECT_EQ(family("revolve:slots=3"), family("revolve:slots=7"));
+  EXPECT_EQ(family("revolve:slots=3"), "revolve");
+  EXPECT_EQ(family("uniform:k=8+selective"), "uniform+selective");
+  EXPECT_EQ(family("uniform:k=8+selective:recompute=gelu"), "uniform+selective");
+  EXPECT_EQ(family("selective:recompute=dropout"), "selective");
+  EXPECT_EQ(family("optimal:budget=100"), "optimal");
+}
+
+// Without the quadratic ones (the planner benchmark at 10^5 blocks), the default list loses exactly the strings of
+// the records marked quadraticDefault (optimal's), in the same order.
+TEST(PolicyParse, defaultPoliciesWithoutQuadraticPlanningDropOnlyThose) {
+  CaseSpec spec;
+  spec.batch = 2;
+  spec.width = 4;
+  spec.blocks = {BlockSpec{}};
+  const ChainCost c = homogeneousChainCost(spec, 9);
+  std::vector<std::string> want;
+  bool dropped = false;
+  for (const auto& r : policyRules()) {
+    if (!r.byDefault) continue;
+    for (const auto& p : r.byDefault(c)) {
+      if (r.quadraticDefault) dropped = true;
+      else want.push_back(p);
+    }
+  }
+  EXPECT_TRUE(dropped) << "optimal's default budget runs the least-peak DP";
+  EXPECT_EQ(defaultPolicies(c, false), want);
+  for (const auto& p : want) EXPECT_NE(policyFamily(parsePolicy(p)), "optimal") << p;
+  EXPECT_EQ(findPolicyRule("optimal")->quadraticDefault, true);
 }
 
 }  // namespace

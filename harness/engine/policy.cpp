@@ -182,12 +182,19 @@ Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
   return s;
 }
 
-std::vector<std::string> defaultPolicies(const ChainCost& c) {
+std::vector<std::string> defaultPolicies(const ChainCost& c) { return defaultPolicies(c, true); }
+
+std::vector<std::string> defaultPolicies(const ChainCost& c, bool quadratic) {
   std::vector<std::string> all;
   for (const auto& r : policyRules())
-    if (r.byDefault)
+    if (r.byDefault && (quadratic || !r.quadraticDefault))
       for (auto& s : r.byDefault(c)) all.push_back(std::move(s));
   return all;
+}
+
+std::string policyFamily(const PolicySpec& p) {
+  if (!p.blockGiven) return "selective";
+  return p.selective ? p.name + "+selective" : p.name;
 }
 
 }  // namespace ckpt

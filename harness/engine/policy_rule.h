@@ -46,6 +46,9 @@ struct PolicyRule {
   bool takesRest = false;
   // The policy strings of defaultPolicies(): a parameterisation usable on any chain. Null: not in that list.
   std::vector<std::string> (*byDefault)(const ChainCost& c) = nullptr;
+  // Whether byDefault needs more than linear work in the chain's length (optimal's default budget runs the
+  // least-peak DP, O(L^2) on a homogeneous chain): the planner benchmark leaves such policies out at 10^5 blocks.
+  bool quadraticDefault = false;
   // verify's random draw: the policy string for a draw on a chain; `keep` gives the masks of the selective part
   // it is composed with (empty when alone). Null: verify does not draw the policy as a family of its own.
   std::string (*draw)(const PolicyDraw& d, const ChainCost& c, const std::function<std::vector<KeepMask>()>& keep) =
@@ -70,6 +73,12 @@ PolicyRule revolveRule();
 PolicyRule optimalRule();
 PolicyRule selectiveRule();
 PolicyRule scheduleFileRule();
+
+// defaultPolicies() (policy.h) without the records marked quadraticDefault when `quadratic` is false.
+std::vector<std::string> defaultPolicies(const ChainCost& c, bool quadratic);
+// A policy's family: its block policy's name, "NAME+selective" when composed with selective, "selective" alone.
+// Reports group runs by it ("revolve:slots=3" and "revolve:slots=7" are one family).
+std::string policyFamily(const PolicySpec& p);
 
 // Helpers the records share.
 inline int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))))); }

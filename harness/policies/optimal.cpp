@@ -559,6 +559,7 @@ PolicyRule optimalRule() {
     const int64_t least = std::min(full, optimalMinBudget(c));
     return std::vector<std::string>{policyText(least + (full - least) / 2)};
   };
+  r.quadraticDefault = true;
   r.draw = [](const PolicyDraw& d, const ChainCost& c, const KeepFn& keepOf) {
     Schedule all = storeAllSchedule(c);
     all.keep = keepOf();
