@@ -1,6 +1,8 @@
 // Policy strings: what parses, its canonical form, and the one-line message for each kind of mistake.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "common/input_error.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
@@ -74,12 +76,17 @@ TEST(PolicyParse, namesEachMistake) {
             "--json` prints it) cannot be composed with another policy");
 }
 
-TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {
+// Nine blocks of the default kind, batch 2, width 4.
+ChainCost nineBlocks() {
   CaseSpec spec;
   spec.batch = 2;
   spec.width = 4;
   spec.blocks = {BlockSpec{}};
-  const ChainCost c = homogeneousChainCost(spec, 9);
+  return homogeneousChainCost(spec, 9);
+}
+
+TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {
+  const ChainCost c = nineBlocks();
   const auto names = defaultPolicies(c);
   EXPECT_GE(names.size(), 7u);
   for (const auto& n : names) EXPECT_NO_THROW(makeSchedule(parsePolicy(n), c)) << n;
@@ -87,24 +94,18 @@ TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {
 
 // Families group the strings a report compares: parameters never split one, selective composed always does.
 TEST(PolicyParse, familiesIgnoreParametersAndKeepComposition) {
-  auto family = [](const std::string& text) { return policyFamily(parsePolicy(text)); };
-  EXPECT_EQ(family("store-all"), "store-all");
-  EXPECT_EQ(family("revolve:slots=3"), family("revolve:slots=7"));
-  EXPECT_EQ(family("revolve:slots=3"), "revolve");
-  EXPECT_EQ(family("uniform:k=8+selective"), "uniform+selective");
-  EXPECT_EQ(family("uniform:k=8+selective:recompute=gelu"), "uniform+selective");
-  EXPECT_EQ(family("selective:recompute=dropout"), "selective");
-  EXPECT_EQ(family("optimal:budget=100"), "optimal");
+  const std::pair<const char*, const char*> kFamilies[] = {
+      {"store-all", "store-all"},          {"revolve:slots=3", "revolve"},
+      {"revolve:slots=7", "revolve"},      {"uniform:k=8+selective", "uniform+selective"},
+      {"optimal:budget=100", "optimal"},   {"uniform:k=8+selective:recompute=gelu", "uniform+selective"},
+      {"selective:recompute=dropout", "selective"}};
+  for (const auto& [text, family] : kFamilies) EXPECT_EQ(policyFamily(parsePolicy(text)), family) << text;
 }
 
 // Without the quadratic ones (the planner benchmark at 10^5 blocks), the default list loses exactly the strings of
 // the records marked quadraticDefault (optimal's), in the same order.
 TEST(PolicyParse, defaultPoliciesWithoutQuadraticPlanningDropOnlyThose) {
-  CaseSpec spec;
-  spec.batch = 2;
-  spec.width = 4;
-  spec.blocks = {BlockSpec{}};
-  const ChainCost c = homogeneousChainCost(spec, 9);
+  const ChainCost c = nineBlocks();
   std::vector<std::string> want;
   bool dropped = false;
   for (const auto& r : policyRules()) {
