@@ -197,7 +197,8 @@ def seconds_of(e):
 
 
 def family_of(policy):
-    """'uniform:k=8+selective' -> 'uniform+selective'; 'revolve:slots=3' -> 'revolve'."""
+    """'uniform:k=8+selective' -> 'uniform+selective'; 'revolve:slots=3' -> 'revolve'. The report's one reading of
+    a policy string, as ckptcheck's policyFamily() (harness/engine/policy_rule.h) groups them."""
     parts = [p.split(":")[0] for p in str(policy).split("+")]
     return "+".join(parts)
 
@@ -279,7 +280,4 @@ def median_of(xs):
 def policy_family(row):
     if row.is_full_recompute:
         return "full recompute (uniform:k=L)"
-    p = row.policy
-    base = p.split("+")[0]
-    name = base.split(":")[0]
-    return name + ("+selective" if "+selective" in p else "")
+    return family_of(row.policy)
