@@ -91,9 +91,11 @@ TEST(NarrowMutants, recomputeDividingByCountIsKilled) {
   expectKilledBy(RecomputeDividesByCount(), Property::kBitwiseEqual);
 }
 
-// The exception becomes property 5's finding, with a reproduce token, and shrinking still works on it.
+// The exception becomes property 5's finding, with a reproduce token, and shrinking still works on it. Twenty
+// shrink trials show that (seed 1: 15 accepted of 21 tried); verify's default of 200 re-plans long chains for
+// 19 s here and for over 5 minutes under the sanitizers, without telling more.
 TEST(NarrowMutants, aThrowingPlannerIsAShrunkFinding) {
-  const VerifyReport r = verifyDefault(ThrowsOnCoarseGrid());
+  const VerifyReport r = verifyDefault(ThrowsOnCoarseGrid(), 20);
   ASSERT_TRUE(r.finding);
   EXPECT_EQ(r.finding->violation.property, Property::kOptimalPlanConsistent);
   EXPECT_NE(r.finding->violation.message.find("level table index out of range"), std::string::npos)
