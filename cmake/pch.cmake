@@ -1,12 +1,13 @@
 # Precompiled headers. Every C++ file of ours parses the same heavy third-party headers (Eigen, nlohmann_json,
 # RapidCheck through ckpt_cases, and in the tests GoogleTest), and for most files that parsing is half their
-# compile time (measured with g++ -O3: harness/policies/uniform.cpp 7.3 s without, 3.2 s with;
+# compile time (measured with g++ -O3, user time: harness/policies/uniform.cpp 7.3 s without, 3.2 s with;
 # tests/executor_test.cpp 11.9 s / 6.7 s). So they are compiled once, into two headers that every target reuses
-# (REUSE_FROM): ckpt_pch for the libraries, the CLI and the benchmarks, ckpt_test_pch for tests/. A precompiled header only replaces parsing: the compiler checks that it
-# was built with the same options, and our targets' own -D and warning flags do not appear in these headers.
-# -DCKPT_PCH=OFF builds without them. Off by default under GCC 12: libstdc++ silences its own -O3 false
-# positives (-Wstringop-overflow, -Warray-bounds in std::string) with #pragma GCC diagnostic, which GCC 12 does not
-# keep in a precompiled header, and our -Werror would then fail the build. Clang (the sanitizer build) keeps them.
+# (REUSE_FROM): ckpt_pch for the libraries, the CLI and the benchmarks, ckpt_test_pch for tests/. A precompiled
+# header only replaces parsing: the compiler checks that it was built with the same options, and our targets' own
+# -D and warning flags do not appear in these headers. -DCKPT_PCH=OFF builds without them.
+# Off by default under GCC 12: libstdc++ silences its own -O3 false positives (-Wstringop-overflow, -Warray-bounds
+# in std::string) with #pragma GCC diagnostic, which GCC 12 does not keep in a precompiled header, and our -Werror
+# would then fail the build. So here only the clang sanitizer build uses them.
 set(CKPT_PCH_DEFAULT ON)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   set(CKPT_PCH_DEFAULT OFF)
@@ -43,7 +44,8 @@ function(ckpt_apply_pch dir)
   foreach(t ${targets})
     get_target_property(type ${t} TYPE)
     get_target_property(sources ${t} SOURCES)
-    if(t MATCHES "^ckpt(_test)?_pch$" OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY)$" OR "${sources}" MATCHES "\\.cu(;|$)")
+    if(t MATCHES "^ckpt(_test)?_pch$" OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY)$"
+       OR "${sources}" MATCHES "\\.cu(;|$)")
       continue()
     endif()
     if(dir MATCHES "/tests$")
