@@ -5,17 +5,24 @@
 
 namespace ckpt {
 
-const BlockKindDef& blockKindDef(BlockKind k) {
-  const auto& t = blockKinds();
-  const size_t i = static_cast<size_t>(k);
-  if (i >= t.size()) throw std::logic_error("unregistered block kind");
-  return *t[i];
-}
+BlockKind firstBlockKind() { return blockKinds().front(); }
 
 const BlockKindDef* findBlockKind(const std::string& name) {
   for (const BlockKindDef* d : blockKinds())
     if (name == d->name) return d;
   return nullptr;
+}
+
+BlockKind blockKind(const std::string& name) {
+  if (const BlockKindDef* d = findBlockKind(name)) return d;
+  throw std::logic_error("no registered block kind '" + name + "'");
+}
+
+BlockSpec blockOf(BlockKind k, const BlockSetter& set) {
+  BlockSpec s;
+  s.kind = k;
+  if (set) set(s);
+  return s;
 }
 
 std::string blockKindNames() {

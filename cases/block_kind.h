@@ -38,8 +38,8 @@ struct BlockField {
   rc::Gen<BlockSetter> (*draw)(bool shrinks);
 };
 
+// A kind's identity is the address of its record (BlockKind, cases/case_spec.h).
 struct BlockKindDef {
-  BlockKind kind;
   const char* name;  // the case's "kind", an adapter capability, `plan --kind`
   std::vector<BlockField> fields;
   // Checks that need the whole case (batch statistics need two rows); `where` is "blocks[i]". May be null.
@@ -58,14 +58,24 @@ struct BlockKindDef {
   std::vector<OpNode> (*program)(const BlockSpec& s, const CaseSpec& c);
   // Coverage lines: the first is "a block of this kind"; the others are its fields' values.
   std::vector<CoverageFeature> coverage;
-  bool GenLimits::*allowed;  // the generator switch that lets random cases draw this kind
+  // How validate's first run (the smoke case) sets up a block of this kind; null: the defaults.
+  BlockSetter smoke;
+  // The one-step simplifications of a block of this kind that validate's shrinker tries (RapidCheck does not
+  // shrink the choices of a drawn block): {activation relu}, {one head}.
+  std::vector<BlockSetter> simpler;
+  // The blocks of this kind tried in place of a block of another kind, when this is the simplest kind the
+  // adapter runs (the first in the table); none: blocks of other kinds are not replaced.
+  std::vector<BlockSetter> standIns;
 };
 
-// The registered kinds, in BlockKind order (which is also the generators' choice order).
+// The registered kinds, in table order (which is also the generators' choice order; the first is the simplest).
 const std::vector<const BlockKindDef*>& blockKinds();
-const BlockKindDef& blockKindDef(BlockKind k);
 // The kind named `name`, or nullptr.
 const BlockKindDef* findBlockKind(const std::string& name);
+// The kind named `name`; std::logic_error when none is (for code and tests that name a kind they know).
+BlockKind blockKind(const std::string& name);
+// A block of kind `k` at its defaults, then `set` (when not null) applied.
+BlockSpec blockOf(BlockKind k, const BlockSetter& set = {});
 // "mlp, residual-bn, transformer"
 std::string blockKindNames();
 

@@ -50,7 +50,7 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
   const BlockKindDef* def = findBlockKind(name);
   if (!def) fail(where + ".kind", "unknown value '" + name + "' (expected one of: " + blockKindNames() + ")");
   BlockSpec s;
-  s.kind = def->kind;
+  s.kind = def;
   for (const BlockKindDef* owner : blockKinds())
     for (const BlockField& f : owner->fields) {
       const std::string path = where + "." + f.name;
@@ -163,7 +163,7 @@ nlohmann::json caseToJson(const CaseSpec& c) {
     size_t k = i;
     while (k < c.blocks.size() && c.blocks[k] == c.blocks[i]) ++k;
     json b;
-    const BlockKindDef& def = blockKindDef(c.blocks[i].kind);
+    const BlockKindDef& def = *c.blocks[i].kind;
     b["kind"] = def.name;
     def.print(c.blocks[i], b);
     if (k - i > 1) b["repeat"] = k - i;

@@ -3,7 +3,7 @@
 #include "cases/block_kind.h"
 
 namespace ckpt {
-const char* blockKindName(BlockKind k) { return blockKindDef(k).name; }
+const char* blockKindName(BlockKind k) { return k->name; }
 const char* activationName(Activation a) {
   switch (a) {
     case Activation::kRelu: return "relu";

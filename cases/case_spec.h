@@ -8,9 +8,13 @@
 
 namespace ckpt {
 
-// A block kind's identity; everything else about it is its record in cases/kinds/ (cases/block_kind.h), listed
-// in this order by cases/kinds/table.cpp.
-enum class BlockKind { kMlp, kResidualBn, kTransformer };
+// A block kind is its record (cases/block_kind.h): one file in cases/kinds/, one line in cases/kinds/table.cpp.
+// Code outside those files never names a kind; it asks the record.
+struct BlockKindDef;
+using BlockKind = const BlockKindDef*;
+// The first registered kind (mlp), the simplest: what a BlockSpec is until a kind is set.
+BlockKind firstBlockKind();
+
 enum class Activation { kRelu, kGelu, kTanh };
 enum class LossKind { kCrossEntropy, kMse };
 enum class DType { kFloat, kDouble };
@@ -18,7 +22,7 @@ enum class DType { kFloat, kDouble };
 // A block's fields, of every kind; each kind parses, prints and draws its own (cases/kinds/) and leaves the
 // others at their defaults.
 struct BlockSpec {
-  BlockKind kind = BlockKind::kMlp;
+  BlockKind kind = firstBlockKind();
   Activation activation = Activation::kGelu;  // mlp only
   int heads = 1;                              // transformer only
   bool operator==(const BlockSpec&) const = default;

@@ -1,15 +1,17 @@
 // What a consumer of random cases can run (an adapter's capabilities restrict these); cases/generators.h draws
-// within them. Each block kind names its switch (BlockKindDef::allowed).
+// within them.
 #pragma once
+#include <algorithm>
+#include <vector>
+
+#include "cases/case_spec.h"
 
 namespace ckpt {
 
 struct GenLimits {
   int maxBlocks = 40;
   int maxSteps = 3;
-  bool mlp = true;
-  bool residualBn = true;
-  bool transformer = true;
+  std::vector<BlockKind> excludedKinds;  // registered kinds random cases must not draw
   bool dropout = true;
   bool floatType = true;
   bool doubleType = true;
@@ -19,6 +21,10 @@ struct GenLimits {
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.
   bool shrinkChoices = false;
+
+  bool allows(BlockKind k) const {
+    return std::find(excludedKinds.begin(), excludedKinds.end(), k) == excludedKinds.end();
+  }
 };
 
 }  // namespace ckpt

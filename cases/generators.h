@@ -32,8 +32,8 @@ rc::Gen<T> genChoice(std::vector<T> values, bool shrinks) {
 // cases of a seed, stay those of the build<BlockSpec>(kind, activation, heads) this replaced.
 inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   std::vector<BlockKind> kinds;
-  for (const BlockKindDef* d : blockKinds())
-    if (lim.*(d->allowed)) kinds.push_back(d->kind);
+  for (BlockKind k : blockKinds())
+    if (lim.allows(k)) kinds.push_back(k);
   std::vector<rc::Gen<BlockSetter>> draws;
   draws.push_back(rc::gen::just(BlockSetter([](BlockSpec&) {})));
   draws.push_back(rc::gen::map(genChoice(kinds, lim.shrinkChoices),
@@ -48,7 +48,7 @@ inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
 }
 
 // Canonicalises fields a block kind ignores, so equal models compare and print equal.
-inline BlockSpec canonical(const BlockSpec& b) { return blockKindDef(b.kind).canonical(b); }
+inline BlockSpec canonical(const BlockSpec& b) { return b.kind->canonical(b); }
 
 // A number in [0, 1000] drawn at a fixed size: every value is as likely at any RapidCheck size (inRange scales
 // with size), so the first cases of a run already spread over every range, and it shrinks toward 0. The fields
@@ -88,7 +88,7 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
 // that does not divide the width falls back to one head; a residual-bn block with a single row gets batch 2.
 inline void makeValid(CaseSpec& c) {
   for (auto& b : c.blocks) {
-    const BlockKindDef& d = blockKindDef(b.kind);
+    const BlockKindDef& d = *b.kind;
     b = d.canonical(b);
     d.makeValid(b, c);
   }

@@ -13,7 +13,7 @@ namespace ckpt {
 // Builds block `index` of a case; parameter names are prefixed "b<index>.".
 template <class T>
 Block<T> makeBlock(const BlockSpec& s, const CaseSpec& c, int index) {
-  const BlockKindDef& def = blockKindDef(s.kind);
+  const BlockKindDef& def = *s.kind;
   const std::string p = "b" + std::to_string(index) + ".";
   Block<T> b;
   b.kind = def.name;

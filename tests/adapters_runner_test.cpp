@@ -117,9 +117,9 @@ CaseSpec smallCase(LossKind loss) {
   c.batch = 2;
   c.seq = 2;
   c.width = 4;
-  c.blocks = {{BlockKind::kMlp, Activation::kTanh, 1},
-              {BlockKind::kResidualBn, Activation::kGelu, 1},
-              {BlockKind::kTransformer, Activation::kGelu, 2}};
+  c.blocks = {{blockKind("mlp"), Activation::kTanh, 1},
+              {blockKind("residual-bn"), Activation::kGelu, 1},
+              {blockKind("transformer"), Activation::kGelu, 2}};
   c.loss = loss;
   c.steps = 2;
   c.dtype = DType::kFloat;
@@ -202,7 +202,7 @@ TEST(Capabilities, restrictTheGeneratorAndCheckOptions) {
       "options": {"k": {"values": ["0", "1"]}, "n": {"values": "int"}}, "serve": true})");
   const Capabilities c = parseCapabilities(j);
   const GenLimits l = c.limits(5, 2);
-  EXPECT_TRUE(l.mlp && l.transformer && !l.residualBn);
+  EXPECT_TRUE(l.allows(blockKind("mlp")) && l.allows(blockKind("transformer")) && !l.allows(blockKind("residual-bn")));
   EXPECT_TRUE(l.floatType && !l.doubleType && l.counterRng && !l.statefulRng && l.dropout);
   EXPECT_NO_THROW(c.checkOptions({{"k", "1"}, {"n", "3"}}));
   EXPECT_THROW(c.checkOptions({{"k", "2"}}), InputError);

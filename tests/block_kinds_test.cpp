@@ -24,16 +24,18 @@ std::vector<CaseSpec> someCases(int n) {
   return cs;
 }
 
-TEST(BlockKinds, tableIsInBlockKindOrderAndNamesEachKindOnce) {
+TEST(BlockKinds, tableNamesEachKindOnce) {
   const auto& t = blockKinds();
   ASSERT_FALSE(t.empty());
   for (size_t i = 0; i < t.size(); ++i) {
-    EXPECT_EQ(static_cast<size_t>(t[i]->kind), i) << t[i]->name;
     EXPECT_EQ(findBlockKind(t[i]->name), t[i]);
-    EXPECT_STREQ(blockKindName(t[i]->kind), t[i]->name);
+    EXPECT_STREQ(blockKindName(t[i]), t[i]->name);
+    EXPECT_EQ(blockKind(t[i]->name), t[i]);
     ASSERT_FALSE(t[i]->coverage.empty()) << t[i]->name << " has no 'a block of this kind' coverage line";
   }
   EXPECT_EQ(findBlockKind("no-such-kind"), nullptr);
+  EXPECT_THROW(blockKind("no-such-kind"), std::logic_error);
+  EXPECT_EQ(BlockSpec().kind, t.front());  // the simplest kind is the default
 }
 
 TEST(BlockKinds, opTableNamesEachOpByItsKindAndCountsItsParameters) {
@@ -51,7 +53,7 @@ TEST(BlockKinds, opTableNamesEachOpByItsKindAndCountsItsParameters) {
 TEST(BlockKinds, blocksAreBuiltFromTheirKindsPrograms) {
   for (const CaseSpec& c : someCases(60))
     for (size_t i = 0; i < c.blocks.size(); ++i) {
-      const BlockKindDef& d = blockKindDef(c.blocks[i].kind);
+      const BlockKindDef& d = *c.blocks[i].kind;
       const auto program = d.program(c.blocks[i], c);
       const Block<double> b = makeBlock<double>(c.blocks[i], c, static_cast<int>(i));
       EXPECT_EQ(b.kind, d.name);
@@ -84,7 +86,29 @@ TEST(BlockKinds, aFieldOfOneKindIsRefusedOnAnother) {
 
 TEST(BlockKinds, eachKindsCoverageLineSaysWhetherTheCaseHasSuchABlock) {
   for (const CaseSpec& c : someCases(60))
-    for (const BlockKindDef* d : blockKinds()) EXPECT_EQ(d->coverage[0].has(c), hasBlockKind(c, d->kind)) << d->name;
+    for (const BlockKindDef* d : blockKinds()) EXPECT_EQ(d->coverage[0].has(c), hasBlockKind(c, d)) << d->name;
+}
+
+// Validate's smoke block, its simplifications and its stand-ins are blocks of the kind, with no field the kind
+// ignores set (canonical leaves them as they are), that survive a round trip through the case format.
+TEST(BlockKinds, smokeSimplerAndStandInBlocksAreCanonicalBlocksOfTheKind) {
+  for (const BlockKindDef* d : blockKinds()) {
+    std::vector<BlockSpec> blocks = {blockOf(d, d->smoke)};
+    for (const BlockSetter& set : d->simpler) blocks.push_back(blockOf(d, set));
+    for (const BlockSetter& set : d->standIns) blocks.push_back(blockOf(d, set));
+    for (const BlockSpec& b : blocks) {
+      EXPECT_EQ(b.kind, d) << d->name;
+      EXPECT_EQ(canonical(b), b) << d->name << ": a setter sets a field the kind ignores";
+      CaseSpec c;
+      c.batch = 2;
+      c.seq = 2;
+      c.width = 8;
+      c.blocks = {b};
+      EXPECT_EQ(parseCase(caseToJson(c)), c) << d->name;
+    }
+  }
+  // The first kind stands in for the others.
+  EXPECT_FALSE(blockKinds().front()->standIns.empty());
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ void checkAgreement(const CaseSpec& spec, const std::vector<bool>& maskBits, boo
 }
 
 RC_GTEST_PROP(BlockSim, predictsRuntimeBytesExactly, ()) {
-  const auto kind = *rc::gen::element(BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer);
+  const auto kind = *rc::gen::element(blockKind("mlp"), blockKind("residual-bn"), blockKind("transformer"));
   const auto dtype = *rc::gen::element(DType::kFloat, DType::kDouble);
   const double dropout = *rc::gen::element(0.0, 0.25);
   const auto mask = *rc::gen::container<std::vector<bool>>(12, rc::gen::arbitrary<bool>());
@@ -92,7 +92,7 @@ RC_GTEST_PROP(BlockSim, predictsRuntimeBytesExactly, ()) {
 }
 
 TEST(BlockSim, droppedFlopsAreTheDroppedNodesForwardFlops) {
-  Chain<double> c = buildChain<double>(caseWith(BlockKind::kTransformer, DType::kDouble, 0.1));
+  Chain<double> c = buildChain<double>(caseWith(blockKind("transformer"), DType::kDouble, 0.1));
   const BlockProgram p = blockProgram(c.blocks[0], c.boundaryShape());
   EXPECT_EQ(droppedForwardFlops(p, {}), 0);
   KeepMask none(p.nodes.size(), false);

@@ -123,13 +123,13 @@ CaseSpec smallCase(BlockKind kind, RngModel rng, DType dtype) {
   CaseSpec c;
   c.name = std::string(blockKindName(kind)) + "-" + rngModelName(rng);
   c.batch = 4;
-  c.seq = kind == BlockKind::kTransformer ? 16 : 8;
+  c.seq = kind == blockKind("transformer") ? 16 : 8;
   c.width = 32;
   c.seed = 21;
   c.rng = rng;
   c.dtype = dtype;
-  c.dropout = kind == BlockKind::kResidualBn ? 0.0 : 0.2;
-  c.loss = kind == BlockKind::kResidualBn ? LossKind::kMse : LossKind::kCrossEntropy;
+  c.dropout = kind == blockKind("residual-bn") ? 0.0 : 0.2;
+  c.loss = kind == blockKind("residual-bn") ? LossKind::kMse : LossKind::kCrossEntropy;
   c.lr = 0.05;
   c.steps = 3;
   for (int i = 0; i < 6; ++i) {
@@ -169,7 +169,7 @@ void checkEveryPolicyOnGpu(const CaseSpec& spec) {
 
 TEST(CudaCheckpointing, EveryPolicyIsBitwiseStoreAllOnGpu) {
   CKPT_NEEDS_GPU();
-  for (BlockKind kind : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer}) {
+  for (BlockKind kind : blockKinds()) {
     for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
       checkEveryPolicyOnGpu<float>(smallCase(kind, rng, DType::kFloat));
       checkEveryPolicyOnGpu<double>(smallCase(kind, rng, DType::kDouble));
@@ -210,7 +210,7 @@ void checkGpuAgainstCpu(const CaseSpec& spec) {
 
 TEST(CudaReference, GpuStoreAllAgreesWithCpuReference) {
   CKPT_NEEDS_GPU();
-  for (BlockKind kind : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer}) {
+  for (BlockKind kind : blockKinds()) {
     checkGpuAgainstCpu<float>(smallCase(kind, RngModel::kStateful, DType::kFloat));
     checkGpuAgainstCpu<double>(smallCase(kind, RngModel::kCounter, DType::kDouble));
   }

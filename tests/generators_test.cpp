@@ -98,7 +98,7 @@ TEST(Generators, everyDrawnCaseIsValid) {
 TEST(Coverage, countsAndPrintsWhatWasNotCovered) {
   Coverage c;
   CaseSpec a;
-  a.blocks = {BlockSpec{BlockKind::kMlp, Activation::kRelu, 1}};
+  a.blocks = {BlockSpec{blockKind("mlp"), Activation::kRelu, 1}};
   a.width = 3;
   c.add(a);
   EXPECT_EQ(c.cases(), 1);

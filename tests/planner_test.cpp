@@ -50,7 +50,7 @@ TEST(Planner, storeAllNeverRecomputes) {
 }
 
 TEST(Planner, liveBytesEndWithTheInputGradientAlone) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kTransformer, DType::kFloat), 5);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("transformer"), DType::kFloat), 5);
   for (const char* policy : {"store-all", "uniform", "selective", "uniform:k=5+selective"}) {
     const Schedule s = makeSchedule(parsePolicy(policy), c);
     const Plan p = planSchedule(s, c);
@@ -62,7 +62,7 @@ TEST(Planner, liveBytesEndWithTheInputGradientAlone) {
 
 // Loss FLOPs count as forward and backward; a block's first forward is forward work, any other is recompute.
 TEST(Planner, flopsByPhase) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kMlp, DType::kDouble), 6);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("mlp"), DType::kDouble), 6);
   const BlockProgram& b = c.block(0);
   const Plan p = planSchedule(uniformSchedule(c, 3), c);
   EXPECT_EQ(p.flops.forward, 6 * b.forwardFlops + c.loss.meta.forwardFlops);
@@ -98,7 +98,7 @@ int64_t tapedBlockBytes(const BlockProgram& p) {
 // Uniform holds at most K checkpoints and one segment's tapes (ceil(L/K) blocks) at a time; the constant covers
 // the loss and one block's backward, i.e. a one-block chain's whole step.
 RC_GTEST_PROP(Planner, uniformPeakWithinKPlusLOverKBlocks, ()) {
-  const auto kind = *rc::gen::element(BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer);
+  const auto kind = *rc::gen::element(blockKind("mlp"), blockKind("residual-bn"), blockKind("transformer"));
   const int layers = *rc::gen::inRange(1, 60);
   const int k = *rc::gen::inRange(1, layers + 1);
   const CaseSpec spec = homogeneousSpec(kind, DType::kFloat);
@@ -112,14 +112,14 @@ RC_GTEST_PROP(Planner, uniformPeakWithinKPlusLOverKBlocks, ()) {
 }
 
 TEST(Planner, uniformSqrtBeatsStoreAllOnDeepChains) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kMlp, DType::kFloat), 400);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("mlp"), DType::kFloat), 400);
   const int64_t all = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
   const int64_t sqrtK = planSchedule(makeSchedule(parsePolicy("uniform"), c), c).peakActivationBytes;
   EXPECT_LT(sqrtK * 5, all);
 }
 
 TEST(Planner, plansAHundredThousandBlocks) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kMlp, DType::kFloat), 100000);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("mlp"), DType::kFloat), 100000);
   const Plan p = planSchedule(makeSchedule(parsePolicy("uniform"), c), c);
   // k = round(sqrt(L)) = 316; the last segment [315 L / 316, L) = [99683, L) is taped at once, never recomputed.
   EXPECT_EQ(p.forwardEvals, 100000 + 99683);
@@ -132,7 +132,7 @@ int nodeOfKind(const BlockProgram& p, const std::string& kind) {
 }
 
 TEST(Selective, defaultKeepsOnlyMatrixProducts) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kTransformer, DType::kFloat), 2);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("transformer"), DType::kFloat), 2);
   const auto masks = selectiveMasks(c, {});
   ASSERT_EQ(masks.size(), 2u);
   const BlockProgram& p = c.block(0);
@@ -141,7 +141,7 @@ TEST(Selective, defaultKeepsOnlyMatrixProducts) {
 }
 
 TEST(Selective, recomputeListDropsOnlyThoseKinds) {
-  const ChainCost c = homogeneousChainCost(homogeneousSpec(BlockKind::kTransformer, DType::kFloat), 1);
+  const ChainCost c = homogeneousChainCost(homogeneousSpec(blockKind("transformer"), DType::kFloat), 1);
   const auto masks = selectiveMasks(c, {"attention", "dropout"});
   const BlockProgram& p = c.block(0);
   for (int k = 0; k < p.size(); ++k) {
@@ -153,7 +153,7 @@ TEST(Selective, recomputeListDropsOnlyThoseKinds) {
 // Under recompute=attention the tape holds no attention context: exactly its extras (probabilities and dropout
 // mask) are missing from the live bytes, since the attention input stays kept for the recompute.
 TEST(Selective, attentionProbabilitiesAreNotInTheTape) {
-  const CaseSpec spec = homogeneousSpec(BlockKind::kTransformer, DType::kDouble);
+  const CaseSpec spec = homogeneousSpec(blockKind("transformer"), DType::kDouble);
   Chain<double> chain = buildChain<double>(spec);
   const ChainCost c = chainCost(chain);
   const KeepMask keep = selectiveMasks(c, {"attention"})[0];

@@ -54,7 +54,7 @@ ChainCost homogeneous(BlockKind k, int layers) { return homogeneousChainCost(spe
 // Mixed kinds, a mix that repeats with period 3 (mlp, residual-bn, transformer).
 ChainCost mixed(int layers, double dropout = 0.0) {
   std::vector<BlockSpec> bs;
-  const BlockKind kinds[] = {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer};
+  const BlockKind kinds[] = {blockKind("mlp"), blockKind("residual-bn"), blockKind("transformer")};
   for (int i = 0; i < layers; ++i) bs.push_back(block(kinds[i % 3]));
   CaseSpec s = specOf(bs);
   s.dropout = dropout;
@@ -158,7 +158,7 @@ TEST(Revolve, theSplitRuleAttainsNumforw) {
 TEST(Revolve, schedulesRunNumforwPlusLForwardsWithinTheirSlots) {
   const ChainCost het = mixed(24);
   for (int layers = 1; layers <= 24; ++layers) {
-    const ChainCost hom = homogeneous(BlockKind::kMlp, layers);
+    const ChainCost hom = homogeneous(blockKind("mlp"), layers);
     for (int slots = 1; slots <= 9; ++slots) {
       const Schedule s = revolveSchedule(hom, slots);
       SCOPED_TRACE("L " + std::to_string(layers) + " C " + std::to_string(slots));
@@ -181,7 +181,7 @@ TEST(Revolve, schedulesRunNumforwPlusLForwardsWithinTheirSlots) {
 
 TEST(Revolve, enoughSlotsIsCheckpointEveryLayer) {
   for (int layers : {1, 2, 5, 17}) {
-    const ChainCost c = homogeneous(BlockKind::kMlp, layers);
+    const ChainCost c = homogeneous(blockKind("mlp"), layers);
     for (int slots : {layers - 1, layers, layers + 5}) {
       if (slots < 1) continue;
       const Schedule s = revolveSchedule(c, slots);
@@ -200,7 +200,7 @@ TEST(Revolve, enoughSlotsIsCheckpointEveryLayer) {
 }
 
 TEST(Revolve, handWorkedThreeBlocksTwoSlots) {
-  const ChainCost c = homogeneous(BlockKind::kMlp, 3);
+  const ChainCost c = homogeneous(blockKind("mlp"), 3);
   // numforw(3, 2) = 2: advance 0 (x_0 kept), advance 1 (x_1 kept: the second slot), firsturn 2, youturns.
   EXPECT_EQ(body(revolveSchedule(c, 2)),
             "forward 0\nforward 1\nforward 2 tape\nfree x 2\nloss\nbackward 2\n"
@@ -214,12 +214,12 @@ TEST(Revolve, handWorkedThreeBlocksTwoSlots) {
 }
 
 TEST(Revolve, rejectsZeroSlotsAndSchedulesTooLongToHold) {
-  EXPECT_THROW(revolveSchedule(homogeneous(BlockKind::kMlp, 3), 0), InputError);
-  EXPECT_THROW(revolveSchedule(homogeneous(BlockKind::kMlp, 1000000), 1), InputError);  // 5 10^11 forwards
+  EXPECT_THROW(revolveSchedule(homogeneous(blockKind("mlp"), 3), 0), InputError);
+  EXPECT_THROW(revolveSchedule(homogeneous(blockKind("mlp"), 1000000), 1), InputError);  // 5 10^11 forwards
 }
 
 TEST(Revolve, aMillionBlocksIsQuickToSchedule) {
-  const ChainCost c = homogeneous(BlockKind::kMlp, 1000000);
+  const ChainCost c = homogeneous(blockKind("mlp"), 1000000);
   const Schedule s = revolveSchedule(c, 100);
   EXPECT_EQ(forwards(s), revolveNumforw(1000000, 100) + 1000000);
 }
@@ -229,7 +229,7 @@ TEST(Revolve, aMillionBlocksIsQuickToSchedule) {
 int64_t recursiveForwards(int64_t n) { return n == 1 ? 1 : n / 2 + recursiveForwards(n - n / 2) + recursiveForwards(n / 2); }
 
 TEST(Recursive, handWorkedFourBlocks) {
-  EXPECT_EQ(body(recursiveSchedule(homogeneous(BlockKind::kMlp, 4))),
+  EXPECT_EQ(body(recursiveSchedule(homogeneous(blockKind("mlp"), 4))),
             "forward 0\nforward 1\nfree x 1\nforward 2\n"
             "forward 3 tape\nfree x 3\nloss\nbackward 3\n"
             "forward 2 tape\nfree x 2\nfree x 3\nbackward 2\n"
@@ -239,7 +239,7 @@ TEST(Recursive, handWorkedFourBlocks) {
 
 TEST(Recursive, validWithTheRecurrencesForwardCount) {
   for (int layers = 1; layers <= 70; ++layers) {
-    const ChainCost c = layers % 2 ? homogeneous(BlockKind::kMlp, layers) : mixed(layers);
+    const ChainCost c = layers % 2 ? homogeneous(blockKind("mlp"), layers) : mixed(layers);
     const Schedule s = recursiveSchedule(c);
     ASSERT_NO_THROW(validateSchedule(s, c)) << layers;
     EXPECT_EQ(planSchedule(s, c).forwardEvals, recursiveForwards(layers)) << layers;
@@ -248,7 +248,7 @@ TEST(Recursive, validWithTheRecurrencesForwardCount) {
 }
 
 TEST(Recursive, peakGrowsByAtMostOneBoundaryPerDoubling) {
-  for (BlockKind k : {BlockKind::kMlp, BlockKind::kTransformer}) {
+  for (BlockKind k : {blockKind("mlp"), blockKind("transformer")}) {
     int64_t last = 0;
     const int64_t boundary = homogeneous(k, 1).inputBytes;
     for (int e = 0; e <= 14; ++e) {
@@ -297,8 +297,8 @@ void checkDominates(const ChainCost& c) {
 }
 
 TEST(Optimal, atStoreAllsPeakItRecomputesNothing) {
-  for (const ChainCost& c : {homogeneous(BlockKind::kMlp, 12), homogeneous(BlockKind::kResidualBn, 9),
-                             homogeneous(BlockKind::kTransformer, 7), mixed(10), mixed(8, 0.1)}) {
+  for (const ChainCost& c : {homogeneous(blockKind("mlp"), 12), homogeneous(blockKind("residual-bn"), 9),
+                             homogeneous(blockKind("transformer"), 7), mixed(10), mixed(8, 0.1)}) {
     const int64_t full = judge(storeAllSchedule(c), c).peak;
     const OptimalPlan o = optimalPlan(c, full);
     const Judged j = judge(o.schedule, c);
@@ -311,7 +311,7 @@ TEST(Optimal, atStoreAllsPeakItRecomputesNothing) {
 
 TEST(Optimal, neverRecomputesMoreThanAnotherPolicyAtItsPeakOnFixedChains) {
   std::vector<std::pair<std::string, ChainCost>> chains;
-  for (BlockKind k : {BlockKind::kMlp, BlockKind::kResidualBn, BlockKind::kTransformer})
+  for (BlockKind k : blockKinds())
     for (int layers : {1, 2, 3, 5, 8, 13, 20}) chains.emplace_back(std::string(blockKindName(k)) + " x " + std::to_string(layers), homogeneous(k, layers));
   for (int layers : {4, 9, 14}) chains.emplace_back("mixed x " + std::to_string(layers), mixed(layers, 0.1));
   for (const auto& [label, c] : chains) {
@@ -368,7 +368,7 @@ RC_GTEST_PROP(Optimal, withOpLevelMasksItStillFits, ()) {
 }
 
 TEST(Optimal, theSmallestFeasibleBudgetIsExactAndNamed) {
-  for (const ChainCost& c : {homogeneous(BlockKind::kMlp, 16), mixed(11)}) {
+  for (const ChainCost& c : {homogeneous(blockKind("mlp"), 16), mixed(11)}) {
     const int64_t least = optimalMinBudget(c);
     EXPECT_EQ(judge(optimalSchedule(c, least), c).peak, least);
     try {
@@ -385,7 +385,7 @@ TEST(Optimal, theSmallestFeasibleBudgetIsExactAndNamed) {
 }
 
 TEST(Optimal, aHomogeneousChainOfAThousandBlocksIsQuick) {
-  const ChainCost c = homogeneous(BlockKind::kMlp, 1000);
+  const ChainCost c = homogeneous(blockKind("mlp"), 1000);
   const int64_t full = judge(storeAllSchedule(c), c).peak;
   const int64_t budget = judge(uniformSchedule(c, 32), c).peak;
   const OptimalPlan o = optimalPlan(c, budget);
@@ -400,7 +400,7 @@ TEST(Optimal, aHomogeneousChainOfAThousandBlocksIsQuick) {
 TEST(Optimal, DISABLED_reportsItsTimeOnTwoHundredHeterogeneousBlocks) {
   std::vector<BlockSpec> bs;
   for (int i = 0; i < 200; ++i) {
-    BlockSpec b = block(i % 3 == 0 ? BlockKind::kTransformer : i % 3 == 1 ? BlockKind::kResidualBn : BlockKind::kMlp,
+    BlockSpec b = block(i % 3 == 0 ? blockKind("transformer") : i % 3 == 1 ? blockKind("residual-bn") : blockKind("mlp"),
                         1 + i % 2);
     b.activation = static_cast<Activation>(i % 3);
     bs.push_back(b);

@@ -22,7 +22,7 @@ namespace {
 Trial randomTrial() {
   const VerifyCase c{*genCase(verifyLimits()), *genPolicyDraw()};
   bool bn = false;
-  for (const auto& b : c.spec.blocks) bn |= b.kind == BlockKind::kResidualBn;
+  for (const auto& b : c.spec.blocks) bn |= b.kind == blockKind("residual-bn");
   RC_CLASSIFY(c.spec.blocks.size() <= 4, "1-4 blocks");
   RC_CLASSIFY(c.spec.dropout > 0 && c.spec.rng == RngModel::kStateful, "stateful dropout");
   RC_CLASSIFY(c.spec.dropout > 0 && c.spec.rng == RngModel::kCounter, "counter dropout");
@@ -74,7 +74,7 @@ RC_GTEST_PROP(Checkpointing, optimalPlansAgreeWithThePlanner, ()) {
 // property throws) reports that as its violation instead of aborting the run.
 TEST(Properties, aPropertyThatThrowsIsAViolation) {
   CaseSpec spec;
-  spec.blocks = {BlockSpec{BlockKind::kMlp}, BlockSpec{BlockKind::kMlp}};
+  spec.blocks = {BlockSpec{blockKind("mlp")}, BlockSpec{blockKind("mlp")}};
   Trial t = runTrial(spec, {"uniform:k=2"}, EngineVariant());
   ASSERT_FALSE(checkProperty(Property::kBounds, t));
   t.runs[0].schedule.policy = "uniform:k=two";
@@ -88,7 +88,7 @@ TEST(Properties, aPropertyThatThrowsIsAViolation) {
 // policy over its bound and a differing gradient are each reported by their property alone.
 TEST(Properties, eachPropertyReportsItsOwnViolation) {
   CaseSpec spec;
-  spec.blocks = {BlockSpec{BlockKind::kMlp}, BlockSpec{BlockKind::kResidualBn}, BlockSpec{BlockKind::kMlp}};
+  spec.blocks = {BlockSpec{blockKind("mlp")}, BlockSpec{blockKind("residual-bn")}, BlockSpec{blockKind("mlp")}};
   spec.dropout = 0.5;
   spec.steps = 2;
   Trial t = runTrial(spec, {"store-all", "uniform:k=2", "revolve:slots=2"}, EngineVariant());
@@ -129,7 +129,7 @@ TEST(Properties, eachPropertyReportsItsOwnViolation) {
 // Policy draws resolve to strings every policy accepts, over each family's whole range.
 TEST(PolicyDraw, resolvesEveryFamilyOverItsRange) {
   CaseSpec spec;
-  spec.blocks.assign(5, BlockSpec{BlockKind::kTransformer, Activation::kGelu, 2});
+  spec.blocks.assign(5, BlockSpec{blockKind("transformer"), Activation::kGelu, 2});
   spec.width = 4;
   spec.seq = 2;
   const ChainCost cost = caseChainCost(spec);

@@ -4,11 +4,14 @@
 #include "cases/json_fields.h"
 
 namespace ckpt {
+
+const BlockKindDef& mlpKind();
+
 namespace {
 
 bool hasActivation(const CaseSpec& c, Activation a) {
   for (const BlockSpec& b : c.blocks)
-    if (b.kind == BlockKind::kMlp && b.activation == a) return true;
+    if (b.kind == &mlpKind() && b.activation == a) return true;
   return false;
 }
 
@@ -29,12 +32,11 @@ const BlockField kActivation{
 
 const BlockKindDef& mlpKind() {
   static const BlockKindDef def{
-      .kind = BlockKind::kMlp,
       .name = "mlp",
       .fields = {kActivation},
       .validate = nullptr,
       .print = [](const BlockSpec& s, nlohmann::json& b) { b["activation"] = activationName(s.activation); },
-      .canonical = [](const BlockSpec& s) { return BlockSpec{BlockKind::kMlp, s.activation, 1}; },
+      .canonical = [](const BlockSpec& s) { return BlockSpec{&mlpKind(), s.activation, 1}; },
       .makeValid = [](BlockSpec&, CaseSpec&) {},
       .describe = [](const BlockSpec& s) { return "/" + std::string(activationName(s.activation)); },
       .summary = [](const BlockSpec& s) { return "(" + std::string(activationName(s.activation)) + ")"; },
@@ -47,14 +49,20 @@ const BlockKindDef& mlpKind() {
                                    {activationName(s.activation), activationName(s.activation), {}, 0, {0}},
                                    {"dropout", "dropout", {}, c.dropout, {1}}};
       },
-      .coverage = {{"mlp", "an mlp block", [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kMlp); }},
+      .coverage = {{"mlp", "an mlp block", [](const CaseSpec& c) { return hasBlockKind(c, &mlpKind()); }},
                    {"relu", "an mlp block with relu",
                     [](const CaseSpec& c) { return hasActivation(c, Activation::kRelu); }},
                    {"gelu", "an mlp block with gelu",
                     [](const CaseSpec& c) { return hasActivation(c, Activation::kGelu); }},
                    {"tanh", "an mlp block with tanh",
                     [](const CaseSpec& c) { return hasActivation(c, Activation::kTanh); }}},
-      .allowed = &GenLimits::mlp,
+      .smoke = nullptr,
+      .simpler = {[](BlockSpec& s) { s.activation = Activation::kRelu; }},
+      // In place of another kind: relu first (simplest), but relu zeroes half its outputs, which can hide what a
+      // finding is about (a dropout mask), so tanh and gelu are tried too.
+      .standIns = {[](BlockSpec& s) { s.activation = Activation::kRelu; },
+                   [](BlockSpec& s) { s.activation = Activation::kTanh; },
+                   [](BlockSpec& s) { s.activation = Activation::kGelu; }},
   };
   return def;
 }

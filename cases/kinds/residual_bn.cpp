@@ -6,7 +6,6 @@ namespace ckpt {
 
 const BlockKindDef& residualBnKind() {
   static const BlockKindDef def{
-      .kind = BlockKind::kResidualBn,
       .name = "residual-bn",
       .fields = {},
       .validate = [](const BlockSpec&, const CaseSpec& c, const std::string& where) {
@@ -15,7 +14,7 @@ const BlockKindDef& residualBnKind() {
                                                  std::to_string(c.rows()) + ")");
       },
       .print = [](const BlockSpec&, nlohmann::json&) {},
-      .canonical = [](const BlockSpec&) { return BlockSpec{BlockKind::kResidualBn, Activation::kGelu, 1}; },
+      .canonical = [](const BlockSpec&) { return blockOf(&residualBnKind()); },
       // A single row (batch 1, seq 1) gets batch 2.
       .makeValid = [](BlockSpec&, CaseSpec& c) {
         if (c.rows() < 2) c.batch = 2;
@@ -31,8 +30,10 @@ const BlockKindDef& residualBnKind() {
                                    {"add", "add", {}, 0, {-1, 2}}};
       },
       .coverage = {{"residual_bn", "a residual-bn block",
-                    [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kResidualBn); }}},
-      .allowed = &GenLimits::residualBn,
+                    [](const CaseSpec& c) { return hasBlockKind(c, &residualBnKind()); }}},
+      .smoke = nullptr,
+      .simpler = {},
+      .standIns = {},
   };
   return def;
 }

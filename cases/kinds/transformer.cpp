@@ -24,12 +24,11 @@ const BlockField kHeads{
 
 const BlockKindDef& transformerKind() {
   static const BlockKindDef def{
-      .kind = BlockKind::kTransformer,
       .name = "transformer",
       .fields = {kHeads},
       .validate = nullptr,
       .print = [](const BlockSpec& s, nlohmann::json& b) { b["heads"] = s.heads; },
-      .canonical = [](const BlockSpec& s) { return BlockSpec{BlockKind::kTransformer, Activation::kGelu, s.heads}; },
+      .canonical = [](const BlockSpec& s) { return BlockSpec{&transformerKind(), Activation::kGelu, s.heads}; },
       // A head count that does not divide the width falls back to one head.
       .makeValid = [](BlockSpec& s, CaseSpec& c) {
         if (c.width % s.heads != 0) s.heads = 1;
@@ -54,14 +53,17 @@ const BlockKindDef& transformerKind() {
                                    {"res2", "add", {}, 0, {5, 10}}};
       },
       .coverage = {{"transformer", "a transformer block",
-                    [](const CaseSpec& c) { return hasBlockKind(c, BlockKind::kTransformer); }},
+                    [](const CaseSpec& c) { return hasBlockKind(c, &transformerKind()); }},
                    {"heads_2", "a transformer block with 2+ heads",
                     [](const CaseSpec& c) {
                       for (const BlockSpec& b : c.blocks)
-                        if (b.kind == BlockKind::kTransformer && b.heads > 1) return true;
+                        if (b.kind == &transformerKind() && b.heads > 1) return true;
                       return false;
                     }}},
-      .allowed = &GenLimits::transformer,
+      // Two heads, so a broken adapter's head split shows in the first run.
+      .smoke = [](BlockSpec& s) { s.heads = 2; },
+      .simpler = {[](BlockSpec& s) { s.heads = 1; }},
+      .standIns = {},
   };
   return def;
 }

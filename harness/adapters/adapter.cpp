@@ -139,7 +139,8 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   GenLimits l;
   l.maxBlocks = maxBlocks;
   l.maxSteps = maxSteps;
-  for (const BlockKindDef* d : blockKinds()) l.*(d->allowed) = blocks.count(d->name) > 0;
+  for (BlockKind k : blockKinds())
+    if (!blocks.count(k->name)) l.excludedKinds.push_back(k);
   l.dropout = dropout;
   l.floatType = dtypes.count("float");
   l.doubleType = dtypes.count("double");
@@ -150,7 +151,7 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
 
 std::string Capabilities::unsupported(const CaseSpec& c) const {
   for (const auto& b : c.blocks) {
-    const BlockKindDef& d = blockKindDef(b.kind);
+    const BlockKindDef& d = *b.kind;
     if (!blocks.count(d.name)) return std::string("block kind ") + d.name;
     // What the block's fields need: an adapter lists the activations it supports.
     for (const auto& [what, value] : d.needs(b))

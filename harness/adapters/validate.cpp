@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "cases/coverage.h"
 #include "cases/generators.h"
@@ -38,9 +39,8 @@ CaseSpec smokeCase(const GenLimits& lim) {
   c.batch = 2;
   c.seq = 4;
   c.width = 8;
-  if (lim.mlp) c.blocks.push_back({BlockKind::kMlp, Activation::kGelu, 1});
-  if (lim.residualBn) c.blocks.push_back({BlockKind::kResidualBn, Activation::kGelu, 1});
-  if (lim.transformer) c.blocks.push_back({BlockKind::kTransformer, Activation::kGelu, 2});
+  for (BlockKind k : blockKinds())
+    if (lim.allows(k)) c.blocks.push_back(blockOf(k, k->smoke));
   c.dtype = lim.doubleType ? DType::kDouble : DType::kFloat;
   c.rng = lim.statefulRng ? RngModel::kStateful : RngModel::kCounter;
   c.dropout = lim.dropout ? 0.1 : 0.0;
@@ -53,7 +53,8 @@ CaseSpec smokeCase(const GenLimits& lim) {
 // Simpler variants of a failing case, in the directions cases/generators.h orders its choices (first element
 // simplest). The RapidCheck this builds with does not shrink gen::elementOf / gen::element choices (block kind,
 // activation, heads, dropout, loss, dtype, generator model), so a shrunk counterexample can still carry, say, a
-// transformer block where an mlp block fails the same way; this pass tries those simplifications one at a time.
+// transformer block where an mlp block fails the same way; this pass tries those simplifications one at a time,
+// the block kinds' own from their records (BlockKindDef::standIns and simpler).
 std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
   std::vector<CaseSpec> out;
   auto with = [&](auto&& change) {
@@ -63,20 +64,19 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
     if (!(d == c)) out.push_back(d);
   };
   with([](CaseSpec& d) { d.dropout = 0; });
+  const auto simplest = std::find_if(blockKinds().begin(), blockKinds().end(), [&](BlockKind k) { return lim.allows(k); });
   for (size_t i = 0; i < c.blocks.size(); ++i) {
     with([&](CaseSpec& d) { d.blocks.erase(d.blocks.begin() + static_cast<std::ptrdiff_t>(i)); });
-    // Another kind becomes an mlp block: relu first (simplest), but relu zeroes half its outputs, which can hide
-    // what a finding is about (a dropout mask), so tanh and gelu are tried too. An mlp block has fewer dropout
-    // sites than a transformer block, and the search has already shrunk the dropout probability to the least at
-    // which this block shows the finding, so the mlp block runs with at least the first case's 0.1.
-    if (lim.mlp && c.blocks[i].kind != BlockKind::kMlp)
-      for (Activation a : {Activation::kRelu, Activation::kTanh, Activation::kGelu})
+    // A block of another kind becomes one of the simplest kind's stand-ins. A stand-in (an mlp block) has fewer
+    // dropout sites than, say, a transformer block, and the search has already shrunk the dropout probability to
+    // the least at which this block shows the finding, so the stand-in runs with at least the first case's 0.1.
+    if (simplest != blockKinds().end() && c.blocks[i].kind != *simplest)
+      for (const BlockSetter& set : (*simplest)->standIns)
         with([&](CaseSpec& d) {
-          d.blocks[i] = {BlockKind::kMlp, a, 1};
+          d.blocks[i] = blockOf(*simplest, set);
           if (d.dropout > 0) d.dropout = std::max(d.dropout, 0.1);
         });
-    if (c.blocks[i].kind == BlockKind::kMlp) with([&](CaseSpec& d) { d.blocks[i].activation = Activation::kRelu; });
-    if (c.blocks[i].kind == BlockKind::kTransformer) with([&](CaseSpec& d) { d.blocks[i].heads = 1; });
+    for (const BlockSetter& set : c.blocks[i].kind->simpler) with([&](CaseSpec& d) { set(d.blocks[i]); });
   }
   with([](CaseSpec& d) { d.steps = 1; });
   with([](CaseSpec& d) { d.seq = 1; });
@@ -193,24 +193,22 @@ class ValidateRun {
 
   GenLimits limitsFor(const Capabilities& caps) {
     GenLimits lim = caps.limits(o_.maxBlocks, o_.maxSteps);
-    if (!o_.blocks.empty()) {
-      for (const auto& b : o_.blocks)
-        if (b != "mlp" && b != "residual-bn" && b != "transformer")
-          throw InputError("validate --blocks: unknown block kind '" + b + "' (mlp, residual-bn, transformer)");
-      auto has = [&](const char* k) { return std::find(o_.blocks.begin(), o_.blocks.end(), k) != o_.blocks.end(); };
-      lim.mlp = lim.mlp && has("mlp");
-      lim.residualBn = lim.residualBn && has("residual-bn");
-      lim.transformer = lim.transformer && has("transformer");
+    for (const auto& b : o_.blocks)
+      if (!findBlockKind(b))
+        throw InputError("validate --blocks: unknown block kind '" + b + "' (" + blockKindNames() + ")");
+    std::vector<std::string> kinds;  // those random cases may draw
+    for (BlockKind k : blockKinds()) {
+      if (!o_.blocks.empty() && std::find(o_.blocks.begin(), o_.blocks.end(), k->name) == o_.blocks.end())
+        lim.excludedKinds.push_back(k);
+      if (lim.allows(k)) kinds.push_back(k->name);
     }
-    if (!lim.mlp && !lim.residualBn && !lim.transformer)
+    if (kinds.empty())
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
-    report_["limits"] = {
-        {"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},      {"mlp", lim.mlp},
-        {"residual_bn", lim.residualBn}, {"transformer", lim.transformer}, {"dropout", lim.dropout},
-        {"float", lim.floatType},        {"double", lim.doubleType},       {"stateful_rng", lim.statefulRng},
-        {"counter_rng", lim.counterRng}};
+    report_["limits"] = {{"max_blocks", lim.maxBlocks}, {"max_steps", lim.maxSteps},      {"blocks", kinds},
+                         {"dropout", lim.dropout},      {"float", lim.floatType},         {"double", lim.doubleType},
+                         {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng}};
     return lim;
   }
 

@@ -85,7 +85,7 @@ std::string blockSummary(const CaseSpec& c) {
   std::ostringstream s;
   s << c.blocks.size() << " block(s): ";
   for (size_t i = 0; i < c.blocks.size(); ++i) {
-    const BlockKindDef& d = blockKindDef(c.blocks[i].kind);
+    const BlockKindDef& d = *c.blocks[i].kind;
     s << (i ? ", " : "") << d.name << d.summary(c.blocks[i]);
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "

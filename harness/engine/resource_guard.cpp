@@ -61,7 +61,7 @@ int64_t cgroupLimit() {
 }
 
 // The block's op nodes as its kind states them (cases/kinds/); nothing is allocated.
-std::vector<OpNode> programOf(const BlockSpec& b, const CaseSpec& c) { return blockKindDef(b.kind).program(b, c); }
+std::vector<OpNode> programOf(const BlockSpec& b, const CaseSpec& c) { return b.kind->program(b, c); }
 
 // Elements of the largest activation tensor a block allocates: the block boundary or an op's largest output.
 Real largestTensor(const BlockSpec& b, const CaseSpec& c) {

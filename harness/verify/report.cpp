@@ -35,7 +35,7 @@ std::string describeCase(const CaseSpec& c) {
   std::string kinds;
   for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) {
     const BlockSpec& b = c.blocks[i];
-    const BlockKindDef& d = blockKindDef(b.kind);
+    const BlockKindDef& d = *b.kind;
     kinds += (i ? ", " : "") + std::string(d.name) + d.describe(b);
   }
   if (c.blocks.size() > 6) kinds += ", ...";
