@@ -2,6 +2,7 @@
 // line here.
 #include "reference/op_table.h"
 
+#include "reference/cuda/dmodel.h"
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
@@ -20,28 +21,41 @@ const std::vector<OpKindEntry<T>>& opKinds() {
   using R = long double;
   auto none = [](N) -> int64_t { return 0; };
   auto small = [](N, R, R) -> R { return 0; };
+  using D = gpu::DNodeDesc<T>&;
+  void (*noAttributes)(const Op<T>&, D) = nullptr;
   static const std::vector<OpKindEntry<T>> table = {
       {"linear", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<Linear<T>>(name, n.dims.at(0), n.dims.at(1));
        },
        [](N n) { return n.dims.at(0) * n.dims.at(1) + n.dims.at(1); },
-       [](N n, R, R rows) { return rows * static_cast<R>(n.dims.at(1)); }, small},
+       [](N n, R, R rows) { return rows * static_cast<R>(n.dims.at(1)); }, small,
+       [](const Op<T>& op, D d) {
+         const auto& l = static_cast<const Linear<T>&>(op);
+         d.inFeatures = l.inFeatures();
+         d.outFeatures = l.outFeatures();
+       }},
       {"gelu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Gelu<T>>(); }, none,
-       small, small},
+       small, small, noAttributes},
       {"relu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Relu<T>>(); }, none,
-       small, small},
+       small, small, noAttributes},
       {"tanh", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Tanh<T>>(); }, none,
-       small, small},
+       small, small, noAttributes},
       {"dropout", [](N n, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Dropout<T>>(n.p); },
-       none, small, small},
+       none, small, small, [](const Op<T>& op, D d) { d.p = static_cast<const Dropout<T>&>(op).p(); }},
       {"batchnorm", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<BatchNorm<T>>(name, n.dims.at(0));
        },
-       [](N n) { return 2 * n.dims.at(0); }, small, small},
+       [](N n) { return 2 * n.dims.at(0); }, small, small,
+       [](const Op<T>& op, D d) {
+         const auto& bn = static_cast<const BatchNorm<T>&>(op);
+         d.eps = bn.eps();
+         d.momentum = bn.momentum();
+       }},
       {"layernorm", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<LayerNorm<T>>(name, n.dims.at(0));
        },
-       [](N n) { return 2 * n.dims.at(0); }, small, small},
+       [](N n) { return 2 * n.dims.at(0); }, small, small,
+       [](const Op<T>& op, D d) { d.eps = static_cast<const LayerNorm<T>&>(op).eps(); }},
       // The score matrix is batch * heads * seq * seq; each score costs a dot product of width / heads each way.
       {"attention", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
          return std::make_unique<CausalSelfAttention<T>>(n.dims.at(0), n.dims.at(1), n.p);
@@ -53,9 +67,15 @@ const std::vector<OpKindEntry<T>>& opKinds() {
        [](N n, R batch, R width) {
          const R heads = static_cast<R>(n.dims.at(0)), seq = static_cast<R>(n.dims.at(1));
          return batch * heads * seq * seq * (4 * width / heads + 7);
+       },
+       [](const Op<T>& op, D d) {
+         const auto& at = static_cast<const CausalSelfAttention<T>&>(op);
+         d.heads = at.heads();
+         d.seq = at.seq();
+         d.p = at.p();
        }},
       {"add", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Add<T>>(); }, none,
-       small, small},
+       small, small, noAttributes},
   };
   return table;
 }

@@ -1,6 +1,6 @@
 // The ops a block program may name (cases/op_node.h), one line each in reference/op_table.cpp: the op's kind(),
-// how to build it from a node, and what the resource guard needs to size a case without building it (parameter
-// count, largest output, FLOPs beyond the matmuls'). `selective`'s op kinds and the random draws over them come
+// how to build it from a node, what the resource guard needs to size a case without building it (parameter
+// count, largest output, FLOPs beyond the matmuls'), and the attributes the device backend's op takes. `selective`'s op kinds and the random draws over them come
 // from this list.
 #pragma once
 #include <memory>
@@ -12,6 +12,10 @@
 #include "reference/op.h"
 
 namespace ckpt {
+namespace gpu {
+template <class T>
+struct DNodeDesc;
+}  // namespace gpu
 
 template <class T>
 struct OpKindEntry {
@@ -23,6 +27,9 @@ struct OpKindEntry {
   long double (*largest)(const OpNode& n, long double batch, long double rows);
   // Forward FLOPs beyond 2 * rows * params + 16 * rows * width, the resource guard's estimate of the rest.
   long double (*extraFlops)(const OpNode& n, long double batch, long double width);
+  // Copies the attributes the device op needs (reference/cuda/dmodel.h) from an op this line built; null when it
+  // has none. The device op of the same kind() is reference/cuda/dops/NAME.h.
+  void (*device)(const Op<T>& op, gpu::DNodeDesc<T>& d);
 };
 
 // The table, defined in reference/op_table.cpp and compiled there once for float and double: its lines build

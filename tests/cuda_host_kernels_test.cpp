@@ -13,6 +13,15 @@
 #include "harness/engine/device_bridge.h"
 #include "reference/cuda/dops.h"
 #include "reference/cuda/exec_host.h"
+#include "reference/ops/add.h"
+#include "reference/ops/attention.h"
+#include "reference/ops/batchnorm.h"
+#include "reference/ops/dropout.h"
+#include "reference/ops/gelu.h"
+#include "reference/ops/layernorm.h"
+#include "reference/ops/linear.h"
+#include "reference/ops/relu.h"
+#include "reference/ops/tanh.h"
 #include "tests/cuda_test_util.h"
 
 namespace ckpt::gpu::test {
@@ -521,6 +530,24 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("qkv", qkv))};
   (void)dop->forward(din, &dctx, denv);
   EXPECT_TRUE(bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
+}
+
+// The device op table and the reference op table name the same ops, in the same order, so every op a block
+// program can hold runs on the device (a new op adds a line to both).
+TYPED_TEST(HostKernels, everyReferenceOpHasADeviceOp) {
+  using T = TypeParam;
+  std::vector<std::string> device;
+  for (const auto& e : deviceOps<T, HostExec>()) device.push_back(e.kind);
+  EXPECT_EQ(device, opKindNames());
+  HostExec hx;
+  DNodeDesc<T> d;
+  d.opKind = "no-such-op";
+  try {
+    makeDeviceOp<T>(hx, d);
+    ADD_FAILURE() << "an unknown op kind made a device op";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "device backend: no device op for reference op kind 'no-such-op'");
+  }
 }
 
 }  // namespace

@@ -10,15 +10,7 @@
 
 #include "reference/chain.h"
 #include "reference/cuda/dmodel.h"
-#include "reference/ops/add.h"
-#include "reference/ops/attention.h"
-#include "reference/ops/batchnorm.h"
-#include "reference/ops/dropout.h"
-#include "reference/ops/gelu.h"
-#include "reference/ops/layernorm.h"
-#include "reference/ops/linear.h"
-#include "reference/ops/relu.h"
-#include "reference/ops/tanh.h"
+#include "reference/op_table.h"
 #include "reference/step.h"
 
 namespace ckpt::gpu {
@@ -47,36 +39,9 @@ DNodeDesc<T> describeNode(Node<T>& node, std::span<const Shape> in) {
   d.backwardFlops = m.backwardFlops;
   for (auto* p : op->params()) d.params.push_back(toHostMatrix(p->name, p->value));
   for (auto* b : op->buffers()) d.buffers.push_back(toHostMatrix(b->name, b->value));
-  if (auto* l = dynamic_cast<Linear<T>*>(op)) {
-    d.kind = DOpKind::kLinear;
-    d.inFeatures = l->inFeatures();
-    d.outFeatures = l->outFeatures();
-  } else if (dynamic_cast<Relu<T>*>(op)) {
-    d.kind = DOpKind::kRelu;
-  } else if (dynamic_cast<Gelu<T>*>(op)) {
-    d.kind = DOpKind::kGelu;
-  } else if (dynamic_cast<Tanh<T>*>(op)) {
-    d.kind = DOpKind::kTanh;
-  } else if (auto* dr = dynamic_cast<Dropout<T>*>(op)) {
-    d.kind = DOpKind::kDropout;
-    d.p = dr->p();
-  } else if (dynamic_cast<Add<T>*>(op)) {
-    d.kind = DOpKind::kAdd;
-  } else if (auto* ln = dynamic_cast<LayerNorm<T>*>(op)) {
-    d.kind = DOpKind::kLayerNorm;
-    d.eps = ln->eps();
-  } else if (auto* bn = dynamic_cast<BatchNorm<T>*>(op)) {
-    d.kind = DOpKind::kBatchNorm;
-    d.eps = bn->eps();
-    d.momentum = bn->momentum();
-  } else if (auto* at = dynamic_cast<CausalSelfAttention<T>*>(op)) {
-    d.kind = DOpKind::kAttention;
-    d.heads = at->heads();
-    d.seq = at->seq();
-    d.p = at->p();
-  } else {
-    throw std::invalid_argument("device backend: no device op for reference op kind '" + op->kind() + "'");
-  }
+  // The op table line that built the op says which attributes its device op takes; the device op of that kind()
+  // (reference/cuda/dops.h) is made from them.
+  if (const auto device = opKindEntry<T>(d.opKind).device) device(*op, d);
   return d;
 }
 

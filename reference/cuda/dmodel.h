@@ -23,16 +23,14 @@ struct HostMatrix {
   std::vector<T> data;  // row-major
 };
 
-enum class DOpKind { kLinear, kRelu, kGelu, kTanh, kDropout, kAdd, kLayerNorm, kBatchNorm, kAttention };
-
 template <class T>
 struct DNodeDesc {
   std::string name;
-  std::string opKind;       // the reference op's kind()
-  DOpKind kind = DOpKind::kRelu;
+  std::string opKind;       // the reference op's kind(), which names the device op (reference/cuda/dops.h)
   std::vector<int> inputs;  // value ids as reference/block.h: -1 the block input, j the output of node j
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
+  // Attributes, set by the op's line in reference/op_table.cpp.
   double p = 0;                 // dropout, attention-probability dropout
   int64_t heads = 0, seq = 0;   // attention
   double eps = 0, momentum = 0; // layernorm, batchnorm
