@@ -155,12 +155,6 @@ std::string selectiveText(const PolicySpec& p) {
 
 }  // namespace
 
-const std::vector<PolicyRule>& policyRules() {
-  static const std::vector<PolicyRule> r = {storeAllRule(), uniformRule(),   recursiveRule(),   revolveRule(),
-                                            optimalRule(),  selectiveRule(), scheduleFileRule()};
-  return r;
-}
-
 const PolicyRule* findPolicyRule(const std::string& name) {
   for (const auto& r : policyRules())
     if (r.name == name) return &r;
@@ -181,8 +175,6 @@ Schedule makeSchedule(const PolicySpec& p, const ChainCost& c) {
   }
   return s;
 }
-
-std::vector<std::string> defaultPolicies(const ChainCost& c) { return defaultPolicies(c, true); }
 
 std::vector<std::string> defaultPolicies(const ChainCost& c, bool quadratic) {
   std::vector<std::string> all;

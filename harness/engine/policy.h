@@ -27,8 +27,9 @@ struct PolicySpec {
 // Throws InputError naming the bad part: "policy 'revolve': needs slots=C (C >= 1)".
 PolicySpec parsePolicy(const std::string& text);
 Schedule makeSchedule(const PolicySpec& p, const ChainCost& c);
-// Every policy name, with a default parameterisation usable on any chain (for "every policy" loops).
-std::vector<std::string> defaultPolicies(const ChainCost& c);
+// Every policy name, with a default parameterisation usable on any chain (for "every policy" loops); without
+// the policies whose default needs quadratic planning (PolicyRule::quadraticDefault) when `quadratic` is false.
+std::vector<std::string> defaultPolicies(const ChainCost& c, bool quadratic = true);
 
 // The policies (harness/policies/*.cpp).
 Schedule storeAllSchedule(const ChainCost& c);

@@ -1,8 +1,9 @@
 // One record per policy: everything the rest of ckptcheck needs to know of it. A policy is a file under
-// harness/policies/ that defines its schedule maker and its record (NAMERule()); policyRules() (policy.cpp) lists
-// the records. Parsing and canonical strings (parsePolicy), schedules (makeSchedule), the default list of "every
-// policy" (defaultPolicies), verify's random families and draws (harness/verify/policy_draw.cpp) and property 4's
-// bounds (harness/verify/properties.cpp) all read the records, so none of them names a policy.
+// harness/policies/ that defines its schedule maker and its record (NAMERule()); policyRules()
+// (harness/policies/table.cpp) lists the records. Parsing and canonical strings (parsePolicy), schedules
+// (makeSchedule), the default list of "every policy" (defaultPolicies), verify's random families and draws
+// (harness/verify/policy_draw.cpp) and property 4's bounds (harness/verify/properties.cpp) all read the records,
+// so none of them names a policy.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -60,22 +61,11 @@ struct PolicyRule {
   std::string (*bound)(const BoundCheck& b) = nullptr;
 };
 
-// Every policy, in a fixed order (verify's families and defaultPolicies() follow it).
+// Every policy, in a fixed order (verify's families and defaultPolicies() follow it): harness/policies/table.cpp.
 const std::vector<PolicyRule>& policyRules();
 // The record of a policy name; null when there is none.
 const PolicyRule* findPolicyRule(const std::string& name);
 
-// The records, one per file of harness/policies/.
-PolicyRule storeAllRule();
-PolicyRule uniformRule();
-PolicyRule recursiveRule();
-PolicyRule revolveRule();
-PolicyRule optimalRule();
-PolicyRule selectiveRule();
-PolicyRule scheduleFileRule();
-
-// defaultPolicies() (policy.h) without the records marked quadraticDefault when `quadratic` is false.
-std::vector<std::string> defaultPolicies(const ChainCost& c, bool quadratic);
 // A policy's family: its block policy's name, "NAME+selective" when composed with selective, "selective" alone.
 // Reports group runs by it ("revolve:slots=3" and "revolve:slots=7" are one family).
 std::string policyFamily(const PolicySpec& p);

@@ -1,6 +1,24 @@
+// The mutant catalogue: one line per mutant. A new mutant is a file in this folder (its EngineVariant and its
+// factory) and a line here; harness/CMakeLists.txt picks the file up by itself.
 #include "harness/mutants/catalog.h"
 
 namespace ckpt {
+
+// The factories, one per file.
+namespace mutants {
+Mutant rngNotRestored();
+Mutant rngLeftAdvanced();
+Mutant stateUpdatedTwice();
+Mutant segmentInputFed();
+Mutant segmentBoundaryOffByOne();
+Mutant staleCheckpointBuffer();
+Mutant inplaceOverwritesCheckpoint();
+Mutant recomputeNumerics();
+Mutant recomputeLowPrecision();
+Mutant gradsAccumulatedTwice();
+Mutant contextBeforeFilled();
+Mutant inputGradDropped();
+}  // namespace mutants
 
 const std::vector<Mutant>& mutantCatalog() {
   static const std::vector<Mutant> all = {

@@ -22,27 +22,11 @@ struct Mutant {
   std::function<std::unique_ptr<EngineVariant>()> make;
 };
 
-// Every mutant, in the order of harness/verify/README.md's kill matrix.
+// Every mutant, in the order of harness/verify/README.md's kill matrix (harness/mutants/catalog.cpp).
 const std::vector<Mutant>& mutantCatalog();
 // nullptr when no mutant has that name.
 const Mutant* findMutant(std::string_view name);
 // "a, b, c": every name, for messages.
 std::string mutantNames();
-
-// One factory per mutant file.
-namespace mutants {
-Mutant rngNotRestored();
-Mutant rngLeftAdvanced();
-Mutant stateUpdatedTwice();
-Mutant segmentInputFed();
-Mutant segmentBoundaryOffByOne();
-Mutant staleCheckpointBuffer();
-Mutant inplaceOverwritesCheckpoint();
-Mutant recomputeNumerics();
-Mutant recomputeLowPrecision();
-Mutant gradsAccumulatedTwice();
-Mutant contextBeforeFilled();
-Mutant inputGradDropped();
-}  // namespace mutants
 
 }  // namespace ckpt
