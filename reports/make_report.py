@@ -49,7 +49,7 @@ class Report:
         self.cases = []  # names in bench order
         self.steps = {}  # case -> [StepRow]
         for case, policy, e in bench.family("BM_Step"):
-            row = StepRow(case, policy, e)
+            row = StepRow(case, policy, e, bench.policy_family(policy))
             row.verdict = verdict(row, verify)
             if case not in self.steps:
                 self.cases.append(case)
@@ -114,7 +114,7 @@ class Report:
 
 def verdict(row, verify):
     """'equal', 'DIFFERS (...)' or None (nothing checked it)."""
-    f = verify.finding_for(row.case, row.policy) if verify is not None else None
+    f = verify.finding_for(row.case, row.family) if verify is not None else None
     if f is not None:
         return f"DIFFERS (verify: property {f.get('property', '?')})"
     if row.bitwise is not None and not row.bitwise:

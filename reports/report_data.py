@@ -93,6 +93,15 @@ class Bench:
                 self.order.append(name)
             self.runs[name] = merged
 
+    def policy_family(self, policy):
+        """The family bench_engine files a BM_Step policy under (its context entry "policy_family:<policy>",
+        ckptcheck's policyFamily()): the report reads no policy string itself."""
+        fam = self.context.get("policy_family:" + policy)
+        if not isinstance(fam, str) or not fam:
+            raise BadInput(f"benchmark JSON: no 'policy_family:{policy}' in its context (written by a bench_engine "
+                           f"older than this report?)")
+        return fam
+
     def family(self, prefix):
         out = []
         for name in self.order:
@@ -110,10 +119,11 @@ def need(entry, key, name):
 
 
 class StepRow:
-    def __init__(self, case, policy, e):
+    def __init__(self, case, policy, e, family):
         name = f"BM_Step/{case}/{policy}"
         self.case = case
         self.policy = policy  # as registered (defaultPolicies' string); the label has the schedule's own
+        self.family = family  # policyFamily(), from the benchmark's context
         label = e.get("label", "")
         self.display = label.split(" ", 1)[1] if label.startswith(case + " ") else policy
         self.layers = int(need(e, "layers", name))
@@ -196,13 +206,6 @@ def seconds_of(e):
     return float(e.get("real_time", 0.0)) * scale
 
 
-def family_of(policy):
-    """'uniform:k=8+selective' -> 'uniform+selective'; 'revolve:slots=3' -> 'revolve'. The report's one reading of
-    a policy string, as ckptcheck's policyFamily() (harness/engine/policy_rule.h) groups them."""
-    parts = [p.split(":")[0] for p in str(policy).split("+")]
-    return "+".join(parts)
-
-
 class Verify:
     def __init__(self, doc, path):
         if not isinstance(doc, dict) or not isinstance(doc.get("findings", []), list):
@@ -212,11 +215,11 @@ class Verify:
         self.ok = bool(doc.get("ok", not self.findings))
         self.catalogue_cases = doc.get("catalogue_cases")
 
-    def finding_for(self, case, policy):
-        """The finding on this catalogue case and policy family, if any."""
+    def finding_for(self, case, family):
+        """The finding on this catalogue case and policy family (verify's "policy_family"), if any."""
         for f in self.findings:
             origin = str(f.get("origin", ""))
-            if origin == f"catalogue case {case}" and family_of(f.get("policy", "")) == family_of(policy):
+            if origin == f"catalogue case {case}" and f.get("policy_family") == family:
                 return f
         return None
 
@@ -280,4 +283,4 @@ def median_of(xs):
 def policy_family(row):
     if row.is_full_recompute:
         return "full recompute (uniform:k=L)"
-    return family_of(row.policy)
+    return row.family

@@ -284,6 +284,17 @@ TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
                               scratch / "r3");
   EXPECT_EQ(other.exitCode, 2);
   EXPECT_FALSE(fs::exists(scratch / "o" / "report.md"));
+
+  // A BM_Step row whose policy bench_engine filed under no family (its context lacks the entry).
+  std::ofstream(scratch / "nofamily.json") << R"({"context": {}, "benchmarks": [{"name": "BM_Step/tiny/recursive",
+      "real_time": 1, "layers": 2, "peak_activation_bytes": 1, "store_all_peak_activation_bytes": 1, "forward_evals": 2,
+      "flops_forward": 1, "flops_recompute": 0, "flops_backward": 1, "flop_overhead": 0, "time_overhead": 1}]})";
+  const CliRun noFamily = ckptcheck(
+      {"report", "--bench", (scratch / "nofamily.json").string(), "--out", (scratch / "o").string()}, scratch / "r4");
+  EXPECT_EQ(noFamily.exitCode, 2);
+  EXPECT_NE(noFamily.err.find("no 'policy_family:recursive' in its context"), std::string::npos) << noFamily.err;
+  EXPECT_EQ(std::count(noFamily.err.begin(), noFamily.err.end(), '\n'), 1) << noFamily.err;
+  EXPECT_FALSE(fs::exists(scratch / "o" / "report.md"));
 }
 
 }  // namespace

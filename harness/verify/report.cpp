@@ -7,6 +7,8 @@
 #include "cases/case_json.h"
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
+#include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/text_format.h"
 
 namespace ckpt {
@@ -159,6 +161,8 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
     fj["property"] = propertyNumber(f.violation.property);
     fj["property_id"] = propertyId(f.violation.property);
     fj["policy"] = f.violation.policy;
+    // The report groups findings by family (reports/report_data.py) and reads no policy string itself.
+    fj["policy_family"] = f.violation.policy.empty() ? "" : policyFamily(parsePolicy(f.violation.policy));
     fj["message"] = f.violation.message;
     fj["difference"] = f.violation.difference ? toJson(*f.violation.difference) : nlohmann::json();
     fj["diagnosis"] = f.violation.diagnosis ? toJson(*f.violation.diagnosis) : nlohmann::json();
