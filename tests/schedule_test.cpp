@@ -97,7 +97,7 @@ std::string rejection(const std::vector<Instr>& instrs, int layers = 2) {
 
 const Instr F0{InstrKind::kForward, 0, false}, F0T{InstrKind::kForward, 0, true};
 const Instr F1{InstrKind::kForward, 1, false}, F1T{InstrKind::kForward, 1, true};
-const Instr X0{InstrKind::kFree, 0, false}, X1{InstrKind::kFree, 1, false}, X2{InstrKind::kFree, 2, false};
+const Instr X0{InstrKind::kFree, 0, false}, X1{InstrKind::kFree, 1, false};
 const Instr LOSS{InstrKind::kLoss, 0, false};
 const Instr B0{InstrKind::kBackward, 0, false}, B1{InstrKind::kBackward, 1, false};
 
