@@ -70,8 +70,8 @@ VerifyReport verifyDefault(const EngineVariant& engine, int shrinkTrials = 200) 
   return runVerify(o);
 }
 
-void expectKilledBy(const EngineVariant& engine, Property p) {
-  const VerifyReport r = verifyDefault(engine);
+void expectKilledBy(const EngineVariant& engine, Property p, int shrinkTrials = 200) {
+  const VerifyReport r = verifyDefault(engine, shrinkTrials);
   ASSERT_TRUE(r.finding) << engine.name() << " survived " << r.randomCases << " random cases";
   EXPECT_EQ(r.finding->violation.property, p) << r.finding->violation.message;
   std::printf("%-30s killed by property %d (%s) at random case %lld; shrunk to %s\n", engine.name().c_str(),
@@ -83,8 +83,11 @@ TEST(NarrowMutants, everyBlockItsOwnSegmentIsKilled) {
   expectKilledBy(EveryBlockItsOwnSegment(), Property::kBitwiseEqual);
 }
 
+// Killed at random case 72 of 100 (seed 1). Each shrink trial re-plans property 5's long homogeneous chains with
+// the optimal DP, so verify's 200 trials took 31 s here and 529 s under the sanitizers, where this was the longest
+// test; 20 trials still shrink the finding (to one block here), and the kill is what this test is about.
 TEST(NarrowMutants, coarseGridRoundingIsKilled) {
-  expectKilledBy(CoarseGridRounding(), Property::kOptimalPlanConsistent);
+  expectKilledBy(CoarseGridRounding(), Property::kOptimalPlanConsistent, 20);
 }
 
 TEST(NarrowMutants, recomputeDividingByCountIsKilled) {
