@@ -1,31 +1,11 @@
 // The device op of reference/ops/tanh.h: one line in deviceOps() (reference/cuda/dops.h).
 #pragma once
 
-#include "reference/cuda/dop.h"
+#include "reference/cuda/dops/output_activation.h"
 
 namespace ckpt::gpu {
 
 template <class T, class X>
-class DTanh final : public DOp<T, X> {
- public:
-  using DOp<T, X>::DOp;
-  DTensor<T> forward(std::span<const DTensor<T>> in, DContext<T>* ctx, const DEnv&) override {
-    auto y = this->activation(in[0].rows(), in[0].cols());
-    this->x().launch(y.size(), TanhForward<T>{y.data(), in[0].data()});
-    if (ctx) saveFields(*ctx, Saved{y});
-    return y;
-  }
-  void backward(const DContext<T>& ctx, const DTensor<T>& dout, std::span<DTensor<T>> din) override {
-    const DTensor<T> y = loadFields<Saved>(ctx).y;
-    din[0] = this->activation(y.rows(), y.cols());
-    this->x().launch(y.size(), TanhBackward<T>{din[0].data(), y.data(), dout.data()});
-  }
-
- private:
-  struct Saved {
-    DTensor<T> y;  // the output
-    auto fields() { return std::tie(y); }
-  };
-};
+using DTanh = DOutputActivation<T, X, TanhForward, TanhBackward>;
 
 }  // namespace ckpt::gpu
