@@ -1,7 +1,7 @@
-// The ops a block program may name (cases/op_node.h), one line each in reference/op_table.cpp: the op's kind(),
-// how to build it from a node, what the resource guard needs to size a case without building it (parameter
-// count, largest output, FLOPs beyond the matmuls'), and the attributes the device backend's op takes. `selective`'s op kinds and the random draws over them come
-// from this list.
+// The ops a block program may name (cases/op_node.h), one line each in reference/op_table.cpp: the op's kind(), how
+// to build it from a node, what the resource guard needs to size a case without building it (parameter count,
+// largest output, FLOPs beyond the matmuls'), and the attributes the device backend's op takes. `selective`'s op
+// kinds and the random draws over them come from this list.
 #pragma once
 #include <memory>
 #include <stdexcept>

@@ -64,13 +64,14 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
     if (!(d == c)) out.push_back(d);
   };
   with([](CaseSpec& d) { d.dropout = 0; });
-  const auto simplest = std::find_if(blockKinds().begin(), blockKinds().end(), [&](BlockKind k) { return lim.allows(k); });
+  const auto& kinds = blockKinds();
+  const auto simplest = std::find_if(kinds.begin(), kinds.end(), [&](BlockKind k) { return lim.allows(k); });
   for (size_t i = 0; i < c.blocks.size(); ++i) {
     with([&](CaseSpec& d) { d.blocks.erase(d.blocks.begin() + static_cast<std::ptrdiff_t>(i)); });
     // A block of another kind becomes one of the simplest kind's stand-ins. A stand-in (an mlp block) has fewer
     // dropout sites than, say, a transformer block, and the search has already shrunk the dropout probability to
     // the least at which this block shows the finding, so the stand-in runs with at least the first case's 0.1.
-    if (simplest != blockKinds().end() && c.blocks[i].kind != *simplest)
+    if (simplest != kinds.end() && c.blocks[i].kind != *simplest)
       for (const BlockSetter& set : (*simplest)->standIns)
         with([&](CaseSpec& d) {
           d.blocks[i] = blockOf(*simplest, set);
@@ -206,8 +207,9 @@ class ValidateRun {
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
-    report_["limits"] = {{"max_blocks", lim.maxBlocks}, {"max_steps", lim.maxSteps},      {"blocks", kinds},
-                         {"dropout", lim.dropout},      {"float", lim.floatType},         {"double", lim.doubleType},
+    report_["limits"] = {{"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},
+                         {"blocks", kinds},                {"dropout", lim.dropout},
+                         {"float", lim.floatType},         {"double", lim.doubleType},
                          {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng}};
     return lim;
   }
