@@ -2,6 +2,7 @@
 
 #include "cases/block_kind.h"
 #include "cases/json_fields.h"
+#include "cases/param_sharing.h"
 
 #include <cmath>
 #include <filesystem>
@@ -27,6 +28,23 @@ constexpr int kMaxSteps = 10000;
 
 std::string typeName(const json& v) { return v.type_name(); }
 
+bool getBool(const json& obj, const std::string& key, const std::string& field, bool def) {
+  if (!obj.contains(key)) return def;
+  const json& v = obj.at(key);
+  if (!v.is_boolean()) fail(field, "must be true or false (got " + typeName(v) + ")");
+  return v.get<bool>();
+}
+
+// "share": "b<j>", an index into the expanded chain.
+int getShare(const json& b, const std::string& field) {
+  if (!b.contains("share")) return -1;
+  const std::string s = getString(b, "share", field, std::nullopt);
+  const bool digits = s.size() >= 2 && s.size() <= 7 && s[0] == 'b' &&
+                      s.find_first_not_of("0123456789", 1) == std::string::npos;
+  if (!digits) fail(field, "must name an earlier block as \"b<index>\", e.g. \"b0\" (got '" + s + "')");
+  return std::stoi(s.substr(1));
+}
+
 void rejectUnknown(const json& obj, const std::set<std::string>& known, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!known.count(it.key()))
@@ -35,7 +53,7 @@ void rejectUnknown(const json& obj, const std::set<std::string>& known, const st
 
 // The keys a block object may hold: kind, repeat and every registered kind's fields.
 std::set<std::string> blockKeys() {
-  std::set<std::string> keys = {"kind", "repeat"};
+  std::set<std::string> keys = {"kind", "repeat", "frozen", "share"};
   for (const BlockKindDef* d : blockKinds())
     for (const BlockField& f : d->fields) keys.insert(f.name);
   return keys;
@@ -69,7 +87,7 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
 CaseSpec parseCase(const json& j) {
   if (!j.is_object()) throw InputError("case: must be a JSON object (got " + j.dump().substr(0, 40) + ")");
   rejectUnknown(j, {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng", "dropout", "lr",
-                    "steps", "$schema", "description"},
+                    "steps", "input_grad", "$schema", "description"},
                 "");
   CaseSpec c;
   c.name = getString(j, "name", "name", std::string("case"));
@@ -95,6 +113,7 @@ CaseSpec parseCase(const json& j) {
   c.lr = getNumber(j, "lr", "lr", 0.01);
   if (c.lr < 0) fail("lr", "must be >= 0");
   c.steps = static_cast<int>(getInt(j, "steps", "steps", 1, kMaxSteps, 1));
+  c.inputGrad = getBool(j, "input_grad", "input_grad", true);
 
   if (!j.contains("blocks")) fail("blocks", "missing (required)");
   const json& bs = j.at("blocks");
@@ -103,12 +122,22 @@ CaseSpec parseCase(const json& j) {
   for (size_t i = 0; i < bs.size(); ++i) {
     const std::string where = "blocks[" + std::to_string(i) + "]";
     const json& b = bs[i];
-    const BlockSpec s = parseBlock(b, where, c);
+    BlockSpec s = parseBlock(b, where, c);
+    s.frozen = getBool(b, "frozen", where + ".frozen", false);
+    s.share = getShare(b, where + ".share");
     const int64_t repeat = getInt(b, "repeat", where + ".repeat", 1, kMaxBlocks, 1);
     if (static_cast<int64_t>(c.blocks.size()) + repeat > kMaxBlocks)
       fail(where + ".repeat", "the chain may hold at most " + std::to_string(kMaxBlocks) + " blocks");
+    const int first = static_cast<int>(c.blocks.size());
+    // A sharing block is frozen exactly when its owner is; it may say so or leave it out.
+    if (s.share >= 0 && s.share < first && !b.contains("frozen")) s.frozen = c.blocks[static_cast<size_t>(s.share)].frozen;
     for (int64_t r = 0; r < repeat; ++r) c.blocks.push_back(s);
+    checkParamFields(c, first, where, b.contains("frozen"));
   }
+  bool anyTrains = false;
+  for (int i = 0; i < static_cast<int>(c.blocks.size()); ++i) anyTrains |= blockTrains(c, i);
+  if (!c.inputGrad && !anyTrains)
+    fail("input_grad", "false with every block frozen: nothing in the case requires a gradient");
   if (c.loss == LossKind::kCrossEntropy && c.width < 2) fail("width", "cross_entropy needs width >= 2 classes");
   return c;
 }
@@ -157,6 +186,7 @@ nlohmann::json caseToJson(const CaseSpec& c) {
   j["dropout"] = c.dropout;
   j["lr"] = c.lr;
   j["steps"] = c.steps;
+  if (!c.inputGrad) j["input_grad"] = false;  // printed only when off, so older cases print as they did
   json blocks = json::array();
   // Runs of equal blocks print as one entry with "repeat", so a 48-block case stays readable.
   for (size_t i = 0; i < c.blocks.size();) {
@@ -166,6 +196,8 @@ nlohmann::json caseToJson(const CaseSpec& c) {
     const BlockKindDef& def = *c.blocks[i].kind;
     b["kind"] = def.name;
     def.print(c.blocks[i], b);
+    if (c.blocks[i].frozen) b["frozen"] = true;
+    if (c.blocks[i].share >= 0) b["share"] = "b" + std::to_string(c.blocks[i].share);
     if (k - i > 1) b["repeat"] = k - i;
     blocks.push_back(b);
     i = k;

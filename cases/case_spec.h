@@ -25,6 +25,11 @@ struct BlockSpec {
   BlockKind kind = firstBlockKind();
   Activation activation = Activation::kGelu;  // mlp only
   int heads = 1;                              // transformer only
+  // Fields of every kind (cases/param_sharing.h): the block's parameters take no gradient and no update (its
+  // input gradient still flows); the block uses block `share`'s parameters (an earlier block of its kind that
+  // shares none itself; -1: its own), so their gradients add up over every block that uses them.
+  bool frozen = false;
+  int share = -1;
   bool operator==(const BlockSpec&) const = default;
 };
 
@@ -41,6 +46,10 @@ struct CaseSpec {
   double lr = 0.01;
   int steps = 1;
   DType dtype = DType::kDouble;
+  // Whether the chain input requires a gradient. false: the input is data (pixels, frozen embeddings), dL/dx_0
+  // is neither computed into the results nor compared, and a block before which nothing trains has an input
+  // that requires no gradient (the setting of reentrant checkpoint's missing-gradient bug).
+  bool inputGrad = true;
 
   int64_t rows() const { return batch * seq; }
   bool operator==(const CaseSpec&) const = default;

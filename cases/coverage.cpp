@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cases/block_kind.h"
+#include "cases/param_sharing.h"
 
 namespace ckpt {
 namespace {
@@ -49,6 +50,16 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"double", "double", [](const CaseSpec& c) { return c.dtype == DType::kDouble; }},
         {"cross_entropy", "cross-entropy loss", [](const CaseSpec& c) { return c.loss == LossKind::kCrossEntropy; }},
         {"mse", "MSE loss", [](const CaseSpec& c) { return c.loss == LossKind::kMse; }},
+        {"frozen", "a frozen block", [](const CaseSpec& c) { return hasFrozenBlock(c); }},
+        {"shared_3", "parameters used by >= 3 blocks (their gradient's sum order matters)",
+         [](const CaseSpec& c) {
+           for (const ShareGroup& g : shareGroups(c))
+             if (g.users.size() >= 3) return true;
+           return false;
+         }},
+        {"no_input_grad", "an input without gradient", [](const CaseSpec& c) { return !c.inputGrad; }},
+        {"no_grad_boundary", "a block whose input requires no gradient (input without gradient, frozen blocks)",
+         [](const CaseSpec& c) { return !boundaryRequiresGrad(c, 1) && c.blocks.size() > 1; }},
     };
     std::vector<CoverageFeature> all = chain;
     for (const BlockKindDef* d : blockKinds()) all.push_back(d->coverage.at(0));

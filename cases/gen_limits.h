@@ -17,6 +17,11 @@ struct GenLimits {
   bool doubleType = true;
   bool counterRng = true;
   bool statefulRng = true;
+  // Parameter features (cases/param_sharing.h): frozen blocks, blocks sharing parameters, an input without
+  // gradient.
+  bool frozen = true;
+  bool share = true;
+  bool noInputGrad = true;
   // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.

@@ -12,6 +12,7 @@
 #include "cases/case_spec.h"
 #include "cases/gen_limits.h"
 #include "cases/gen_tuple.h"
+#include "cases/param_sharing.h"
 #include "cases/policy_draw.h"
 
 namespace ckpt {
@@ -85,13 +86,15 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
 }
 
 // Fixes what the drawn fields make invalid, the smallest change each (BlockKindDef::makeValid): a head count
-// that does not divide the width falls back to one head; a residual-bn block with a single row gets batch 2.
+// that does not divide the width falls back to one head; a residual-bn block with a single row gets batch 2; a
+// share or an input without gradient a simplification left inconsistent (fixParamFields).
 inline void makeValid(CaseSpec& c) {
   for (auto& b : c.blocks) {
     const BlockKindDef& d = *b.kind;
     b = d.canonical(b);
     d.makeValid(b, c);
   }
+  fixParamFields(c);
 }
 
 inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
@@ -111,16 +114,20 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      genChoice(rngs, lim.shrinkChoices), genChoice(dtypes, lim.shrinkChoices),
                      fixed(rc::gen::inRange(1, lim.maxSteps + 1)), fixed(rc::gen::inRange<uint64_t>(0, 1000)),
                      genChoice(std::vector<LossKind>{LossKind::kCrossEntropy, LossKind::kMse}, lim.shrinkChoices),
-                     genPermille()),                           // learning rate
-      [dropout = lim.dropout](const auto& t) {
+                     genPermille(),                            // learning rate
+                     // Last, so the draws before them, and the rest of the cases a seed drew before they
+                     // existed, stay as they were: frozen prefix, sharing, input without gradient.
+                     genPermille(), genPermille(), genPermille()),
+      [lim](const auto& t) {
         CaseSpec c;
-        const auto& [blocks, batch, seq, width, dropoutDraw, rng, dtype, steps, seed, loss, lrDraw] = t;
+        const auto& [blocks, batch, seq, width, dropoutDraw, rng, dtype, steps, seed, loss, lrDraw, frozenDraw,
+                     shareDraw, inputGradDraw] = t;
         c.name = "random";
         c.blocks = blocks;
         c.batch = batch;
         c.seq = seq;
         c.width = width;
-        c.dropout = dropout ? dropoutFrom(dropoutDraw) : 0.0;
+        c.dropout = lim.dropout ? dropoutFrom(dropoutDraw) : 0.0;
         c.rng = rng;
         c.dtype = dtype;
         c.steps = steps;
@@ -128,6 +135,7 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
         c.loss = loss;
         c.lr = learningRateFrom(lrDraw);
         makeValid(c);
+        applyParamDraws(c, frozenDraw, shareDraw, inputGradDraw, lim.frozen, lim.share, lim.noInputGrad);
         return c;
       });
 }

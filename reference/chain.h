@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cases/case_spec.h"
+#include "cases/param_sharing.h"
 #include "reference/block_sim.h"
 #include "reference/blocks.h"
 #include "reference/loss.h"
@@ -28,11 +29,27 @@ struct Chain {
   int size() const { return static_cast<int>(blocks.size()); }
   Shape boundaryShape() const { return {spec.rows(), spec.width}; }
 
+  // Every block's parameter copies, model order. A block that shares another's parameters holds its own copy,
+  // equal to the owner's at every step start (cases/param_sharing.h; the owner's gradient is the sum of the
+  // copies', reduceSharedGrads in step.h).
   std::vector<Param<T>*> params() {
     std::vector<Param<T>*> ps;
-    for (auto& b : blocks)
-      for (auto& n : b.nodes)
-        for (auto* p : n.op->params()) ps.push_back(p);
+    for (int i = 0; i < size(); ++i)
+      for (auto* p : blockParams(i)) ps.push_back(p);
+    return ps;
+  }
+  std::vector<Param<T>*> blockParams(int i) {
+    std::vector<Param<T>*> ps;
+    for (auto& n : blocks.at(static_cast<size_t>(i)).nodes)
+      for (auto* p : n.op->params()) ps.push_back(p);
+    return ps;
+  }
+  // The parameters that train, model order: each owner's, of blocks that are not frozen.
+  std::vector<Param<T>*> trainedParams() {
+    std::vector<Param<T>*> ps;
+    for (int i = 0; i < size(); ++i)
+      if (paramOwner(spec, i) == i && blockTrains(spec, i))
+        for (auto* p : blockParams(i)) ps.push_back(p);
     return ps;
   }
   std::vector<Buffer<T>*> buffers() {
@@ -72,6 +89,12 @@ Chain<T> buildChain(const CaseSpec& spec) {
     if (norm) fillUniform(p->value, spec.seed, stream++, 0.1, bias ? 0.0 : 1.0);
     else fillUniform(p->value, spec.seed, stream++, 1.0 / std::sqrt(static_cast<double>(p->value.cols())));
     p->grad.setZero();
+  }
+  // Sharing blocks start from their owner's values (their own draws above are discarded, so the streams of
+  // every other parameter stay those of the case without sharing).
+  for (int i = 0; i < c.size(); ++i) {
+    const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(spec, i));
+    for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
   }
   c.input = Mat<T>(spec.rows(), spec.width);
   fillUniform(c.input, spec.seed, 1000000, 1.0);

@@ -33,23 +33,43 @@ void zeroGrads(Chain<T>& c) {
   for (auto* p : c.params()) p->grad.setZero();
 }
 
-// Records the step's observable results; call after backward, before the update.
+// Adds the gradients of parameters several blocks use into the owner's, in the order `users` lists the blocks
+// (shareGroups: backward order, owner last): each step adds the running sum into the next block's copy, so the
+// owner ends with ((g_first + g_second) + ...) + g_owner. Call after backward, before collectStep.
+template <class T>
+void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users) {
+  for (size_t m = 1; m < users.size(); ++m) {
+    const auto from = c.blockParams(users[m - 1]), into = c.blockParams(users[m]);
+    for (size_t k = 0; k < into.size(); ++k) into[k]->grad += from[k]->grad;
+  }
+}
+
+// Records the step's observable results; call after backward (and reduceSharedGrads), before the update. Only
+// trained parameters have a gradient, and only an input that requires one.
 template <class T>
 StepResult<T> collectStep(Chain<T>& c, T loss, const Tensor<T>& dx) {
   StepResult<T> r;
   r.loss = loss;
-  for (auto* p : c.params()) r.grads.push_back({p->name, p->grad});
-  if (dx.defined()) r.inputGrad = dx.map();
+  for (auto* p : c.trainedParams()) r.grads.push_back({p->name, p->grad});
+  if (dx.defined() && c.spec.inputGrad) r.inputGrad = dx.map();
   for (auto* b : c.buffers()) r.state.push_back({b->name, b->value});
   r.rng = c.rng.state();
   return r;
 }
 
-// Plain SGD: w -= lr * grad.
+// Plain SGD on the trained parameters, w -= lr * grad; then every sharing block's copy takes its owner's value.
+// `frozenToo` is mutant frozen-params-updated's: an optimiser over every parameter that has a .grad.
 template <class T>
-void sgdUpdate(Chain<T>& c) {
+void sgdUpdate(Chain<T>& c, bool frozenToo = false) {
   const T lr = static_cast<T>(c.spec.lr);
-  for (auto* p : c.params()) p->value -= lr * p->grad;
+  for (int i = 0; i < c.size(); ++i)
+    if (paramOwner(c.spec, i) == i && (frozenToo || blockTrains(c.spec, i)))
+      for (auto* p : c.blockParams(i)) p->value -= lr * p->grad;
+  for (int i = 0; i < c.size(); ++i)
+    if (paramOwner(c.spec, i) != i) {
+      const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
+      for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
+    }
 }
 
 }  // namespace ckpt

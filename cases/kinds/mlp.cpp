@@ -36,7 +36,11 @@ const BlockKindDef& mlpKind() {
       .fields = {kActivation},
       .validate = nullptr,
       .print = [](const BlockSpec& s, nlohmann::json& b) { b["activation"] = activationName(s.activation); },
-      .canonical = [](const BlockSpec& s) { return BlockSpec{&mlpKind(), s.activation, 1}; },
+      .canonical = [](const BlockSpec& s) {
+        BlockSpec r = s;
+        r.heads = 1;
+        return r;
+      },
       .makeValid = [](BlockSpec&, CaseSpec&) {},
       .describe = [](const BlockSpec& s) { return "/" + std::string(activationName(s.activation)); },
       .summary = [](const BlockSpec& s) { return "(" + std::string(activationName(s.activation)) + ")"; },

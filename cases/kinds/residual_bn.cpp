@@ -14,7 +14,12 @@ const BlockKindDef& residualBnKind() {
                                                  std::to_string(c.rows()) + ")");
       },
       .print = [](const BlockSpec&, nlohmann::json&) {},
-      .canonical = [](const BlockSpec&) { return blockOf(&residualBnKind()); },
+      .canonical = [](const BlockSpec& s) {
+        BlockSpec r = blockOf(&residualBnKind());
+        r.frozen = s.frozen;
+        r.share = s.share;
+        return r;
+      },
       // A single row (batch 1, seq 1) gets batch 2.
       .makeValid = [](BlockSpec&, CaseSpec& c) {
         if (c.rows() < 2) c.batch = 2;

@@ -28,7 +28,11 @@ const BlockKindDef& transformerKind() {
       .fields = {kHeads},
       .validate = nullptr,
       .print = [](const BlockSpec& s, nlohmann::json& b) { b["heads"] = s.heads; },
-      .canonical = [](const BlockSpec& s) { return BlockSpec{&transformerKind(), Activation::kGelu, s.heads}; },
+      .canonical = [](const BlockSpec& s) {
+        BlockSpec r = s;
+        r.activation = Activation::kGelu;
+        return r;
+      },
       // A head count that does not divide the width falls back to one head.
       .makeValid = [](BlockSpec& s, CaseSpec& c) {
         if (c.width % s.heads != 0) s.heads = 1;

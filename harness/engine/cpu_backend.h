@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "harness/engine/engine_variant.h"
 #include "reference/step.h"
@@ -40,8 +41,16 @@ class CpuBackend {
     meter.countFlops(m.backwardFlops);
     return g;
   }
+  const CaseSpec& spec() const { return c_.spec; }
+  // The sum over `users` in their order, into block `owner`'s copy.
+  void reduceSharedGrads(const std::vector<int>& users, int owner) {
+    ckpt::reduceSharedGrads(c_, users);
+    if (users.back() == owner) return;
+    const auto from = c_.blockParams(users.back()), into = c_.blockParams(owner);
+    for (size_t k = 0; k < into.size(); ++k) into[k]->grad = from[k]->grad;
+  }
   StepResult<T> collect(const Act& dx) { return collectStep(c_, loss_, dx); }
-  void sgd() { sgdUpdate(c_); }
+  void sgd(bool frozenToo) { sgdUpdate(c_, frozenToo); }
 
   void copy(Act& dst, const Act& src) { dst.map() = src.map(); }
   void mapInPlace(Act& t, const ElementFn& f) {

@@ -33,8 +33,10 @@ class DeviceBackend {
   void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { c_.recomputeDropped(i, tape, deviceEnv(env)); }
   Act backward(int i, Tape&& tape, Act&& dy) { return c_.backward(i, std::move(tape), std::move(dy)); }
   Act loss(const Act& x, ActivationMeter& meter) { return c_.loss(x, meter); }
+  const CaseSpec& spec() const { return c_.spec(); }
+  void reduceSharedGrads(const std::vector<int>& users, int owner) { c_.reduceSharedGrads(users, owner); }
   StepResult<T> collect(const Act& dx) { return gpu::toStepResult(c_.values(dx)); }
-  void sgd() { c_.sgd(); }
+  void sgd(bool frozenToo) { c_.sgd(frozenToo); }
 
   void copy(Act& dst, const Act& src) { c_.copy(dst, src); }
   void mapInPlace(Act& t, const ElementFn& f) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "harness/policies/optimal.h"
 #include "reference/block.h"
@@ -35,8 +36,10 @@ class StepView {
   // The kind() of a block's node ("dropout", "batchnorm", ...), so a variant can single out the op its bug class
   // concerns (mutant context-before-filled: a random op's saved noise).
   virtual std::string nodeKind(int block, int node) const { return {}; }
-  // Applies f in place to every parameter gradient of a block.
+  // Applies f in place to every parameter gradient of a block (its own copy, cases/param_sharing.h).
   virtual void mapParamGrads(int block, const ElementFn& f) = 0;
+  // Whether x_boundary requires a gradient (boundaryRequiresGrad: the input does, or a block below trains).
+  virtual bool requiresGrad(int boundary) const = 0;
 };
 
 class EngineVariant {
@@ -76,6 +79,12 @@ class EngineVariant {
   // Whether the step reports dL/dx_0. Mutant input-grad-dropped: the input gradient dropped because the input
   // does not require grad (reentrant checkpointing).
   virtual bool reportInputGradient() const { return true; }
+  // The order in which the gradients of parameters several blocks use add up (shareGroups' users: backward
+  // order, the owner last). Mutant shared-grads-forward-order: summed in block order.
+  virtual std::vector<int> sharedGradOrder(std::vector<int> users) const { return users; }
+  // Whether SGD also moves frozen parameters. Mutant frozen-params-updated: an optimiser built over every
+  // parameter that has a gradient buffer.
+  virtual bool updatesFrozen() const { return false; }
   // The optimal policy's DP, as property 5 checks it against the planner (a planner bug is a variant too: it
   // shows, for instance, only when the DP's grid is coarse).
   virtual OptimalPlan planOptimal(const ChainCost& c, int64_t budgetBytes, const OptimalOptions& o) const {

@@ -98,6 +98,7 @@ class StepRunner final : public StepView {
         }
       }
       dx = std::move(g_[0]);
+      for (const ShareGroup& g : shareGroups(b_.spec())) b_.reduceSharedGrads(v_.sharedGradOrder(g.users), g.owner);
     }
     if (!v_.reportInputGradient()) dx.reset();
     StepResult<T> r = collect ? b_.collect(dx) : StepResult<T>();
@@ -106,7 +107,7 @@ class StepRunner final : public StepView {
     r.flops = meter.flops;
     r.peakActivationBytes = meter.peak();
     r.forwardEvals = meter.forwardEvals;
-    b_.sgd();
+    b_.sgd(v_.updatesFrozen());
     return r;
   }
 
@@ -134,6 +135,7 @@ class StepRunner final : public StepView {
   }
   std::string nodeKind(int b, int node) const override { return b_.nodeKind(b, node); }
   void mapParamGrads(int b, const ElementFn& f) override { b_.mapParamGrads(b, f); }
+  bool requiresGrad(int boundary) const override { return boundaryRequiresGrad(b_.spec(), boundary); }
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/param_sharing.h"
 #include "cases/case_json.h"
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
@@ -38,7 +39,7 @@ std::string describeCase(const CaseSpec& c) {
   for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) {
     const BlockSpec& b = c.blocks[i];
     const BlockKindDef& d = *b.kind;
-    kinds += (i ? ", " : "") + std::string(d.name) + d.describe(b);
+    kinds += (i ? ", " : "") + std::string(d.name) + d.describe(b) + blockParamText(b);
   }
   if (c.blocks.size() > 6) kinds += ", ...";
   std::ostringstream d;
@@ -46,7 +47,7 @@ std::string describeCase(const CaseSpec& c) {
   return std::to_string(c.blocks.size()) + (c.blocks.size() == 1 ? " block (" : " blocks (") + kinds + "), width " +
          std::to_string(c.width) + ", batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", " +
          std::to_string(c.steps) + (c.steps == 1 ? " step, " : " steps, ") + dtypeName(c.dtype) + ", " +
-         rngModelName(c.rng) + " rng, dropout " + d.str();
+         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c);
 }
 
 FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const std::string& dir) {

@@ -34,9 +34,15 @@ class DeviceChain {
   // The loss forward (FLOPs counted in the forward phase) and its backward (in the backward phase); returns
   // dL/dx_L and keeps the loss value on the device for values().
   virtual DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter) = 0;
-  // The step's loss, parameter gradients, dx (when defined) and module buffers, downloaded.
+  // The case (its sharing and freezing rules, cases/param_sharing.h).
+  virtual const CaseSpec& spec() const = 0;
+  // Adds the gradient copies of blocks `users` in that order (cases/param_sharing.h), the sum into `owner`'s.
+  virtual void reduceSharedGrads(const std::vector<int>& users, int owner) = 0;
+  // The step's loss, trained parameters' gradients, dx (when defined and the input requires a gradient) and
+  // module buffers, downloaded.
   virtual DeviceValues<T> values(const DTensor<T>& dx) = 0;
-  virtual void sgd() = 0;
+  // SGD on the trained parameters (frozen ones too with `frozenToo`), then sharing blocks take their owner's.
+  virtual void sgd(bool frozenToo) = 0;
 
   // Element access for engine variants (tests only: each call synchronises).
   virtual std::vector<T> download(const DTensor<T>& t) = 0;

@@ -11,6 +11,7 @@
 
 #include "reference/cuda/dblock.h"
 #include "reference/cuda/device_chain.h"
+#include "cases/param_sharing.h"
 
 namespace ckpt::gpu {
 
@@ -18,7 +19,7 @@ template <class T, class X>
 class ExecChain : public DeviceChain<T> {
  public:
   ExecChain(X& x, const DeviceModel<T>& m)
-      : x_(&x), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed), rows_(m.input.rows),
+      : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed), rows_(m.input.rows),
         cols_(m.input.cols) {
     rng_.setState(m.rng);
     for (const auto& bd : m.blocks) {
@@ -66,16 +67,32 @@ class ExecChain : public DeviceChain<T> {
     meter.countFlops(lossBackwardFlops_);
     return g;
   }
+  const CaseSpec& spec() const override { return spec_; }
+  void reduceSharedGrads(const std::vector<int>& users, int owner) override {
+    for (size_t m = 1; m < users.size(); ++m) {
+      const auto from = blockParams(users[m - 1]), into = blockParams(users[m]);
+      for (size_t k = 0; k < into.size(); ++k)
+        x_->launch(into[k]->grad.size(), AccumulateInto<T>{into[k]->grad.data(), from[k]->grad.data()});
+    }
+    if (users.back() != owner) copyParams(users.back(), owner, false);
+  }
   DeviceValues<T> values(const DTensor<T>& dx) override {
     DeviceValues<T> r;
     x_->download(&r.loss, loss_->value().data(), 1);
-    for (auto* p : params_) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
-    if (dx.defined()) r.inputGrad = downloadMatrix(*x_, dx, "input");
+    for (int i = 0; i < layers(); ++i)
+      if (paramOwner(spec_, i) == i && blockTrains(spec_, i))
+        for (auto* p : blockParams(i)) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
+    if (dx.defined() && spec_.inputGrad) r.inputGrad = downloadMatrix(*x_, dx, "input");
     for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
     return r;
   }
-  void sgd() override {
-    for (auto* p : params_) x_->launch(p->value.size(), SgdUpdate<T>{p->value.data(), p->grad.data(), lr_});
+  void sgd(bool frozenToo) override {
+    for (int i = 0; i < layers(); ++i)
+      if (paramOwner(spec_, i) == i && (frozenToo || blockTrains(spec_, i)))
+        for (auto* p : blockParams(i))
+          x_->launch(p->value.size(), SgdUpdate<T>{p->value.data(), p->grad.data(), lr_});
+    for (int i = 0; i < layers(); ++i)
+      if (paramOwner(spec_, i) != i) copyParams(paramOwner(spec_, i), i, true);
   }
 
   std::vector<T> download(const DTensor<T>& t) override {
@@ -118,7 +135,17 @@ class ExecChain : public DeviceChain<T> {
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
+  // Block `dst`'s parameter copies take block `src`'s values (or gradients).
+  void copyParams(int src, int dst, bool values) {
+    const auto from = blockParams(src), into = blockParams(dst);
+    for (size_t k = 0; k < into.size(); ++k) {
+      DTensor<T>& d = values ? into[k]->value : into[k]->grad;
+      const DTensor<T>& s = values ? from[k]->value : from[k]->grad;
+      x_->launch(d.size(), Copy<T>{d.data(), s.data()});
+    }
+  }
   X* x_;
+  CaseSpec spec_;
   T lr_;
   Rng rng_;
   int64_t rows_, cols_;
