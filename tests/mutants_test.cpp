@@ -37,6 +37,9 @@ const std::map<std::string, Property> kExpected = {
     {"grads-accumulated-twice", Property::kBitwiseEqual},
     {"context-before-filled", Property::kBitwiseEqual},
     {"input-grad-dropped", Property::kBitwiseEqual},
+    {"shared-grads-forward-order", Property::kBitwiseEqual},
+    {"frozen-params-updated", Property::kBitwiseEqual},
+    {"no-grad-input-segment", Property::kBitwiseEqual},
 };
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {

@@ -18,6 +18,9 @@ Mutant recomputeLowPrecision();
 Mutant gradsAccumulatedTwice();
 Mutant contextBeforeFilled();
 Mutant inputGradDropped();
+Mutant sharedGradsForwardOrder();
+Mutant frozenParamsUpdated();
+Mutant noGradInputSegment();
 }  // namespace mutants
 
 const std::vector<Mutant>& mutantCatalog() {
@@ -28,6 +31,8 @@ const std::vector<Mutant>& mutantCatalog() {
       mutants::inplaceOverwritesCheckpoint(), mutants::recomputeNumerics(),
       mutants::recomputeLowPrecision(),   mutants::gradsAccumulatedTwice(),
       mutants::contextBeforeFilled(),     mutants::inputGradDropped(),
+      mutants::sharedGradsForwardOrder(), mutants::frozenParamsUpdated(),
+      mutants::noGradInputSegment(),
   };
   return all;
 }
