@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/param_sharing.h"
 #include "common/input_error.h"
 
 namespace ckpt {
@@ -146,6 +147,9 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   l.doubleType = dtypes.count("double");
   l.statefulRng = rng.count("stateful");
   l.counterRng = rng.count("counter");
+  l.frozen = paramFeatures.count("frozen");
+  l.share = paramFeatures.count("shared");
+  l.noInputGrad = paramFeatures.count("no_input_grad");
   return l;
 }
 
@@ -161,6 +165,9 @@ std::string Capabilities::unsupported(const CaseSpec& c) const {
   if (!dtypes.count(dtypeName(c.dtype))) return std::string("dtype ") + dtypeName(c.dtype);
   if (!rng.count(rngModelName(c.rng))) return std::string("rng ") + rngModelName(c.rng);
   if (c.dropout > 0 && !dropout) return "dropout";
+  if (hasFrozenBlock(c) && !paramFeatures.count("frozen")) return "frozen blocks";
+  if (hasSharedBlock(c) && !paramFeatures.count("shared")) return "shared parameters";
+  if (!c.inputGrad && !paramFeatures.count("no_input_grad")) return "an input without gradient";
   return "";
 }
 
@@ -208,6 +215,7 @@ Capabilities parseCapabilities(const json& j) {
   c.rng = stringSet(j, "rng", false);
   if (c.rng.empty()) c.rng = {"stateful"};
   c.modes = stringSet(j, "modes", false);
+  c.paramFeatures = stringSet(j, "params", false);
   c.dropout = flag(j, "dropout");
   c.reportsMemory = flag(j, "reports_memory");
   c.reportsForwardCalls = flag(j, "reports_forward_calls");

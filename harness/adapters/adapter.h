@@ -50,6 +50,8 @@ struct Capabilities {
   int protocol = 0;
   std::string framework, version;
   std::set<std::string> blocks, activations, losses, dtypes, rng, modes;
+  // Parameter features the adapter builds (cases/param_sharing.h): "frozen", "shared", "no_input_grad".
+  std::set<std::string> paramFeatures;
   bool dropout = false;
   bool reportsMemory = false;
   bool reportsForwardCalls = false;

@@ -4,22 +4,44 @@ namespace ckpt {
 
 nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
   using nlohmann::json;
-  auto list = [](const std::vector<TensorLayout>& ts) {
+  auto list = [](const std::vector<TensorLayout>& ts, bool params) {
     json a = json::array();
-    for (const auto& t : ts)
-      a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.integral ? "int64" : "case"}});
+    for (const auto& t : ts) {
+      json e = {{"name", t.name}, {"shape", t.shape}, {"dtype", t.integral ? "int64" : "case"}};
+      if (params) e["trains"] = t.trains;
+      if (!t.sharedWith.empty()) e["shared_with"] = t.sharedWith;
+      a.push_back(e);
+    }
     return a;
   };
   json j;
   j["protocol"] = 1;
-  j["params"] = list(l.params);
-  j["state"] = list(l.state);
-  j["input"] = {{"shape", {l.rows, l.width}}};
+  j["params"] = list(l.params, true);
+  j["state"] = list(l.state, false);
+  j["input"] = {{"shape", {l.rows, l.width}}, {"requires_grad", l.inputGrad}};
   if (loss == LossKind::kCrossEntropy)
     j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
   else
     j["target"] = {{"shape", {l.rows, l.width}}};
   return j;
+}
+
+std::set<std::string> readMissingGrads(const std::string& path) {
+  std::set<std::string> names;
+  std::ifstream in(path);
+  if (!in) return names;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    throw AdapterError("adapter output " + path + ": not JSON");
+  }
+  if (!j.is_array()) throw AdapterError("adapter output " + path + ": must be an array of gradient names");
+  for (const auto& v : j) {
+    if (!v.is_string()) throw AdapterError("adapter output " + path + ": must be an array of gradient names");
+    names.insert(v.get<std::string>());
+  }
+  return names;
 }
 
 }  // namespace ckpt

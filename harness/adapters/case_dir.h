@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,17 @@ struct TensorLayout {
   std::vector<int64_t> shape;
   int64_t rows = 0, cols = 0;
   bool integral = false;  // num_batches_tracked: int64 in the case directory
+  // Parameters only (cases/param_sharing.h): the owner's parameter a sharing block's copy is ("" for an owner),
+  // and whether a gradient is expected: an owner of a block that is not frozen.
+  std::string sharedWith;
+  bool trains = true;
 };
 
 struct CaseLayout {
   std::vector<TensorLayout> params;  // model order
   std::vector<TensorLayout> state;
   int64_t rows = 0, width = 0;
+  bool inputGrad = true;  // the case's input_grad: input_grad.npy is written and read only then
 };
 
 template <class T>
@@ -41,11 +47,17 @@ CaseLayout caseLayout(Chain<T>& chain) {
   CaseLayout l;
   l.rows = chain.spec.rows();
   l.width = chain.spec.width;
-  for (auto& b : chain.blocks)
-    for (auto& n : b.nodes) {
+  l.inputGrad = chain.spec.inputGrad;
+  for (int i = 0; i < chain.size(); ++i) {
+    const int owner = paramOwner(chain.spec, i);
+    const auto owners = chain.blockParams(owner);
+    size_t k = 0;
+    for (auto& n : chain.blocks[static_cast<size_t>(i)].nodes) {
       const bool linear = n.op->kind() == "linear";
       for (auto* p : n.op->params()) {
-        TensorLayout t{p->name, {}, p->value.rows(), p->value.cols(), false};
+        TensorLayout t{p->name, {}, p->value.rows(), p->value.cols(), false, owner == i ? "" : owners[k]->name,
+                       owner == i && blockTrains(chain.spec, i)};
+        ++k;
         const bool matrix = linear && p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
         t.shape = matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
         l.params.push_back(t);
@@ -54,10 +66,11 @@ CaseLayout caseLayout(Chain<T>& chain) {
         const bool counter = s->name.find("num_batches_tracked") != std::string::npos;
         TensorLayout t{s->name,
                        counter ? std::vector<int64_t>{} : std::vector<int64_t>{s->value.rows() * s->value.cols()},
-                       s->value.rows(), s->value.cols(), counter};
+                       s->value.rows(), s->value.cols(), counter, "", false};
         l.state.push_back(t);
       }
     }
+  }
   return l;
 }
 
@@ -127,6 +140,10 @@ Mat<T> readTensor(const std::string& path, const std::vector<int64_t>& shape, in
   return m;
 }
 
+// The gradients an adapter's framework left undefined in a step (missing_grads.json, PROTOCOL.md: parameter
+// names and "input_grad"); they compare as absent. Throws AdapterError for a malformed file.
+std::set<std::string> readMissingGrads(const std::string& path);
+
 // The name under which an adapter's generator state (rng_state.npy) joins StepResult::state; diagnoseSteps
 // (harness/diagnose_steps.h) reads it as generator evidence.
 inline constexpr const char* kRngStateName = kAdapterRngStateName;
@@ -142,11 +159,15 @@ std::vector<StepResult<T>> readRunResults(const std::string& outDir, const CaseL
     if (!fs::is_directory(d)) throw AdapterError("adapter output " + d.string() + ": missing");
     StepResult<T> r;
     r.loss = readTensor<T>((d / "loss.npy").string(), {}, 1, 1, false)(0, 0);
+    const std::set<std::string> missing = readMissingGrads((d / "missing_grads.json").string());
     for (const auto& t : layout.params)
-      r.grads.push_back(
-          {t.name, readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, false)});
-    r.inputGrad =
-        readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows, layout.width, false);
+      if (t.trains)
+        r.grads.push_back({t.name, missing.count(t.name) ? Mat<T>() :
+                                   readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows,
+                                                 t.cols, false)});
+    if (layout.inputGrad && !missing.count("input_grad"))
+      r.inputGrad = readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows,
+                                  layout.width, false);
     for (const auto& t : layout.state)
       r.state.push_back(
           {t.name, readTensor<T>((d / "state" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, true)});

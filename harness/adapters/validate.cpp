@@ -8,6 +8,7 @@
 #include "cases/case_json.h"
 #include "cases/coverage.h"
 #include "cases/generators.h"
+#include "cases/param_sharing.h"
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
@@ -67,7 +68,10 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
   const auto& kinds = blockKinds();
   const auto simplest = std::find_if(kinds.begin(), kinds.end(), [&](BlockKind k) { return lim.allows(k); });
   for (size_t i = 0; i < c.blocks.size(); ++i) {
-    with([&](CaseSpec& d) { d.blocks.erase(d.blocks.begin() + static_cast<std::ptrdiff_t>(i)); });
+    with([&](CaseSpec& d) { eraseBlock(d, i); });
+    if (c.blocks[i].frozen && c.blocks[i].share < 0)
+      with([&](CaseSpec& d) { d.blocks[i].frozen = false; });
+    if (c.blocks[i].share >= 0) with([&](CaseSpec& d) { d.blocks[i].share = -1; });
     // A block of another kind becomes one of the simplest kind's stand-ins. A stand-in (an mlp block) has fewer
     // dropout sites than, say, a transformer block, and the search has already shrunk the dropout probability to
     // the least at which this block shows the finding, so the stand-in runs with at least the first case's 0.1.
@@ -79,6 +83,7 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
         });
     for (const BlockSetter& set : c.blocks[i].kind->simpler) with([&](CaseSpec& d) { set(d.blocks[i]); });
   }
+  with([](CaseSpec& d) { d.inputGrad = true; });
   with([](CaseSpec& d) { d.steps = 1; });
   with([](CaseSpec& d) { d.seq = 1; });
   with([](CaseSpec& d) { d.batch = 2; });
@@ -205,12 +210,24 @@ class ValidateRun {
     }
     if (kinds.empty())
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
+    if (o_.params) {
+      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "none"};
+      for (const auto& f : *o_.params)
+        if (std::find(known.begin(), known.end(), f) == known.end())
+          throw InputError("validate --params: unknown feature '" + f + "' (frozen, shared, no_input_grad, none)");
+      auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
+      lim.frozen = lim.frozen && wants("frozen");
+      lim.share = lim.share && wants("shared");
+      lim.noInputGrad = lim.noInputGrad && wants("no_input_grad");
+    }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
     report_["limits"] = {{"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},
                          {"blocks", kinds},                {"dropout", lim.dropout},
                          {"float", lim.floatType},         {"double", lim.doubleType},
-                         {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng}};
+                         {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng},
+                         {"frozen", lim.frozen},           {"shared", lim.share},
+                         {"no_input_grad", lim.noInputGrad}};
     return lim;
   }
 

@@ -25,6 +25,9 @@ struct ValidateOptions {
   int maxBlocks = 24;  // long enough for >= 5 segments under round(sqrt(L)) checkpointing
   int maxSteps = 2;
   std::vector<std::string> blocks;  // restrict block kinds further (e.g. {"mlp", "transformer"})
+  // Restrict the parameter features random cases draw (frozen, shared, no_input_grad; "none"); unset: all the
+  // adapter builds.
+  std::optional<std::vector<std::string>> params;
   std::string casePath;             // check exactly this case instead of random ones (replay)
   std::string outDir = "validate-out";
   bool json = false;

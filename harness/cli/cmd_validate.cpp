@@ -38,6 +38,9 @@ void addValidate(CLI::App& app, int& exitCode) {
       ->check(CLI::Range(1, 10));
   cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")
       ->delimiter(',');
+  cmd->add_option("--params", o->params,
+                  "Draw only these parameter features (frozen, shared, no_input_grad; none: plain cases only)")
+      ->delimiter(',');
   cmd->add_option("--case", o->casePath, "Check exactly this case file instead of random ones (replay a finding)");
   cmd->add_option("--out", o->outDir,
                   "Report directory: validate.json, validate.md, the shrunk case (default validate-out)");
@@ -72,7 +75,7 @@ void addValidate(CLI::App& app, int& exitCode) {
   auto* timeout = cmd->get_option("--adapter-timeout");
   // Options of the random-case search, which a user model has no use for: refused rather than ignored.
   std::vector<CLI::Option*> casesOnly;
-  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--case", "--junit", "--no-serve",
+  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--params", "--case", "--junit", "--no-serve",
                         "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
     casesOnly.push_back(cmd->get_option(n));
   cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, casesOnly, &exitCode] {

@@ -49,9 +49,21 @@ class Case:
         self.steps = int(s.get("steps", 1))
         self.blocks = []
         for b in s["blocks"]:
-            one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1)}
+            share = int(b["share"][1:]) if "share" in b else None
+            one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
+                   "frozen": bool(b.get("frozen", False)), "share": share}
             self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
+        for i, b in enumerate(self.blocks):  # a sharing block is frozen exactly when its owner is
+            if b["share"] is not None:
+                b["frozen"] = self.blocks[b["share"]]["frozen"]
+        # Whether dL/d(input) is wanted: false when the input is data the model must not differentiate.
+        self.input_grad = bool(s.get("input_grad", True))
         self.param_names = [p["name"] for p in self.manifest["params"]]
+        # The parameters that take a gradient and an update: owners (not a sharing block's copy) of blocks that
+        # are not frozen. shared_with: a sharing block's parameter name -> its owner's.
+        self.trained_param_names = [p["name"] for p in self.manifest["params"]
+                                    if p.get("trains", True) and "shared_with" not in p]
+        self.shared_with = {p["name"]: p["shared_with"] for p in self.manifest["params"] if "shared_with" in p}
         self.state_names = [p["name"] for p in self.manifest["state"]]
         self.params = {n: self._load("params", n) for n in self.param_names}
         self.state = {n: self._load("state", n) for n in self.state_names}
@@ -72,16 +84,29 @@ class Output:
         os.makedirs(out_dir, exist_ok=True)
 
     def step(self, s, loss, grads, input_grad, state, rng_state=None):
-        """grads and state: dicts name -> array (any array-like convertible by np.asarray)."""
+        """grads and state: dicts name -> array (any array-like convertible by np.asarray); only the trained
+        parameters' gradients are read, and input_grad only when the case's input requires one. A gradient the
+        framework left undefined is None: it is listed in missing_grads.json (PROTOCOL.md)."""
         d = os.path.join(self.dir, "step%d" % s)
         os.makedirs(os.path.join(d, "grads"), exist_ok=True)
         os.makedirs(os.path.join(d, "state"), exist_ok=True)
         dt = self.case.dtype
         np.save(os.path.join(d, "loss.npy"), np.asarray(loss, dtype=dt).reshape(()))
-        for n in self.case.param_names:
+        missing = []  # gradients autograd left undefined (None): listed, not written as zeros
+        for n in self.case.trained_param_names:
+            if grads[n] is None:
+                missing.append(n)
+                continue
             g = np.ascontiguousarray(np.asarray(grads[n]))
             np.save(os.path.join(d, "grads", n + ".npy"), g.reshape(self.case.params[n].shape))
-        np.save(os.path.join(d, "input_grad.npy"), np.ascontiguousarray(np.asarray(input_grad)))
+        if self.case.input_grad:
+            if input_grad is None:
+                missing.append("input_grad")
+            else:
+                np.save(os.path.join(d, "input_grad.npy"), np.ascontiguousarray(np.asarray(input_grad)))
+        if missing:
+            with open(os.path.join(d, "missing_grads.json"), "w") as f:
+                json.dump(missing, f)
         for n in self.case.state_names:
             v = np.ascontiguousarray(np.asarray(state[n]))
             np.save(os.path.join(d, "state", n + ".npy"), v.reshape(self.case.state[n].shape))

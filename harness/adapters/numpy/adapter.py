@@ -16,6 +16,11 @@ recurses on [m, b), then on [a, m); a single block is recomputed with its tape a
 recomputed once per level at which it lies in a left half, plus once with its tape: up to ceil(log2 L) + 1 times.
 Both schemes declare their recompute counts (`recompute_counts`), which check 3 of validate holds them to.
 
+Frozen blocks, shared parameters and an input without gradient (cases/SCHEMA.md): a sharing block reads and
+accumulates into its owner's arrays, so the contributions add up in the order backward reaches the blocks; frozen
+parameters' gradients are computed (their input gradient needs the same backward) but neither reported nor
+applied.
+
 Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
 op) through its own Philox key (JAX-like), so recompute needs no snapshot.
@@ -365,6 +370,7 @@ class NumpyAdapter:
             "reports_memory": True,
             "reports_forward_calls": True,
             "reports_rng_state": True,
+            "params": ["frozen", "shared", "no_input_grad"],
         }
 
     def run(self, case, out, mode, options):
@@ -386,7 +392,10 @@ class NumpyAdapter:
             t0 = time.perf_counter()
             grads = {n: np.zeros_like(v) for n, v in values.items()}
             counts = [0] * L
-            P = [Params(values, grads, p) for p in prefixes]
+            # A sharing block reads and accumulates into its owner's arrays: each use's contribution is computed,
+            # then added (gw += dy.T @ x), in the order backward reaches the uses, as autograd sums them.
+            P = [Params(values, grads, prefixes[b["share"] if b["share"] is not None else i])
+                 for i, b in enumerate(case.blocks)]
 
             def fwd(i, x, env):
                 counts[i] += 1
@@ -455,7 +464,7 @@ class NumpyAdapter:
             out.step(step, loss, grads, g, state, rng.state_bytes())
             t1 = time.perf_counter()
             lr = case.dtype(case.lr)
-            for n in values:
+            for n in case.trained_param_names:  # frozen parameters keep their values; copies are not used
                 values[n] = values[n] - lr * grads[n]
             seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
             calls.append(counts)

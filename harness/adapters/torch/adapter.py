@@ -18,6 +18,9 @@ Saved bytes: tensors packed by torch.autograd.graph.saved_tensors_hooks during t
 storage once, parameters excluded (later steps run without the hooks, so their timing is PyTorch's alone).
 mode=selective reports saves_in_checkpoints: it keeps the matmul outputs inside each checkpoint by design.
 Deterministic algorithms and one thread, so plain runs repeat bit for bit.
+Frozen blocks: requires_grad_(False) on their parameters. Shared parameters: the owner's Parameter assigned to
+the sharing block's module. An input without gradient: the input tensor does not require grad (the setting in
+which reentrant checkpoint loses the parameter gradients of a checkpointed region, transformers issue 21381).
 """
 import functools
 import math
@@ -116,16 +119,31 @@ def build(case, counts):
         else:
             blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout))
     model = nn.Sequential(*blocks).to(torch.float32 if case.dtype == np.float32 else torch.float64)
-    named = dict(model.named_parameters())
+    # Shared parameters by assignment (ALBERT-style tying): the sharing block's module attribute becomes the
+    # owner's Parameter, so autograd sums the uses' gradients into one .grad.
+    for name, owner in case.shared_with.items():
+        path = torch_name(name).split(".")
+        setattr(model.get_submodule(".".join(path[:-1])), path[-1], model.get_parameter(torch_name(owner)))
+    named = dict(model.named_parameters())  # each shared Parameter once, under its owner's name
     buffers = dict(model.named_buffers())
     with torch.no_grad():
         for name in case.param_names:
-            named[torch_name(name)].copy_(torch.from_numpy(case.params[name]))
+            if name not in case.shared_with:
+                named[torch_name(name)].copy_(torch.from_numpy(case.params[name]))
         for name in case.state_names:
             buffers[torch_name(name)].copy_(torch.from_numpy(case.state[name]))
-    if len(named) != len(case.param_names):
+    if len(named) != len(case.param_names) - len(case.shared_with):
         raise ValueError("model has %d parameters, the case %d" % (len(named), len(case.param_names)))
+    trained = set(case.trained_param_names)
+    for name in case.param_names:  # frozen blocks: requires_grad_(False), as a fine-tune freezes layers
+        if name not in case.shared_with and name not in trained:
+            named[torch_name(name)].requires_grad_(False)
     return model
+
+
+def grad_or_none(p):
+    """A parameter's gradient as an array; None where autograd left none (reported as missing)."""
+    return p.grad.detach().numpy() if p.grad is not None else None
 
 
 def torch_name(case_name):
@@ -187,6 +205,7 @@ class TorchAdapter:
             "reports_memory": True,
             "reports_forward_calls": True,
             "reports_rng_state": True,
+            "params": ["frozen", "shared", "no_input_grad"],
             "torch_full_version": torch.__version__,
         }
 
@@ -243,7 +262,7 @@ class TorchAdapter:
                 counts[c] = 0
             for p in params:
                 p.grad = None
-            x = x0.clone().requires_grad_(True)
+            x = x0.clone().requires_grad_(case.input_grad)
             if step == 0:
                 # Measured in the first step only (every step saves the same tensors), so the hooks' own cost
                 # stays out of the later steps, which are the ones `--timing-case` times.
@@ -255,17 +274,22 @@ class TorchAdapter:
                 y = forward(x)
                 loss = F.cross_entropy(y, labels) if labels is not None else F.mse_loss(y, target)
             saved.append(meter.total())
-            loss.backward()
+            # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may
+            # require none either (transformers issue 21381): then nothing can be differentiated and every
+            # gradient is missing, which is reported (missing_grads.json), not a crash.
+            if loss.requires_grad:
+                loss.backward()
             compute = time.perf_counter() - t0
             out.step(step, loss.detach().numpy(),
-                     {n: by_name[torch_name(n)].grad.detach().numpy() for n in case.param_names},
-                     x.grad.detach().numpy(),
+                     {n: grad_or_none(by_name[torch_name(n)]) for n in case.trained_param_names},
+                     x.grad.detach().numpy() if x.grad is not None else None,
                      {n: buffers[torch_name(n)].detach().numpy() for n in case.state_names},
                      torch.get_rng_state().numpy().tobytes())
             t1 = time.perf_counter()
             with torch.no_grad():
-                for p in params:
-                    p.sub_(p.grad * lr)
+                for p in params:  # frozen parameters and missing gradients: no update, as torch.optim.SGD
+                    if p.grad is not None:
+                        p.sub_(p.grad * lr)
             seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
             calls.append(list(counts))
         return {"saved_activation_bytes": saved, "forward_calls": calls, "recomputed_blocks": recomputed,
