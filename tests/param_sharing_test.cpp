@@ -10,6 +10,7 @@
 #include "cases/case_json.h"
 #include "cases/param_sharing.h"
 #include "reference/trainer.h"
+#include "tests/chain_loss.h"
 #include "tests/gradcheck.h"
 
 namespace ckpt {
@@ -33,13 +34,7 @@ double tiedLoss(Chain<double>& c, const RngState& rng) {
     const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
     for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
   }
-  c.rng.setState(rng);
-  Tensor<double> x = Tensor<double>::from(c.input);
-  for (int i = 0; i < c.size(); ++i) {
-    BlockEnv env{&c.rng, 0, i, false, {}};
-    x = blockForward<double>(c.blocks[i], x, nullptr, {}, env);
-  }
-  return c.loss->forward(x, nullptr);
+  return test::chainLoss(c, rng);
 }
 
 TEST(ParamSharing, sharedGradientIsTheDerivativeOfTheTiedWeight) {

@@ -10,6 +10,7 @@
 #include "cases/generators.h"
 #include "harness/dtype_dispatch.h"
 #include "reference/trainer.h"
+#include "tests/chain_loss.h"
 #include "tests/gradcheck.h"
 
 namespace ckpt {
@@ -20,17 +21,7 @@ std::filesystem::path sourceDir() {
   return std::filesystem::path(src ? src : ".");
 }
 
-// Loss of the chain's current parameters and input, drawing the same dropout masks every time (the generator
-// is reset) and without touching module state (BatchNorm's output uses batch statistics either way).
-double lossOf(Chain<double>& c, const RngState& rng) {
-  c.rng.setState(rng);
-  Tensor<double> x = Tensor<double>::from(c.input);
-  for (int i = 0; i < c.size(); ++i) {
-    BlockEnv env{&c.rng, 0, i, false, {}};
-    x = blockForward<double>(c.blocks[i], x, nullptr, {}, env);
-  }
-  return c.loss->forward(x, nullptr);
-}
+using test::chainLoss;
 
 // Analytic gradients of one step (parameters' and input's), leaving parameters unchanged.
 struct Grads {
@@ -60,7 +51,7 @@ Grads analyticGrads(Chain<double>& c, const RngState& rng) {
 // the finite-difference oracle at the chain's current point.
 test::FdResult chainFdCheck(Chain<double>& c, const RngState& rng) {
   const Grads g = analyticGrads(c, rng);
-  auto objective = [&] { return lossOf(c, rng); };
+  auto objective = [&] { return chainLoss(c, rng); };
   double scale = g.input.cwiseAbs().maxCoeff();
   for (const auto& m : g.params) scale = std::max(scale, m.size() ? m.cwiseAbs().maxCoeff() : 0.0);
   const double floor = std::max(test::kFdFloor, test::kFdChainFloor * scale);
@@ -142,7 +133,7 @@ TEST(ReferenceChain, finiteDifferencesStillCatchAWrongGradient) {
   Chain<double> c = buildChain<double>(spec);
   const RngState rng = c.rng.state();
   Grads g = analyticGrads(c, rng);
-  auto objective = [&] { return lossOf(c, rng); };
+  auto objective = [&] { return chainLoss(c, rng); };
   const test::FdResult right = test::fdCompare(c.input.data(), c.input.size(), g.input.data(), objective);
   EXPECT_LE(right.maxRel, test::kFdTolerance);
   EXPECT_EQ(right.unreliable, 0);
