@@ -134,9 +134,7 @@ CaseSpec parseCase(const json& j) {
     for (int64_t r = 0; r < repeat; ++r) c.blocks.push_back(s);
     checkParamFields(c, first, where, b.contains("frozen"));
   }
-  bool anyTrains = false;
-  for (int i = 0; i < static_cast<int>(c.blocks.size()); ++i) anyTrains |= blockTrains(c, i);
-  if (!c.inputGrad && !anyTrains)
+  if (!c.inputGrad && !anyBlockTrains(c))
     fail("input_grad", "false with every block frozen: nothing in the case requires a gradient");
   if (c.loss == LossKind::kCrossEntropy && c.width < 2) fail("width", "cross_entropy needs width >= 2 classes");
   return c;

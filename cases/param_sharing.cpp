@@ -46,6 +46,12 @@ std::string blockParamText(const BlockSpec& b) {
 
 std::string caseParamText(const CaseSpec& c) { return c.inputGrad ? "" : ", input without gradient"; }
 
+bool anyBlockTrains(const CaseSpec& c) {
+  for (int i = 0; i < static_cast<int>(c.blocks.size()); ++i)
+    if (blockTrains(c, i)) return true;
+  return false;
+}
+
 bool hasFrozenBlock(const CaseSpec& c) {
   return std::any_of(c.blocks.begin(), c.blocks.end(), [](const BlockSpec& b) { return b.frozen; });
 }
@@ -102,9 +108,7 @@ void fixParamFields(CaseSpec& c) {
     if (b.share >= i || c.blocks[at(b.share)].share >= 0 || c.blocks[at(b.share)].kind != b.kind) b.share = -1;
     else b.frozen = c.blocks[at(b.share)].frozen;
   }
-  bool anyTrains = false;
-  for (int i = 0; i < n; ++i) anyTrains |= blockTrains(c, i);
-  if (!anyTrains) c.inputGrad = true;
+  if (!anyBlockTrains(c)) c.inputGrad = true;
 }
 
 void applyParamDraws(CaseSpec& c, int frozenDraw, int shareDraw, int inputGradDraw, bool frozen, bool share,

@@ -34,6 +34,9 @@ bool boundaryRequiresGrad(const CaseSpec& c, int boundary);
 std::string blockParamText(const BlockSpec& b);
 std::string caseParamText(const CaseSpec& c);
 
+// Whether some block's parameters train.
+bool anyBlockTrains(const CaseSpec& c);
+
 bool hasFrozenBlock(const CaseSpec& c);
 bool hasSharedBlock(const CaseSpec& c);
 

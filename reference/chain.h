@@ -66,6 +66,16 @@ struct Chain {
   }
 };
 
+// Every sharing block's parameter copies take their owner's values (cases/param_sharing.h).
+template <class T>
+void syncSharedValues(Chain<T>& c) {
+  for (int i = 0; i < c.size(); ++i) {
+    if (paramOwner(c.spec, i) == i) continue;
+    const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
+    for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
+  }
+}
+
 // Uniform in [-bound, bound] from stream `stream` of the init generator.
 template <class T>
 void fillUniform(Mat<T>& m, uint64_t seed, uint64_t stream, double bound, double center = 0.0) {
@@ -92,10 +102,7 @@ Chain<T> buildChain(const CaseSpec& spec) {
   }
   // Sharing blocks start from their owner's values (their own draws above are discarded, so the streams of
   // every other parameter stay those of the case without sharing).
-  for (int i = 0; i < c.size(); ++i) {
-    const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(spec, i));
-    for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
-  }
+  syncSharedValues(c);
   c.input = Mat<T>(spec.rows(), spec.width);
   fillUniform(c.input, spec.seed, 1000000, 1.0);
   if (spec.loss == LossKind::kCrossEntropy) {

@@ -33,15 +33,19 @@ void zeroGrads(Chain<T>& c) {
   for (auto* p : c.params()) p->grad.setZero();
 }
 
-// Adds the gradients of parameters several blocks use into the owner's, in the order `users` lists the blocks
+// Adds the gradients of parameters several blocks use into block `owner`'s, in the order `users` lists the blocks
 // (shareGroups: backward order, owner last): each step adds the running sum into the next block's copy, so the
-// owner ends with ((g_first + g_second) + ...) + g_owner. Call after backward, before collectStep.
+// last one ends with ((g_first + g_second) + ...) + g_last, which the owner takes when it is not last (an engine
+// variant's order). Call after backward, before collectStep.
 template <class T>
-void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users) {
+void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
   for (size_t m = 1; m < users.size(); ++m) {
     const auto from = c.blockParams(users[m - 1]), into = c.blockParams(users[m]);
     for (size_t k = 0; k < into.size(); ++k) into[k]->grad += from[k]->grad;
   }
+  if (users.back() == owner) return;
+  const auto sum = c.blockParams(users.back()), owners = c.blockParams(owner);
+  for (size_t k = 0; k < owners.size(); ++k) owners[k]->grad = sum[k]->grad;
 }
 
 // Records the step's observable results; call after backward (and reduceSharedGrads), before the update. Only
@@ -65,11 +69,7 @@ void sgdUpdate(Chain<T>& c, bool frozenToo = false) {
   for (int i = 0; i < c.size(); ++i)
     if (paramOwner(c.spec, i) == i && (frozenToo || blockTrains(c.spec, i)))
       for (auto* p : c.blockParams(i)) p->value -= lr * p->grad;
-  for (int i = 0; i < c.size(); ++i)
-    if (paramOwner(c.spec, i) != i) {
-      const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
-      for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
-    }
+  syncSharedValues(c);
 }
 
 }  // namespace ckpt

@@ -36,7 +36,7 @@ StepResult<T> referenceStep(Chain<T>& c, int step) {
     lossCtx = Context<T>();
     for (int i = n - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
     dx = std::move(g);
-    for (const ShareGroup& sg : shareGroups(c.spec)) reduceSharedGrads(c, sg.users);
+    for (const ShareGroup& sg : shareGroups(c.spec)) reduceSharedGrads(c, sg.users, sg.owner);
   }
   StepResult<T> r = collectStep(c, lossValue, dx);
   dx.reset();

@@ -30,10 +30,7 @@ bool sameBits(const Mat<double>& a, const Mat<double>& b) {
 
 // The loss at the chain's current parameters, sharing blocks' copies first set to their owner's values.
 double tiedLoss(Chain<double>& c, const RngState& rng) {
-  for (int i = 0; i < c.size(); ++i) {
-    const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
-    for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
-  }
+  syncSharedValues(c);
   return test::chainLoss(c, rng);
 }
 

@@ -1,11 +1,9 @@
 // Check 3's memory property against the plan (saved_bytes_plan.h).
 #include "harness/adapters/saved_bytes_plan.h"
 
-#include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "cases/param_sharing.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 
@@ -47,19 +45,10 @@ int64_t endOfForward(const Schedule& s, const ChainCost& cost) {
 }  // namespace
 
 SavedBytesPlan planSavedBytes(const CaseSpec& spec, const std::vector<int>& recomputedBlocks) {
-  // Blocks that need no backward at all (nothing below them trains and the input requires no gradient,
-  // cases/param_sharing.h) save nothing in a framework, checkpointed or not; the plan starts after them, their
-  // output standing for the input.
-  int dead = 0;
-  while (dead < static_cast<int>(spec.blocks.size()) && !boundaryRequiresGrad(spec, dead + 1)) ++dead;
-  CaseSpec live = spec;
-  live.blocks.erase(live.blocks.begin(), live.blocks.begin() + std::min<int>(dead, static_cast<int>(spec.blocks.size()) - 1));
-  const int shift = static_cast<int>(spec.blocks.size() - live.blocks.size());
-  for (BlockSpec& b : live.blocks) b.share = -1;  // the cost model needs no owners
-  const ChainCost cost = caseChainCost(live);
+  const ChainCost cost = caseChainCost(spec);
   std::vector<bool> none(static_cast<size_t>(cost.layers()), false), rec = none;
   for (int i : recomputedBlocks)
-    if (i - shift >= 0 && i - shift < cost.layers()) rec[static_cast<size_t>(i - shift)] = true;
+    if (i >= 0 && i < cost.layers()) rec[static_cast<size_t>(i)] = true;
   return {endOfForward(perBlockCheckpointSchedule(none), cost), endOfForward(perBlockCheckpointSchedule(rec), cost)};
 }
 

@@ -42,13 +42,7 @@ class CpuBackend {
     return g;
   }
   const CaseSpec& spec() const { return c_.spec; }
-  // The sum over `users` in their order, into block `owner`'s copy.
-  void reduceSharedGrads(const std::vector<int>& users, int owner) {
-    ckpt::reduceSharedGrads(c_, users);
-    if (users.back() == owner) return;
-    const auto from = c_.blockParams(users.back()), into = c_.blockParams(owner);
-    for (size_t k = 0; k < into.size(); ++k) into[k]->grad = from[k]->grad;
-  }
+  void reduceSharedGrads(const std::vector<int>& users, int owner) { ckpt::reduceSharedGrads(c_, users, owner); }
   StepResult<T> collect(const Act& dx) { return collectStep(c_, loss_, dx); }
   void sgd(bool frozenToo) { sgdUpdate(c_, frozenToo); }
 

@@ -51,11 +51,8 @@ class Case:
         for b in s["blocks"]:
             share = int(b["share"][1:]) if "share" in b else None
             one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
-                   "frozen": bool(b.get("frozen", False)), "share": share}
+                   "share": share}
             self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
-        for i, b in enumerate(self.blocks):  # a sharing block is frozen exactly when its owner is
-            if b["share"] is not None:
-                b["frozen"] = self.blocks[b["share"]]["frozen"]
         # Whether dL/d(input) is wanted: false when the input is data the model must not differentiate.
         self.input_grad = bool(s.get("input_grad", True))
         self.param_names = [p["name"] for p in self.manifest["params"]]
