@@ -181,7 +181,7 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   const FlopCounts& f = fx.engResult.flops;
   const bool bitwise = compareSteps(std::vector<StepResult<T>>{fx.refResult}, std::vector<StepResult<T>>{fx.engResult}).bitwiseEqual;
   const bool planned = fx.engResult.peakActivationBytes == fx.plan.peakActivationBytes &&
-                       fx.engResult.forwardEvals == fx.plan.forwardEvals && f == fx.plan.flops;
+                       fx.engResult.forwardEvals == fx.plan.stepForwardEvals() && f == fx.plan.stepFlops();
   const double base = static_cast<double>(f.forward + f.backward);
   const double n = static_cast<double>(std::max<int64_t>(1, t.steps));
   auto& c = state.counters;

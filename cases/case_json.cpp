@@ -87,7 +87,7 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
 CaseSpec parseCase(const json& j) {
   if (!j.is_object()) throw InputError("case: must be a JSON object (got " + j.dump().substr(0, 40) + ")");
   rejectUnknown(j, {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng", "dropout", "lr",
-                    "steps", "input_grad", "$schema", "description"},
+                    "steps", "input_grad", "micro_batches", "$schema", "description"},
                 "");
   CaseSpec c;
   c.name = getString(j, "name", "name", std::string("case"));
@@ -114,6 +114,10 @@ CaseSpec parseCase(const json& j) {
   if (c.lr < 0) fail("lr", "must be >= 0");
   c.steps = static_cast<int>(getInt(j, "steps", "steps", 1, kMaxSteps, 1));
   c.inputGrad = getBool(j, "input_grad", "input_grad", true);
+  c.microBatches = getInt(j, "micro_batches", "micro_batches", 1, kMaxDim, 1);
+  if (c.batch % c.microBatches != 0)
+    fail("micro_batches", std::to_string(c.microBatches) + " does not divide batch " + std::to_string(c.batch) +
+                              " (micro-batches hold whole sequences)");
 
   if (!j.contains("blocks")) fail("blocks", "missing (required)");
   const json& bs = j.at("blocks");
@@ -185,6 +189,7 @@ nlohmann::json caseToJson(const CaseSpec& c) {
   j["lr"] = c.lr;
   j["steps"] = c.steps;
   if (!c.inputGrad) j["input_grad"] = false;  // printed only when off, so older cases print as they did
+  if (c.microBatches > 1) j["micro_batches"] = c.microBatches;
   json blocks = json::array();
   // Runs of equal blocks print as one entry with "repeat", so a 48-block case stays readable.
   for (size_t i = 0; i < c.blocks.size();) {

@@ -50,8 +50,13 @@ struct CaseSpec {
   // is neither computed into the results nor compared, and a block before which nothing trains has an input
   // that requires no gradient (the setting of reentrant checkpoint's missing-gradient bug).
   bool inputGrad = true;
+  // Gradient accumulation (cases/micro_batches.h): the step runs M micro-batches of batch / M whole sequences
+  // each, each loss divided by M, and adds their gradients before the one SGD update. Every activation shape is a
+  // micro-batch's, microRows() rows.
+  int64_t microBatches = 1;
 
   int64_t rows() const { return batch * seq; }
+  int64_t microRows() const { return rows() / microBatches; }
   bool operator==(const CaseSpec&) const = default;
 };
 

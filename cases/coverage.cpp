@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cases/block_kind.h"
+#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 
 namespace ckpt {
@@ -60,6 +61,9 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"no_input_grad", "an input without gradient", [](const CaseSpec& c) { return !c.inputGrad; }},
         {"no_grad_boundary", "a block whose input requires no gradient (input without gradient, frozen blocks)",
          [](const CaseSpec& c) { return !boundaryRequiresGrad(c, 1) && c.blocks.size() > 1; }},
+        {"micro_batches", "gradients accumulated over >= 2 micro-batches", [](const CaseSpec& c) { return hasMicroBatches(c); }},
+        {"micro_batches_dropout", "micro-batches with dropout (one generator through them)",
+         [](const CaseSpec& c) { return hasMicroBatches(c) && c.dropout > 0; }},
     };
     std::vector<CoverageFeature> all = chain;
     for (const BlockKindDef* d : blockKinds()) all.push_back(d->coverage.at(0));

@@ -22,6 +22,8 @@ struct GenLimits {
   bool frozen = true;
   bool share = true;
   bool noInputGrad = true;
+  // Gradient accumulation over micro-batches (cases/micro_batches.h).
+  bool microBatches = true;
   // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.

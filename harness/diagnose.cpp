@@ -109,14 +109,18 @@ int furtherUpdates(const TensorEvidence& t) {
   if (t.kind != TensorKind::kState || !t.plainPresent || !t.otherPresent || t.before.size() != n ||
       t.other.size() != n || n == 0)
     return 0;
-  if (!t.floating) {  // a counter: incremented u more times by the step's own increment
-    const double step = t.plain[0] - t.before[0];
+  if (!t.floating) {  // a counter: incremented u more times by one update's increment (the step's / passes)
+    const double step = (t.plain[0] - t.before[0]) / static_cast<double>(t.passes);
     if (step == 0.0 || std::fmod(t.other[0] - t.plain[0], step) != 0.0) return 0;
     const double u = (t.other[0] - t.plain[0]) / step;
     for (size_t i = 0; i < n; ++i)
-      if (t.plain[i] - t.before[i] != step || t.other[i] - t.plain[i] != u * step) return 0;
+      if (t.plain[i] - t.before[i] != step * static_cast<double>(t.passes) || t.other[i] - t.plain[i] != u * step)
+        return 0;
     return u >= 1 && u <= kMaxFurtherUpdates ? static_cast<int>(u) : 0;
   }
+  // With micro-batches the statistic moves once per micro-batch, each time toward another batch value, so an
+  // extra update cannot be told from the values alone (diagnose asks the module's counter instead).
+  if (t.passes > 1) return 0;
   // r1 = (1-m) r0 + m x and r2 = (1-m) r1 + m x give r2 - r1 = (1-m)(r1 - r0): the same ratio k = 1-m for every
   // element that moved; u further updates give r(1+u) - r1 = (k + k^2 + ... + k^u)(r1 - r0). With the momentum
   // known, u is the one that fits; else k is estimated from the largest move, and only u = 1 can be told.
@@ -162,10 +166,17 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
   if (compared.empty()) return {FindingClass::kSemantic, "no compared tensor differs"};
   const bool onlyState = std::all_of(compared.begin(), compared.end(),
                                      [](const TensorEvidence* t) { return t->kind == TensorKind::kState; });
-  if (onlyState && std::all_of(compared.begin(), compared.end(), [](const TensorEvidence* t) {
-        return furtherUpdates(*t) > 0;
-      })) {
-    const int u = furtherUpdates(*compared.front());
+  // A running statistic fits by its own values; with micro-batches (where they cannot tell) by its module's
+  // counter, which moved exactly as many increments more.
+  const auto moduleOf = [](const std::string& n) { return n.substr(0, n.rfind('.')); };
+  const auto updates = [&](const TensorEvidence* t) {
+    if (const int u = furtherUpdates(*t); u > 0 || t->passes <= 1 || !t->floating) return u;
+    for (const auto* c : compared)
+      if (!c->floating && moduleOf(c->name) == moduleOf(t->name)) return furtherUpdates(*c);
+    return 0;
+  };
+  if (onlyState && std::all_of(compared.begin(), compared.end(), [&](const TensorEvidence* t) { return updates(t) > 0; })) {
+    const int u = updates(compared.front());
     return {FindingClass::kStateUpdatedTwice,
             compared.front()->name + " (and every other differing buffer) equals " +
                 (u == 1 ? std::string("one more update") : std::to_string(u) + " more updates") +

@@ -46,6 +46,7 @@ struct TensorEvidence {
   uint64_t maxUlp = 0;                   // floating: the largest per-element ULP distance (reported, not used)
   std::vector<double> before;            // state: the value before this step (empty when unknown)
   std::optional<double> momentum;        // state: the module's momentum when known (BatchNorm's 0.1)
+  int64_t passes = 1;                    // state: updates per step (micro-batches, cases/micro_batches.h)
 };
 
 struct Diagnosis {

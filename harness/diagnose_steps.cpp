@@ -42,7 +42,8 @@ TensorEvidence evidence(const std::string& name, TensorKind kind, const Mat<T>& 
 template <class T>
 std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain,
                                          const std::vector<StepResult<T>>& other,
-                                         const std::vector<NamedMat<T>>& initialState, size_t s, double momentum) {
+                                         const std::vector<NamedMat<T>>& initialState, size_t s, int64_t passes,
+                                         double momentum) {
   const StepResult<T>& a = plain[s];
   const StepResult<T>& b = other[s];
   std::vector<TensorEvidence> ev;
@@ -71,6 +72,7 @@ std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain
     }
     TensorEvidence e = evidence(a.state[k].name, TensorKind::kState, a.state[k].value, b.state[k].value);
     if (k < before.size() && before[k].name == a.state[k].name) e.before = flat(before[k].value);
+    e.passes = passes;
     if (endsWith(e.name, "num_batches_tracked"))
       e.floating = false;
     else
@@ -94,9 +96,9 @@ std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain
 template <class T>
 std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, const std::vector<StepResult<T>>& other,
                                        const std::vector<NamedMat<T>>& initialState, uint64_t roundingUlp,
-                                       double momentum) {
+                                       int64_t passes, double momentum) {
   for (size_t s = 0; s < plain.size() && s < other.size(); ++s) {
-    const std::vector<TensorEvidence> ev = stepEvidence(plain, other, initialState, s, momentum);
+    const std::vector<TensorEvidence> ev = stepEvidence(plain, other, initialState, s, passes, momentum);
     if (!ev.empty()) return diagnose(ev, roundingUlp);
   }
   return std::nullopt;
@@ -104,9 +106,9 @@ std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, 
 
 template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<float>>&,
                                                 const std::vector<StepResult<float>>&,
-                                                const std::vector<NamedMat<float>>&, uint64_t, double);
+                                                const std::vector<NamedMat<float>>&, uint64_t, int64_t, double);
 template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<double>>&,
                                                 const std::vector<StepResult<double>>&,
-                                                const std::vector<NamedMat<double>>&, uint64_t, double);
+                                                const std::vector<NamedMat<double>>&, uint64_t, int64_t, double);
 
 }  // namespace ckpt

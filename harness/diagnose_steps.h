@@ -19,18 +19,20 @@ inline constexpr const char* kAdapterRngStateName = "rng_state";
 // that step's differing loss, gradients, input gradient, buffers (each with its value before the step: the
 // previous plain step's, or `initialState` at step 0 — empty: unknown) and the generator (seed, offset, or an
 // adapter's state bytes).
-// Running statistics use `momentum` (reference/blocks.h's BatchNorm: 0.1); names ending in
-// num_batches_tracked are counters.
+// Running statistics use `momentum` (reference/blocks.h's BatchNorm: 0.1) and move `passes` times a step (the
+// case's micro-batches); names ending in num_batches_tracked are counters.
 template <class T>
 std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, const std::vector<StepResult<T>>& other,
                                        const std::vector<NamedMat<T>>& initialState, uint64_t roundingUlp,
-                                       double momentum = 0.1);
+                                       int64_t passes = 1, double momentum = 0.1);
 
 extern template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<float>>&,
                                                        const std::vector<StepResult<float>>&,
-                                                       const std::vector<NamedMat<float>>&, uint64_t, double);
+                                                       const std::vector<NamedMat<float>>&, uint64_t, int64_t,
+                                                       double);
 extern template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<double>>&,
                                                        const std::vector<StepResult<double>>&,
-                                                       const std::vector<NamedMat<double>>&, uint64_t, double);
+                                                       const std::vector<NamedMat<double>>&, uint64_t, int64_t,
+                                                       double);
 
 }  // namespace ckpt

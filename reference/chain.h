@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cases/case_spec.h"
+#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "reference/block_sim.h"
 #include "reference/blocks.h"
@@ -22,12 +23,21 @@ template <class T>
 struct Chain {
   CaseSpec spec;
   std::vector<Block<T>> blocks;
-  std::unique_ptr<Loss<T>> loss;
+  std::unique_ptr<Loss<T>> loss;  // over the whole batch (the targets an adapter is handed)
+  // With micro-batches (cases/micro_batches.h), micro-batch m's loss: its rows' targets, divided by M.
+  std::vector<std::unique_ptr<Loss<T>>> microLosses;
   Mat<T> input;  // (rows, width)
   Rng rng{RngModel::kStateful, 0};
 
   int size() const { return static_cast<int>(blocks.size()); }
-  Shape boundaryShape() const { return {spec.rows(), spec.width}; }
+  int microBatches() const { return static_cast<int>(spec.microBatches); }
+  // Every activation is a micro-batch's: (microRows, width); the whole batch's without micro-batches.
+  Shape boundaryShape() const { return {spec.microRows(), spec.width}; }
+  Loss<T>& lossOf(int m) const { return microLosses.empty() ? *loss : *microLosses.at(static_cast<size_t>(m)); }
+  // x_0 of micro-batch m, charged to the current meter.
+  Tensor<T> inputOf(int m) const {
+    return Tensor<T>::from(input.middleRows(microBatchFirstRow(spec, m), spec.microRows()));
+  }
 
   // Every block's parameter copies, model order. A block that shares another's parameters holds its own copy,
   // equal to the owner's at every step start (cases/param_sharing.h; the owner's gradient is the sum of the
@@ -116,6 +126,9 @@ Chain<T> buildChain(const CaseSpec& spec) {
     fillUniform(target, spec.seed, 1000002, 1.0);
     c.loss = std::make_unique<MseLoss<T>>(target);
   }
+  if (spec.microBatches > 1)
+    for (int m = 0; m < c.microBatches(); ++m)
+      c.microLosses.push_back(c.loss->microBatch(microBatchFirstRow(spec, m), spec.microRows(), spec.microBatches));
   c.rng = Rng(spec.rng, spec.seed);
   return c;
 }

@@ -1,6 +1,7 @@
 // What one training step yields, for the reference and for every checkpointed engine alike, and the pieces of
 // a step that are not about activations (zeroing gradients, SGD, collecting results) — one home for both.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,14 +49,68 @@ void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
   for (size_t k = 0; k < owners.size(); ++k) owners[k]->grad = sum[k]->grad;
 }
 
+// Gradient accumulation over micro-batches (cases/micro_batches.h) for a CPU chain: after each micro-batch's
+// backward and reduceSharedGrads, add() takes its loss, its trained parameters' gradients and its input-gradient
+// rows into the step's sums (the first as it is, the next added in micro-batch order), and finish() hands the
+// sums back to the parameters before collectStep and the update. The parameters' own gradients start from zero
+// in every micro-batch. Without micro-batches only the loss passes through, so the step is what it was.
+template <class T>
+class MicroBatchSums {
+ public:
+  explicit MicroBatchSums(Chain<T>& c) : c_(c) {}
+  bool active() const { return c_.microBatches() > 1; }
+
+  // dx is released into the sums (a host copy) with micro-batches; without, it stays the caller's.
+  void add(int m, T loss, Tensor<T>& dx) {
+    loss_ = m == 0 ? loss : loss_ + loss;
+    if (!active()) return;
+    const auto ps = c_.trainedParams();
+    if (m == 0) {
+      grads_.clear();
+      for (auto* p : ps) grads_.push_back(p->grad);
+    } else {
+      for (size_t k = 0; k < ps.size(); ++k) grads_[k] += ps[k]->grad;
+    }
+    if (dx.defined()) {
+      if (m == 0) inputGrad_ = Mat<T>::Zero(c_.spec.rows(), c_.spec.width);
+      inputGrad_.middleRows(microBatchFirstRow(c_.spec, m), c_.spec.microRows()) = dx.map();
+    }
+    dx.reset();
+  }
+  // The sums so far of block `block`'s trained parameters become zero (mutant micro-batch-grads-zeroed's).
+  void zeroBlock(int block) {
+    if (!active() || grads_.empty() || !blockTrains(c_.spec, block)) return;
+    const auto ps = c_.trainedParams(), mine = c_.blockParams(paramOwner(c_.spec, block));
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (std::find(mine.begin(), mine.end(), ps[k]) != mine.end()) grads_[k].setZero();
+  }
+  // The parameters take the summed gradients; returns the step's loss.
+  T finish() {
+    if (active()) {
+      const auto ps = c_.trainedParams();
+      for (size_t k = 0; k < ps.size(); ++k) ps[k]->grad = grads_[k];
+    }
+    return loss_;
+  }
+  // The step's input gradient with micro-batches (empty without, or when no micro-batch reported one).
+  const Mat<T>& inputGrad() const { return inputGrad_; }
+
+ private:
+  Chain<T>& c_;
+  T loss_ = 0;
+  std::vector<Mat<T>> grads_;  // trainedParams() order
+  Mat<T> inputGrad_;
+};
+
 // Records the step's observable results; call after backward (and reduceSharedGrads), before the update. Only
 // trained parameters have a gradient, and only an input that requires one.
 template <class T>
-StepResult<T> collectStep(Chain<T>& c, T loss, const Tensor<T>& dx) {
+StepResult<T> collectStep(Chain<T>& c, MicroBatchSums<T>& sums, const Tensor<T>& dx) {
   StepResult<T> r;
-  r.loss = loss;
+  r.loss = sums.finish();
   for (auto* p : c.trainedParams()) r.grads.push_back({p->name, p->grad});
   if (dx.defined() && c.spec.inputGrad) r.inputGrad = dx.map();
+  if (c.microBatches() > 1 && c.spec.inputGrad) r.inputGrad = sums.inputGrad();
   for (auto* b : c.buffers()) r.state.push_back({b->name, b->value});
   r.rng = c.rng.state();
   return r;

@@ -7,38 +7,52 @@
 
 namespace ckpt {
 
-// One step of the reference on `c`, measured. Boundary tensors live only as long as a tape holds them (as in a
-// framework whose autograd graph is the only owner of activations).
+// One micro-batch's forward, loss and backward (the whole step's without micro-batches), charged to `meter`;
+// returns dL/dx_0 and sets `loss`.
+template <class T>
+Tensor<T> referencePass(Chain<T>& c, int step, int m, ActivationMeter& meter, T& loss) {
+  const int n = c.size();
+  std::vector<BlockTape<T>> tapes(static_cast<size_t>(n));
+  meter.phase = Phase::kForward;
+  Tensor<T> x = c.inputOf(m);
+  for (int i = 0; i < n; ++i) {
+    BlockEnv env{&c.rng, microStep(c.spec, step, m), i, true, {}};
+    x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
+    ++meter.forwardEvals;
+  }
+  Loss<T>& lossFn = c.lossOf(m);
+  const OpMeta lm = lossFn.meta(c.boundaryShape());
+  Context<T> lossCtx;
+  loss = lossFn.forward(x, &lossCtx);
+  meter.countFlops(lm.forwardFlops);
+  meter.phase = Phase::kBackward;
+  Tensor<T> g = lossFn.backward(lossCtx);
+  meter.countFlops(lm.backwardFlops);
+  x.reset();
+  lossCtx = Context<T>();
+  for (int i = n - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
+  return g;
+}
+
+// One step of the reference on `c`, measured: every micro-batch's pass, gradients accumulated
+// (cases/micro_batches.h). Boundary tensors live only as long as a tape holds them (as in a framework whose
+// autograd graph is the only owner of activations).
 template <class T>
 StepResult<T> referenceStep(Chain<T>& c, int step) {
   ActivationMeter meter;
-  T lossValue;
+  MicroBatchSums<T> sums(c);
   Tensor<T> dx;
   {
     MeterScope scope(&meter);
-    zeroGrads(c);
-    const int n = c.size();
-    std::vector<BlockTape<T>> tapes(static_cast<size_t>(n));
-    meter.phase = Phase::kForward;
-    Tensor<T> x = Tensor<T>::from(c.input);
-    for (int i = 0; i < n; ++i) {
-      BlockEnv env{&c.rng, step, i, true, {}};
-      x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
-      ++meter.forwardEvals;
+    for (int m = 0; m < c.microBatches(); ++m) {
+      zeroGrads(c);
+      T loss = 0;
+      dx = referencePass(c, step, m, meter, loss);
+      for (const ShareGroup& sg : shareGroups(c.spec)) reduceSharedGrads(c, sg.users, sg.owner);
+      sums.add(m, loss, dx);
     }
-    Context<T> lossCtx;
-    lossValue = c.loss->forward(x, &lossCtx);
-    meter.countFlops(c.loss->meta({x.rows(), x.cols()}).forwardFlops);
-    meter.phase = Phase::kBackward;
-    Tensor<T> g = c.loss->backward(lossCtx);
-    meter.countFlops(c.loss->meta({x.rows(), x.cols()}).backwardFlops);
-    x.reset();
-    lossCtx = Context<T>();
-    for (int i = n - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
-    dx = std::move(g);
-    for (const ShareGroup& sg : shareGroups(c.spec)) reduceSharedGrads(c, sg.users, sg.owner);
   }
-  StepResult<T> r = collectStep(c, lossValue, dx);
+  StepResult<T> r = collectStep(c, sums, dx);
   dx.reset();
   r.flops = meter.flops;
   r.peakActivationBytes = meter.peak();

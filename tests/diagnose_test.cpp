@@ -221,6 +221,27 @@ TEST(DiagnoseSteps, classesFromStepResults) {
   EXPECT_FALSE(diagnoseSteps(plain, plain, initial, 64));
 }
 
+// With 2 micro-batches a step moves a running statistic twice, toward two batch values, so an extra update is
+// told by the module's counter (2 increments a step, one more in the checkpointed run); a statistic that moved
+// while its counter did not is another difference.
+TEST(DiagnoseSteps, microBatchesTellAnExtraUpdateByTheCounter) {
+  const std::vector<NamedMat<float>> initial = {{"b0.bn.running_mean", row({0.0f, 0.0f})},
+                                                {"b0.bn.num_batches_tracked", row({0.0f})}};
+  // Batch values 1 then 3: plain 0 -> 0.1 -> 0.39; an extra update toward 1 after the first gives 0.19 -> 0.471.
+  const std::vector<StepResult<float>> plain = {stepResult(1.0f, 0.39f, 2, 4)};
+  std::vector<StepResult<float>> extra = plain;
+  extra[0].state[0].value(0, 0) = 0.471f;
+  extra[0].state[1].value(0, 0) = 3;
+  EXPECT_FALSE(diagnoseSteps(plain, extra, initial, 64)->cls == FindingClass::kStateUpdatedTwice)
+      << "one update a step cannot explain a counter that moved by 3";
+  const auto d = diagnoseSteps(plain, extra, initial, 64, 2);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->cls, FindingClass::kStateUpdatedTwice) << d->why;
+  std::vector<StepResult<float>> moved = plain;
+  moved[0].state[0].value(0, 0) = 0.471f;
+  EXPECT_EQ(diagnoseSteps(plain, moved, initial, 64, 2)->cls, FindingClass::kSemantic);
+}
+
 // A tensor one run never wrote (0 x 0) is absent: an input gradient dropped is a missing gradient, zero or not in
 // the plain run. Two non-empty shapes are both present: nothing finer than semantic says why they differ.
 TEST(DiagnoseSteps, emptyTensorIsAbsentOtherShapeIsSemantic) {

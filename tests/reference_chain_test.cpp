@@ -23,27 +23,32 @@ std::filesystem::path sourceDir() {
 
 using test::chainLoss;
 
-// Analytic gradients of one step (parameters' and input's), leaving parameters unchanged.
 struct Grads {
   std::vector<Mat<double>> params;
   Mat<double> input;
 };
+
+// Analytic gradients of one step (parameters' and input's), leaving parameters unchanged: every micro-batch's
+// backward adds into the same gradients (cases/micro_batches.h), its input rows into the input's.
 Grads analyticGrads(Chain<double>& c, const RngState& rng) {
   c.rng.setState(rng);
   zeroGrads(c);
-  std::vector<BlockTape<double>> tapes(c.size());
-  Tensor<double> x = Tensor<double>::from(c.input);
-  for (int i = 0; i < c.size(); ++i) {
-    BlockEnv env{&c.rng, 0, i, false, {}};
-    x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
-  }
-  Context<double> ctx;
-  c.loss->forward(x, &ctx);
-  Tensor<double> g = c.loss->backward(ctx);
-  for (int i = c.size() - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
   Grads out;
+  out.input = Mat<double>::Zero(c.spec.rows(), c.spec.width);
+  for (int m = 0; m < c.microBatches(); ++m) {
+    std::vector<BlockTape<double>> tapes(c.size());
+    Tensor<double> x = c.inputOf(m);
+    for (int i = 0; i < c.size(); ++i) {
+      BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, {}};
+      x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
+    }
+    Context<double> ctx;
+    c.lossOf(m).forward(x, &ctx);
+    Tensor<double> g = c.lossOf(m).backward(ctx);
+    for (int i = c.size() - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
+    out.input.middleRows(microBatchFirstRow(c.spec, m), c.spec.microRows()) = g.map();
+  }
   for (auto* p : c.params()) out.params.push_back(p->grad);
-  out.input = g.map();
   return out;
 }
 

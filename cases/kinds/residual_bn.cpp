@@ -1,4 +1,4 @@
-// residual-bn: x + ReLU(BatchNorm(Linear(W, W) x)). No fields; batch statistics need batch * seq >= 2.
+// residual-bn: x + ReLU(BatchNorm(Linear(W, W) x)). No fields; batch statistics need a micro-batch of >= 2 rows.
 #include "cases/block_kind.h"
 #include "cases/json_fields.h"
 
@@ -9,9 +9,9 @@ const BlockKindDef& residualBnKind() {
       .name = "residual-bn",
       .fields = {},
       .validate = [](const BlockSpec&, const CaseSpec& c, const std::string& where) {
-        if (c.rows() < 2)
-          json_fields::fail(where + ".kind", "residual-bn needs batch * seq >= 2 for batch statistics (got " +
-                                                 std::to_string(c.rows()) + ")");
+        if (c.microRows() < 2)
+          json_fields::fail(where + ".kind", "residual-bn needs batch * seq / micro_batches >= 2 rows for batch "
+                                             "statistics (got " + std::to_string(c.microRows()) + ")");
       },
       .print = [](const BlockSpec&, nlohmann::json&) {},
       .canonical = [](const BlockSpec& s) {
@@ -20,9 +20,9 @@ const BlockKindDef& residualBnKind() {
         r.share = s.share;
         return r;
       },
-      // A single row (batch 1, seq 1) gets batch 2.
+      // A micro-batch of a single row (batch 1, seq 1) gets two.
       .makeValid = [](BlockSpec&, CaseSpec& c) {
-        if (c.rows() < 2) c.batch = 2;
+        if (c.microRows() < 2) c.batch = 2 * c.microBatches;
       },
       .describe = [](const BlockSpec&) { return std::string(); },
       .summary = [](const BlockSpec&) { return std::string(); },

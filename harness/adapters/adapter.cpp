@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "common/input_error.h"
 
@@ -150,6 +151,7 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   l.frozen = paramFeatures.count("frozen");
   l.share = paramFeatures.count("shared");
   l.noInputGrad = paramFeatures.count("no_input_grad");
+  l.microBatches = paramFeatures.count("micro_batches");
   return l;
 }
 
@@ -168,6 +170,7 @@ std::string Capabilities::unsupported(const CaseSpec& c) const {
   if (hasFrozenBlock(c) && !paramFeatures.count("frozen")) return "frozen blocks";
   if (hasSharedBlock(c) && !paramFeatures.count("shared")) return "shared parameters";
   if (!c.inputGrad && !paramFeatures.count("no_input_grad")) return "an input without gradient";
+  if (hasMicroBatches(c) && !paramFeatures.count("micro_batches")) return "micro-batches";
   return "";
 }
 

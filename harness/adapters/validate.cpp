@@ -84,6 +84,8 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
     for (const BlockSetter& set : c.blocks[i].kind->simpler) with([&](CaseSpec& d) { set(d.blocks[i]); });
   }
   with([](CaseSpec& d) { d.inputGrad = true; });
+  with([](CaseSpec& d) { d.microBatches = 1; });
+  if (c.microBatches > 2) with([](CaseSpec& d) { d.microBatches = 2; });  // makeValid turns it off where 2 does not divide
   with([](CaseSpec& d) { d.steps = 1; });
   with([](CaseSpec& d) { d.seq = 1; });
   with([](CaseSpec& d) { d.batch = 2; });
@@ -211,14 +213,16 @@ class ValidateRun {
     if (kinds.empty())
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if (o_.params) {
-      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "none"};
+      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "none"};
       for (const auto& f : *o_.params)
         if (std::find(known.begin(), known.end(), f) == known.end())
-          throw InputError("validate --params: unknown feature '" + f + "' (frozen, shared, no_input_grad, none)");
+          throw InputError("validate --params: unknown feature '" + f +
+                           "' (frozen, shared, no_input_grad, micro_batches, none)");
       auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
       lim.frozen = lim.frozen && wants("frozen");
       lim.share = lim.share && wants("shared");
       lim.noInputGrad = lim.noInputGrad && wants("no_input_grad");
+      lim.microBatches = lim.microBatches && wants("micro_batches");
     }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
@@ -227,7 +231,7 @@ class ValidateRun {
                          {"float", lim.floatType},         {"double", lim.doubleType},
                          {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng},
                          {"frozen", lim.frozen},           {"shared", lim.share},
-                         {"no_input_grad", lim.noInputGrad}};
+                         {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches}};
     return lim;
   }
 

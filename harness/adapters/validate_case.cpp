@@ -10,6 +10,7 @@
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
+#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
@@ -91,17 +92,19 @@ std::string blockSummary(const CaseSpec& c) {
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
     << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss)
-    << caseParamText(c);
+    << caseParamText(c) << microBatchText(c);
   return s.str();
 }
 
 namespace {
 
-// Check 3's forward calls: once per block in the plain run; in the checkpointed run exactly 1 + the declared
-// recompute count where the adapter declares counts, else once for a block it does not list as recomputed and at
-// least once for one it does. Nothing assumes a block is recomputed at most once (recursive and revolve-style
-// schemes recompute some blocks several times).
-std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMeta& cm, int steps, int L) {
+// Check 3's forward calls, per micro-batch (a step of M micro-batches runs every block M times as often): once
+// per block in the plain run; in the checkpointed run exactly 1 + the declared recompute count where the adapter
+// declares counts (per micro-batch), else once for a block it does not list as recomputed and at least once for
+// one it does. Nothing assumes a block is recomputed at most once (recursive and revolve-style schemes recompute
+// some blocks several times).
+std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMeta& cm, int steps, int L, int64_t m) {
+  const std::string per = m > 1 ? " per micro-batch" : "";
   for (int st = 0; st < steps; ++st)
     for (int i = 0; i < L; ++i) {
       const int64_t p = (*pm.forwardCalls)[st][i], k = (*cm.forwardCalls)[st][i];
@@ -109,21 +112,23 @@ std::optional<std::string> forwardCallsViolation(const RunMeta& pm, const RunMet
       bool ok;
       if (cm.recomputeCounts) {
         const int64_t want = 1 + (*cm.recomputeCounts)[st][i];
-        ok = k == want;
-        expect = std::to_string(want) + ": 1 + the " + std::to_string(want - 1) + " recompute(s) it declares";
+        ok = k == m * want;
+        expect = std::to_string(want) + per + ": 1 + the " + std::to_string(want - 1) + " recompute(s) it declares";
       } else if (cm.recomputedBlocks) {
         const auto& r = *cm.recomputedBlocks;
         const bool listed = std::find(r.begin(), r.end(), i) != r.end();
-        ok = listed ? k >= 1 : k == 1;
-        expect = listed ? ">= 1 (it lists the block as recomputed)" : "1 (it does not list the block as recomputed)";
+        ok = listed ? k >= m : k == m;
+        expect = (listed ? ">= 1" : "1") + per +
+                 (listed ? " (it lists the block as recomputed)" : " (it does not list the block as recomputed)");
       } else {
-        ok = k >= 1;
-        expect = ">= 1";
+        ok = k >= m;
+        expect = ">= 1" + per;
       }
-      if (p != 1 || !ok)
+      if (p != m || !ok)
         return "step " + std::to_string(st) + " block " + std::to_string(i) + ": " + std::to_string(p) +
-               " forward call(s) in the plain run (expected 1) and " + std::to_string(k) +
-               " in the checkpointed run (expected " + expect + ")";
+               " forward call(s) in the plain run (expected 1" + per + ") and " + std::to_string(k) +
+               " in the checkpointed run (expected " + expect + ")" +
+               (m > 1 ? " over " + std::to_string(m) + " micro-batches" : "");
     }
   return std::nullopt;
 }
@@ -238,7 +243,7 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     o.differences = toJson(c)["differences"];
     std::vector<NamedMat<T>> initial;  // the buffers before step 0: what a second update is judged from
     for (const auto* b : chain.buffers()) initial.push_back({b->name, b->value});
-    o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp);
+    o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp, spec.microBatches);
     if (o.diagnosis && worthDropoutOffRerun(*o.diagnosis, spec.dropout) &&
         agreesWithDropoutOff<T>(s, spec, dir, layout))
       o.diagnosis = dropoutOffDiagnosis();
@@ -251,7 +256,7 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
 
   // Check 3: what the adapter reports about its own run.
   if (pm.forwardCalls && cm.forwardCalls) {
-    if (auto why = forwardCallsViolation(pm, cm, steps, L)) {
+    if (auto why = forwardCallsViolation(pm, cm, steps, L, spec.microBatches)) {
       o.verdict = Verdict::kFinding;
       o.check = kForwardCalls;
       o.message = *why;

@@ -46,13 +46,17 @@ std::vector<std::string> kindNames() {
   return names;
 }
 
+// A step's figures: with micro-batches, the peak is one micro-batch's and the evaluations and FLOPs the step's
+// (what `run` measures).
 nlohmann::json planJson(const Schedule& s, const Plan& p, int layers) {
   nlohmann::json j;
+  const FlopCounts f = p.stepFlops();
   j["policy"] = s.policy;
   j["layers"] = layers;
-  j["forward_evals"] = p.forwardEvals;
+  j["micro_batches"] = p.passes;
+  j["forward_evals"] = p.stepForwardEvals();
   j["peak_activation_bytes"] = p.peakActivationBytes;
-  j["flops"] = {{"forward", p.flops.forward}, {"recompute", p.flops.recompute}, {"backward", p.flops.backward}};
+  j["flops"] = {{"forward", f.forward}, {"recompute", f.recompute}, {"backward", f.backward}};
   j["flop_overhead"] = p.flopOverhead();
   return j;
 }
@@ -94,12 +98,15 @@ void addPlan(CLI::App& app, int& exitCode) {
       if (o->schedule) out["schedule"] = toJson(s);
       std::cout << out.dump(2) << "\n";
     } else {
-      std::cout << "policy " << s.policy << " on " << cost.layers() << " layers\n"
+      const FlopCounts f = p.stepFlops();
+      std::cout << "policy " << s.policy << " on " << cost.layers() << " layers"
+                << (p.passes > 1 ? ", " + std::to_string(p.passes) + " micro-batches (peak: one micro-batch's; the rest: the step's)" : "")
+                << "\n"
                 << "  peak activation bytes  " << p.peakActivationBytes << "\n"
-                << "  forward evaluations    " << p.forwardEvals << "\n"
-                << "  FLOPs forward          " << p.flops.forward << "\n"
-                << "  FLOPs recompute        " << p.flops.recompute << "\n"
-                << "  FLOPs backward         " << p.flops.backward << "\n"
+                << "  forward evaluations    " << p.stepForwardEvals() << "\n"
+                << "  FLOPs forward          " << f.forward << "\n"
+                << "  FLOPs recompute        " << f.recompute << "\n"
+                << "  FLOPs backward         " << f.backward << "\n"
                 << "  FLOP overhead          " << p.flopOverhead() << "\n";
       if (o->schedule) std::cout << toText(s);
     }

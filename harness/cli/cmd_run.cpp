@@ -52,10 +52,11 @@ nlohmann::json planMismatches(const Plan& plan, const std::vector<StepResult<T>>
   for (size_t s = 0; s < rs.size(); ++s) {
     const int step = static_cast<int>(s);
     check(step, "peak_activation_bytes", plan.peakActivationBytes, rs[s].peakActivationBytes);
-    check(step, "forward_evals", plan.forwardEvals, rs[s].forwardEvals);
-    check(step, "flops.forward", plan.flops.forward, rs[s].flops.forward);
-    check(step, "flops.recompute", plan.flops.recompute, rs[s].flops.recompute);
-    check(step, "flops.backward", plan.flops.backward, rs[s].flops.backward);
+    // A step runs the schedule once per micro-batch: compare with the plan's step totals.
+    check(step, "forward_evals", plan.stepForwardEvals(), rs[s].forwardEvals);
+    check(step, "flops.forward", plan.stepFlops().forward, rs[s].flops.forward);
+    check(step, "flops.recompute", plan.stepFlops().recompute, rs[s].flops.recompute);
+    check(step, "flops.backward", plan.stepFlops().backward, rs[s].flops.backward);
   }
   return out;
 }
@@ -117,7 +118,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
     Chain<T> fresh = buildChain<T>(spec);
     std::vector<NamedMat<T>> initial;
     for (auto* b : fresh.buffers()) initial.push_back({b->name, b->value});
-    diagnosis = diagnoseSteps(ref, eng, initial, kRoundingLevelUlp);
+    diagnosis = diagnoseSteps(ref, eng, initial, kRoundingLevelUlp, spec.microBatches);
   }
   const nlohmann::json mismatches = planMismatches(plan, eng);
   nlohmann::json j;
@@ -131,7 +132,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["bitwise_equal"] = cmp.bitwiseEqual;
   j["differences"] = toJson(cmp)["differences"];
   j["diagnosis"] = diagnosis ? toJson(*diagnosis) : nlohmann::json();
-  j["planned"] = costJson(plan.peakActivationBytes, plan.forwardEvals, plan.flops);
+  j["planned"] = costJson(plan.peakActivationBytes, plan.stepForwardEvals(), plan.stepFlops());
   j["measured"] = costJson(eng[0].peakActivationBytes, eng[0].forwardEvals, eng[0].flops);
   j["reference"] = costJson(ref[0].peakActivationBytes, ref[0].forwardEvals, ref[0].flops);
   j["planned_equals_measured"] = mismatches.empty();

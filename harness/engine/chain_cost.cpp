@@ -9,20 +9,21 @@ namespace {
 // Boundary and loss costs of a case; the block programs are the caller's.
 template <class T>
 ChainCost withoutBlocks(const CaseSpec& spec) {
-  const Shape x{spec.rows(), spec.width};
+  const Shape x{spec.microRows(), spec.width};
   ChainCost cc;
   cc.inputBytes = x.size() * static_cast<int64_t>(sizeof(T));
   cc.loss.inBytes = cc.inputBytes;
-  // A loss's metadata depends on shapes only, so empty labels/targets suffice.
-  if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}).meta(x);
-  else cc.loss.meta = MseLoss<T>(Mat<T>()).meta(x);
+  cc.microBatches = spec.microBatches;
+  // A loss's metadata depends on shapes (and the micro-batch divisor) only, so empty labels/targets suffice.
+  if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}, spec.microBatches).meta(x);
+  else cc.loss.meta = MseLoss<T>(Mat<T>(), spec.microBatches).meta(x);
   return cc;
 }
 
 // The program of a block built alone: its parameters are allocated to read its op metadata, nothing else.
 template <class T>
 BlockProgram programOf(const BlockSpec& b, const CaseSpec& spec) {
-  return blockProgram(makeBlock<T>(b, spec, 0), Shape{spec.rows(), spec.width});
+  return blockProgram(makeBlock<T>(b, spec, 0), Shape{spec.microRows(), spec.width});
 }
 
 template <class T>

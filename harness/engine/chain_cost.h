@@ -19,6 +19,9 @@ struct ChainCost {
   std::vector<int> programOf;          // per block: index into programs
   int64_t inputBytes = 0;              // x_0
   LossCost loss;
+  // The passes of one step (cases/micro_batches.h): every size above is one micro-batch's, and each runs the
+  // schedule once.
+  int64_t microBatches = 1;
 
   int layers() const { return static_cast<int>(programOf.size()); }
   const BlockProgram& block(int i) const { return programs[static_cast<size_t>(programOf[static_cast<size_t>(i)])]; }
@@ -33,7 +36,8 @@ ChainCost chainCost(const Chain<T>& c) {
   }
   cc.inputBytes = c.boundaryShape().size() * static_cast<int64_t>(sizeof(T));
   cc.loss.inBytes = cc.inputBytes;
-  cc.loss.meta = c.loss->meta(c.boundaryShape());
+  cc.loss.meta = c.lossOf(0).meta(c.boundaryShape());
+  cc.microBatches = c.spec.microBatches;
   return cc;
 }
 

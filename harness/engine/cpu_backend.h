@@ -18,32 +18,36 @@ class CpuBackend {
   using Act = Tensor<T>;
   using Tape = BlockTape<T>;
 
-  explicit CpuBackend(Chain<T>& c) : c_(c) {}
+  explicit CpuBackend(Chain<T>& c) : c_(c), sums_(c) {}
 
   int layers() const { return c_.size(); }
   Rng& rng() { return c_.rng; }
-  Act input() { return Act::from(c_.input); }
+  Act input(int m) { return c_.inputOf(m); }
   void zeroGrads() { ckpt::zeroGrads(c_); }
   Act forward(int i, const Act& x, Tape* tape, const KeepMask& keep, const BlockEnv& env) {
     return blockForward(c_.blocks[at(i)], x, tape, keep, env);
   }
   void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { ckpt::recomputeDropped(c_.blocks[at(i)], tape, env); }
   Act backward(int i, Tape&& tape, Act&& dy) { return blockBackward(c_.blocks[at(i)], std::move(tape), std::move(dy)); }
-  // Loss forward in the forward phase, its backward in the backward phase; returns dL/dx_L.
-  Act loss(const Act& x, ActivationMeter& meter) {
-    const OpMeta m = c_.loss->meta(c_.boundaryShape());
+  // Micro-batch `mb`'s loss forward in the forward phase, its backward in the backward phase; returns dL/dx_L.
+  Act loss(const Act& x, ActivationMeter& meter, int mb) {
+    Loss<T>& lossFn = c_.lossOf(mb);
+    const OpMeta m = lossFn.meta(c_.boundaryShape());
     Context<T> ctx;
     meter.phase = Phase::kForward;
-    loss_ = c_.loss->forward(x, &ctx);
+    loss_ = lossFn.forward(x, &ctx);
     meter.countFlops(m.forwardFlops);
     meter.phase = Phase::kBackward;
-    Act g = c_.loss->backward(ctx);
+    Act g = lossFn.backward(ctx);
     meter.countFlops(m.backwardFlops);
     return g;
   }
+  // After micro-batch m's backward and shared-gradient sums: its loss, gradients and dx into the step's sums.
+  void endMicroBatch(int m, Act& dx) { sums_.add(m, loss_, dx); }
+  void zeroAccumulated(int block) { sums_.zeroBlock(block); }
   const CaseSpec& spec() const { return c_.spec; }
   void reduceSharedGrads(const std::vector<int>& users, int owner) { ckpt::reduceSharedGrads(c_, users, owner); }
-  StepResult<T> collect(const Act& dx) { return collectStep(c_, loss_, dx); }
+  StepResult<T> collect(const Act& dx) { return collectStep(c_, sums_, dx); }
   void sgd(bool frozenToo) { sgdUpdate(c_, frozenToo); }
 
   void copy(Act& dst, const Act& src) { dst.map() = src.map(); }
@@ -60,6 +64,7 @@ class CpuBackend {
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
   Chain<T>& c_;
+  MicroBatchSums<T> sums_;
   T loss_ = 0;
 };
 

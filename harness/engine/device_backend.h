@@ -25,14 +25,16 @@ class DeviceBackend {
 
   int layers() const { return c_.layers(); }
   Rng& rng() { return c_.rng(); }
-  Act input() { return c_.input(); }
+  Act input(int m) { return c_.input(m); }
   void zeroGrads() { c_.zeroGrads(); }
   Act forward(int i, const Act& x, Tape* tape, const KeepMask& keep, const BlockEnv& env) {
     return c_.forward(i, x, tape, keep, deviceEnv(env));
   }
   void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { c_.recomputeDropped(i, tape, deviceEnv(env)); }
   Act backward(int i, Tape&& tape, Act&& dy) { return c_.backward(i, std::move(tape), std::move(dy)); }
-  Act loss(const Act& x, ActivationMeter& meter) { return c_.loss(x, meter); }
+  Act loss(const Act& x, ActivationMeter& meter, int m) { return c_.loss(x, meter, m); }
+  void endMicroBatch(int m, Act& dx) { c_.endMicroBatch(m, dx); }
+  void zeroAccumulated(int block) { c_.zeroAccumulated(block); }
   const CaseSpec& spec() const { return c_.spec(); }
   void reduceSharedGrads(const std::vector<int>& users, int owner) { c_.reduceSharedGrads(users, owner); }
   StepResult<T> collect(const Act& dx) { return gpu::toStepResult(c_.values(dx)); }

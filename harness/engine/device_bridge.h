@@ -45,6 +45,26 @@ DNodeDesc<T> describeNode(Node<T>& node, std::span<const Shape> in) {
   return d;
 }
 
+// One micro-batch's loss (cases/micro_batches.h): its targets, divisor and FLOPs.
+template <class T>
+DLossDesc<T> describeLoss(const Loss<T>& loss, Shape x, int64_t divisor) {
+  DLossDesc<T> d;
+  const OpMeta lm = loss.meta(x);
+  d.forwardFlops = lm.forwardFlops;
+  d.backwardFlops = lm.backwardFlops;
+  d.divisor = divisor;
+  if (auto* ce = dynamic_cast<const CrossEntropyLoss<T>*>(&loss)) {
+    d.kind = DLossKind::kCrossEntropy;
+    d.labels = ce->labels();
+  } else if (auto* mse = dynamic_cast<const MseLoss<T>*>(&loss)) {
+    d.kind = DLossKind::kMse;
+    d.target = toHostMatrix("target", mse->target());
+  } else {
+    throw std::invalid_argument("device backend: no device loss for '" + loss.kind() + "'");
+  }
+  return d;
+}
+
 // The chain as it is now (its current weights, buffers and generator).
 template <class T>
 DeviceModel<T> describeChain(Chain<T>& c) {
@@ -62,18 +82,7 @@ DeviceModel<T> describeChain(Chain<T>& c) {
     }
     m.blocks.push_back(std::move(bd));
   }
-  const OpMeta lm = c.loss->meta(x);
-  m.loss.forwardFlops = lm.forwardFlops;
-  m.loss.backwardFlops = lm.backwardFlops;
-  if (auto* ce = dynamic_cast<CrossEntropyLoss<T>*>(c.loss.get())) {
-    m.loss.kind = DLossKind::kCrossEntropy;
-    m.loss.labels = ce->labels();
-  } else if (auto* mse = dynamic_cast<MseLoss<T>*>(c.loss.get())) {
-    m.loss.kind = DLossKind::kMse;
-    m.loss.target = toHostMatrix("target", mse->target());
-  } else {
-    throw std::invalid_argument("device backend: no device loss for '" + c.loss->kind() + "'");
-  }
+  for (int mb = 0; mb < c.microBatches(); ++mb) m.losses.push_back(describeLoss(c.lossOf(mb), x, c.spec.microBatches));
   m.input = toHostMatrix("input", c.input);
   m.rngModel = c.rng.model();
   m.rng = c.rng.state();

@@ -40,6 +40,10 @@ class StepView {
   virtual void mapParamGrads(int block, const ElementFn& f) = 0;
   // Whether x_boundary requires a gradient (boundaryRequiresGrad: the input does, or a block below trains).
   virtual bool requiresGrad(int boundary) const = 0;
+  // The micro-batch this pass runs (cases/micro_batches.h; 0 without micro-batches), and, for a gradient
+  // accumulation bug, zeroing the sums of the micro-batches before it of a block's trained parameters.
+  virtual int microBatch() const { return 0; }
+  virtual void zeroAccumulatedGrads(int block) {}
 };
 
 class EngineVariant {

@@ -12,6 +12,7 @@
 // step, block and node only. Recomputes never update module state. Every decision point is a hook of
 // EngineVariant (engine_variant.h); the default variant is the correct engine.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "harness/engine/engine_variant.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/schedule.h"
+#include "cases/micro_batches.h"
 #include "reference/step.h"
 
 namespace ckpt {
@@ -79,28 +81,31 @@ class StepRunner final : public StepView {
       : b_(b), s_(s), step_(step), v_(v), times_(times), n_(b.layers()), x_(at(n_) + 1), checkpoint_(at(n_) + 1, 0),
         g_(at(n_) + 1), tapes_(at(n_)), tapeRecomputed_(at(n_), 0), forwarded_(at(n_), 0), rngAtFirst_(at(n_)) {}
 
-  // Runs the step; the meter must outlive this runner's tensors (the caller owns both). Without `collect` the
-  // results are not gathered (a device timing run skips the downloads), only the measurements and generator.
+  // Runs the step: the schedule once per micro-batch (cases/micro_batches.h), each pass from fresh boundaries,
+  // tapes and zero gradients, its gradients, loss and dx then taken into the step's sums by the backend. The
+  // meter must outlive this runner's tensors (the caller owns both). Without `collect` the results are not
+  // gathered (a device timing run skips the downloads), only the measurements and generator.
   StepResult<T> run(ActivationMeter& meter, bool collect = true) {
     meter_ = &meter;
     Act dx;
     {
       MeterScope scope(&meter);
-      b_.zeroGrads();
-      x_[0] = b_.input();
-      checkpoint_[0] = 1;
-      for (const Instr& in : s_.instrs) {
-        switch (in.kind) {
-          case InstrKind::kForward: forward(in.block, in.tape); break;
-          case InstrKind::kFree: x_[at(in.block)].reset(); checkpoint_[at(in.block)] = 0; break;
-          case InstrKind::kLoss: runLoss(); break;
-          case InstrKind::kBackward: backward(in.block); break;
+      for (int m = 0; m < static_cast<int>(b_.spec().microBatches); ++m) {
+        startPass(m);
+        for (const Instr& in : s_.instrs) {
+          switch (in.kind) {
+            case InstrKind::kForward: forward(in.block, in.tape); break;
+            case InstrKind::kFree: x_[at(in.block)].reset(); checkpoint_[at(in.block)] = 0; break;
+            case InstrKind::kLoss: runLoss(); break;
+            case InstrKind::kBackward: backward(in.block); break;
+          }
         }
+        dx = std::move(g_[0]);
+        for (const ShareGroup& g : shareGroups(b_.spec())) b_.reduceSharedGrads(v_.sharedGradOrder(g.users), g.owner);
+        if (!v_.reportInputGradient()) dx.reset();
+        b_.endMicroBatch(m, dx);
       }
-      dx = std::move(g_[0]);
-      for (const ShareGroup& g : shareGroups(b_.spec())) b_.reduceSharedGrads(v_.sharedGradOrder(g.users), g.owner);
     }
-    if (!v_.reportInputGradient()) dx.reset();
     StepResult<T> r = collect ? b_.collect(dx) : StepResult<T>();
     dx.reset();
     r.rng = b_.rng().state();
@@ -136,6 +141,8 @@ class StepRunner final : public StepView {
   std::string nodeKind(int b, int node) const override { return b_.nodeKind(b, node); }
   void mapParamGrads(int b, const ElementFn& f) override { b_.mapParamGrads(b, f); }
   bool requiresGrad(int boundary) const override { return boundaryRequiresGrad(b_.spec(), boundary); }
+  int microBatch() const override { return micro_; }
+  void zeroAccumulatedGrads(int block) override { b_.zeroAccumulated(block); }
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
@@ -144,9 +151,24 @@ class StepRunner final : public StepView {
     return x_[at(b)];
   }
 
+  // Micro-batch m's pass starts from nothing held but its x_0, and its blocks' first forwards are yet to run.
+  void startPass(int m) {
+    micro_ = m;
+    passStep_ = microStep(b_.spec(), step_, m);
+    for (auto& x : x_) x.reset();
+    for (auto& g : g_) g.reset();
+    for (auto& t : tapes_) t.reset();
+    std::fill(checkpoint_.begin(), checkpoint_.end(), 0);
+    std::fill(tapeRecomputed_.begin(), tapeRecomputed_.end(), 0);
+    std::fill(forwarded_.begin(), forwarded_.end(), 0);
+    b_.zeroGrads();
+    x_[0] = b_.input(m);
+    checkpoint_[0] = 1;
+  }
+
   void forward(int i, bool withTape) {
     const bool recompute = forwarded_[at(i)] != 0;
-    BlockEnv env{&b_.rng(), step_, i, true, {}};
+    BlockEnv env{&b_.rng(), passStep_, i, true, {}};
     if (recompute) env = v_.recomputeEnv(env);
     v_.beforeForward(i, recompute, *this);
     const Act& input = heldBoundary(v_.forwardInput(i, recompute, *this));
@@ -177,7 +199,7 @@ class StepRunner final : public StepView {
   }
 
   void runLoss() {
-    g_[at(n_)] = b_.loss(x_[at(n_)], *meter_);
+    g_[at(n_)] = b_.loss(x_[at(n_)], *meter_, micro_);
     x_[at(n_)].reset();
     checkpoint_[at(n_)] = 0;
   }
@@ -190,7 +212,7 @@ class StepRunner final : public StepView {
     if (dropped) {
       meter_->phase = Phase::kRecompute;
       Stopwatch watch(times_);
-      b_.recomputeDropped(i, tape, v_.recomputeEnv(BlockEnv{&b_.rng(), step_, i, true, {}}));
+      b_.recomputeDropped(i, tape, v_.recomputeEnv(BlockEnv{&b_.rng(), passStep_, i, true, {}}));
     }
     meter_->phase = Phase::kBackward;
     g_[at(i)] = b_.backward(i, std::move(tape), std::move(g_[at(i) + 1]));
@@ -200,6 +222,8 @@ class StepRunner final : public StepView {
   B& b_;
   const Schedule& s_;
   int step_;
+  int micro_ = 0;     // the micro-batch of the pass running
+  int passStep_ = 0;  // its step as the counter-based generator keys it (microStep)
   const EngineVariant& v_;
   ExecutorTimes* times_;
   int n_;

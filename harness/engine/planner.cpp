@@ -106,6 +106,7 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
     pool.compact();
   }
   p.peakActivationBytes = pool.peak();
+  p.passes = c.microBatches;
   return p;
 }
 

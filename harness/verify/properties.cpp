@@ -114,7 +114,7 @@ void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, const std
     r.ran = true;
     r.comparison = compareSteps(reference, got);
     if (!r.comparison.bitwiseEqual) {
-      r.diagnosis = diagnoseSteps(reference, got, initial, kRoundingLevelUlp);
+      r.diagnosis = diagnoseSteps(reference, got, initial, kRoundingLevelUlp, t.spec.microBatches);
       if (r.diagnosis && worthDropoutOffRerun(*r.diagnosis, t.spec.dropout) &&
           equalWithDropoutOff<T>(t.spec, r.schedule, engine, device))
         r.diagnosis = dropoutOffDiagnosis();
@@ -150,11 +150,15 @@ void runEngines(Trial& t, const EngineVariant& engine) {
   });
 }
 
-// What a run cost: measured where the engine ran (every step the same, property 2 checks that), else planned.
+// What one pass of a run cost (a step's, or one micro-batch's, as a policy's bounds speak of): measured where the
+// engine ran (every step and pass the same, property 2 checks that), else planned.
 StepCost costOf(const PolicyRun& r) {
   if (r.ran && !r.measured.empty()) {
     StepCost c = r.measured[0];
     for (const auto& m : r.measured) c.peakActivationBytes = std::max(c.peakActivationBytes, m.peakActivationBytes);
+    const int64_t n = r.plan.passes;
+    c.forwardEvals /= n;
+    c.flops = {c.flops.forward / n, c.flops.recompute / n, c.flops.backward / n};
     return c;
   }
   return {r.plan.peakActivationBytes, r.plan.forwardEvals, r.plan.flops};
@@ -233,11 +237,13 @@ std::optional<Violation> plannedEqualsMeasured(const Trial& t) {
                          "step " + std::to_string(s) + " " + what + ": planned " + std::to_string(planned) +
                              ", measured " + std::to_string(measured));
       };
+      // A step runs the schedule once per micro-batch: the plan is one pass's.
+      const FlopCounts f = p.stepFlops();
       for (auto v : {check("peak_activation_bytes", p.peakActivationBytes, m.peakActivationBytes),
-                     check("forward_evals", p.forwardEvals, m.forwardEvals),
-                     check("flops.forward", p.flops.forward, m.flops.forward),
-                     check("flops.recompute", p.flops.recompute, m.flops.recompute),
-                     check("flops.backward", p.flops.backward, m.flops.backward)})
+                     check("forward_evals", p.stepForwardEvals(), m.forwardEvals),
+                     check("flops.forward", f.forward, m.flops.forward),
+                     check("flops.recompute", f.recompute, m.flops.recompute),
+                     check("flops.backward", f.backward, m.flops.backward)})
         if (v) return v;
     }
   }

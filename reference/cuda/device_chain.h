@@ -24,16 +24,22 @@ class DeviceChain {
   virtual ~DeviceChain() = default;
   virtual int layers() const = 0;
   virtual Rng& rng() = 0;
-  // x_0 as a fresh activation (charged to the current meter).
-  virtual DTensor<T> input() = 0;
+  // Micro-batch m's x_0 (cases/micro_batches.h; the whole input without micro-batches) as a fresh activation
+  // (charged to the current meter).
+  virtual DTensor<T> input(int m) = 0;
   virtual void zeroGrads() = 0;
   virtual DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
                              const DBlockEnv& env) = 0;
   virtual void recomputeDropped(int block, DBlockTape<T>& tape, const DBlockEnv& env) = 0;
   virtual DTensor<T> backward(int block, DBlockTape<T>&& tape, DTensor<T>&& dy) = 0;
   // The loss forward (FLOPs counted in the forward phase) and its backward (in the backward phase); returns
-  // dL/dx_L and keeps the loss value on the device for values().
-  virtual DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter) = 0;
+  // dL/dx_L and keeps the loss value on the device for values(). Micro-batch m's loss: its rows, divided by M.
+  virtual DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter, int m) = 0;
+  // After micro-batch m's backward and shared-gradient sums: its loss, trained gradients and dx go into the
+  // step's sums (reference/step.h's MicroBatchSums; dx is released into a host copy with micro-batches).
+  virtual void endMicroBatch(int m, DTensor<T>& dx) = 0;
+  // The sums so far of block `block`'s trained parameters become zero (mutant micro-batch-grads-zeroed's).
+  virtual void zeroAccumulated(int block) = 0;
   // The case (its sharing and freezing rules, cases/param_sharing.h).
   virtual const CaseSpec& spec() const = 0;
   // Adds the gradient copies of blocks `users` in that order (cases/param_sharing.h), the sum into `owner`'s.

@@ -52,6 +52,7 @@ struct DLossDesc {
   DLossKind kind = DLossKind::kCrossEntropy;
   std::vector<int> labels;  // cross-entropy
   HostMatrix<T> target;     // mse
+  int64_t divisor = 1;      // micro-batches: the value divided by it, the gradient scaled by its inverse
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
 };
@@ -60,8 +61,8 @@ template <class T>
 struct DeviceModel {
   CaseSpec spec;
   std::vector<DBlockDesc<T>> blocks;
-  DLossDesc<T> loss;
-  HostMatrix<T> input;  // x_0 (rows, width)
+  std::vector<DLossDesc<T>> losses;  // one per micro-batch (cases/micro_batches.h), its rows' targets
+  HostMatrix<T> input;  // x_0 (rows, width): every micro-batch's rows
   RngModel rngModel = RngModel::kStateful;
   RngState rng;         // the generator at the start of training
 };

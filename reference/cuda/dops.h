@@ -60,7 +60,8 @@ template <class T, class X>
 class DLoss {
  public:
   DLoss(X& x, const DLossDesc<T>& d, int64_t rows, int64_t cols)
-      : x_(&x), kind_(d.kind), rows_(rows), cols_(cols), value_(DTensor<T>::untracked(x.pool(), 1, 1)) {
+      : x_(&x), kind_(d.kind), rows_(rows), cols_(cols), divisor_(d.divisor),
+        value_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     if (kind_ == DLossKind::kCrossEntropy) {
       if (static_cast<int64_t>(d.labels.size()) != rows)
         throw std::invalid_argument("cross_entropy: " + std::to_string(d.labels.size()) + " labels for " +
@@ -89,6 +90,7 @@ class DLoss {
       x_->launch(1, SumRows<T>{value_.data(), terms.data(), rows_, static_cast<T>(rows_ * cols_)});
       if (ctx) saveFields(*ctx, Saved{xin});
     }
+    if (divisor_ > 1) x_->launch(1, DivideBy<T>{value_.data(), static_cast<T>(divisor_)});
   }
 
   DTensor<T> backward(const DContext<T>& ctx) {
@@ -100,6 +102,7 @@ class DLoss {
       x_->launch(dx.size(), MseBackward<T>{dx.data(), loadFields<Saved>(ctx).operand.data(), target_.data(),
                                            T(2) / static_cast<T>(rows_ * cols_)});
     }
+    if (divisor_ > 1) x_->launch(dx.size(), ScaleBy<T>{dx.data(), T(1) / static_cast<T>(divisor_)});
     return dx;
   }
 
@@ -112,6 +115,7 @@ class DLoss {
   X* x_;
   DLossKind kind_;
   int64_t rows_, cols_;
+  int64_t divisor_;
   DTensor<T> value_;
   DTensor<int> labels_;
   DTensor<T> target_;

@@ -3,6 +3,7 @@
 // device_steps.cpp (g++) and on CudaExec by gpu_trainer.cu (nvcc); the schedule is interpreted by
 // harness/engine/executor.h for both, with the CPU engine's hooks.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 
 #include "reference/cuda/dblock.h"
 #include "reference/cuda/device_chain.h"
+#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 
 namespace ckpt::gpu {
@@ -19,8 +21,8 @@ template <class T, class X>
 class ExecChain : public DeviceChain<T> {
  public:
   ExecChain(X& x, const DeviceModel<T>& m)
-      : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed), rows_(m.input.rows),
-        cols_(m.input.cols) {
+      : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed),
+        rows_(m.spec.microRows()), cols_(m.input.cols), lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     rng_.setState(m.rng);
     for (const auto& bd : m.blocks) {
       DBlock<T, X> b;
@@ -30,20 +32,26 @@ class ExecChain : public DeviceChain<T> {
                                       nd.backwardFlops, nd.opKind});
       blocks_.push_back(std::move(b));
     }
-    loss_ = std::make_unique<DLoss<T, X>>(x, m.loss, rows_, cols_);
-    lossForwardFlops_ = m.loss.forwardFlops;
-    lossBackwardFlops_ = m.loss.backwardFlops;
+    for (const auto& l : m.losses) losses_.push_back(std::make_unique<DLoss<T, X>>(x, l, rows_, cols_));
+    lossDescs_ = m.losses;
     input_ = uploadMatrix(x, m.input);
     for (auto& b : blocks_)
       for (auto& n : b.nodes) {
         for (auto* p : n.op->params()) params_.push_back(p);
         for (auto* s : n.op->buffers()) buffers_.push_back(s);
       }
+    // Allocated once, so a step hands the pool back what it took (deviceSteps checks).
+    if (spec_.microBatches > 1)
+      for (auto* p : trainedParams()) sums_.push_back(DTensor<T>::untracked(x.pool(), p->grad.rows(), p->grad.cols()));
   }
 
   int layers() const override { return static_cast<int>(blocks_.size()); }
   Rng& rng() override { return rng_; }
-  DTensor<T> input() override { return cloneActivation(*x_, input_); }
+  DTensor<T> input(int m) override {
+    auto c = DTensor<T>::empty(x_->pool(), rows_, cols_);
+    x_->copy(c.data(), input_.data() + microBatchFirstRow(spec_, m) * cols_, c.size());
+    return c;
+  }
   void zeroGrads() override {
     for (auto* p : params_) x_->launch(p->grad.size(), Fill<T>{p->grad.data(), T(0)});
   }
@@ -57,15 +65,38 @@ class ExecChain : public DeviceChain<T> {
   DTensor<T> backward(int block, DBlockTape<T>&& tape, DTensor<T>&& dy) override {
     return deviceBlockBackward(*x_, blocks_.at(at(block)), std::move(tape), std::move(dy));
   }
-  DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter) override {
+  DTensor<T> loss(const DTensor<T>& x, ActivationMeter& meter, int m) override {
+    DLoss<T, X>& lossFn = *losses_.at(at(m));
     DContext<T> ctx;
     meter.phase = Phase::kForward;
-    loss_->forward(x, &ctx);
-    meter.countFlops(lossForwardFlops_);
+    lossFn.forward(x, &ctx);
+    meter.countFlops(lossDescs_.at(at(m)).forwardFlops);
     meter.phase = Phase::kBackward;
-    DTensor<T> g = loss_->backward(ctx);
-    meter.countFlops(lossBackwardFlops_);
+    DTensor<T> g = lossFn.backward(ctx);
+    meter.countFlops(lossDescs_.at(at(m)).backwardFlops);
     return g;
+  }
+  void endMicroBatch(int m, DTensor<T>& dx) override {
+    const DTensor<T>& loss = losses_.at(at(m))->value();
+    if (m == 0) x_->launch(1, Copy<T>{lossSum_.data(), loss.data()});
+    else x_->launch(1, AccumulateInto<T>{lossSum_.data(), loss.data()});
+    if (spec_.microBatches == 1) return;
+    const auto ps = trainedParams();
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (m == 0) x_->launch(sums_[k].size(), Copy<T>{sums_[k].data(), ps[k]->grad.data()});
+      else x_->launch(sums_[k].size(), AccumulateInto<T>{sums_[k].data(), ps[k]->grad.data()});
+    if (dx.defined()) {
+      if (m == 0) inputGrad_ = HostMatrix<T>{"input", spec_.rows(), cols_, std::vector<T>(static_cast<size_t>(spec_.rows() * cols_))};
+      x_->download(inputGrad_.data.data() + microBatchFirstRow(spec_, m) * cols_, dx.data(), dx.size());
+    }
+    dx.reset();
+  }
+  void zeroAccumulated(int block) override {
+    if (spec_.microBatches == 1 || !blockTrains(spec_, block)) return;
+    const auto ps = trainedParams(), mine = blockParams(paramOwner(spec_, block));
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (std::find(mine.begin(), mine.end(), ps[k]) != mine.end())
+        x_->launch(sums_[k].size(), Fill<T>{sums_[k].data(), T(0)});
   }
   const CaseSpec& spec() const override { return spec_; }
   void reduceSharedGrads(const std::vector<int>& users, int owner) override {
@@ -76,13 +107,16 @@ class ExecChain : public DeviceChain<T> {
     }
     if (users.back() != owner) copyParams(users.back(), owner, false);
   }
+  // With micro-batches the parameters first take the step's sums (endMicroBatch), as the CPU's collectStep.
   DeviceValues<T> values(const DTensor<T>& dx) override {
     DeviceValues<T> r;
-    x_->download(&r.loss, loss_->value().data(), 1);
-    for (int i = 0; i < layers(); ++i)
-      if (paramOwner(spec_, i) == i && blockTrains(spec_, i))
-        for (auto* p : blockParams(i)) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
+    const auto ps = trainedParams();
+    if (spec_.microBatches > 1)
+      for (size_t k = 0; k < ps.size(); ++k) x_->launch(sums_[k].size(), Copy<T>{ps[k]->grad.data(), sums_[k].data()});
+    x_->download(&r.loss, lossSum_.data(), 1);
+    for (auto* p : ps) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
     if (dx.defined() && spec_.inputGrad) r.inputGrad = downloadMatrix(*x_, dx, "input");
+    if (spec_.microBatches > 1 && spec_.inputGrad) r.inputGrad = inputGrad_;
     for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
     return r;
   }
@@ -135,6 +169,14 @@ class ExecChain : public DeviceChain<T> {
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
+  // Every trained owner's parameters, model order (the CPU chain's trainedParams()).
+  std::vector<DParam<T>*> trainedParams() {
+    std::vector<DParam<T>*> ps;
+    for (int i = 0; i < layers(); ++i)
+      if (paramOwner(spec_, i) == i && blockTrains(spec_, i))
+        for (auto* p : blockParams(i)) ps.push_back(p);
+    return ps;
+  }
   // Block `dst`'s parameter copies take block `src`'s values (or gradients).
   void copyParams(int src, int dst, bool values) {
     const auto from = blockParams(src), into = blockParams(dst);
@@ -150,8 +192,11 @@ class ExecChain : public DeviceChain<T> {
   Rng rng_;
   int64_t rows_, cols_;
   std::vector<DBlock<T, X>> blocks_;
-  std::unique_ptr<DLoss<T, X>> loss_;
-  int64_t lossForwardFlops_ = 0, lossBackwardFlops_ = 0;
+  std::vector<std::unique_ptr<DLoss<T, X>>> losses_;  // one per micro-batch
+  std::vector<DLossDesc<T>> lossDescs_;
+  DTensor<T> lossSum_;                    // the step's loss: the micro-batches' values added in order
+  std::vector<DTensor<T>> sums_;          // micro-batches: the step's gradient sums, trainedParams() order
+  HostMatrix<T> inputGrad_;               // micro-batches: the step's input gradient, stacked
   DTensor<T> input_;
   std::vector<DParam<T>*> params_;
   std::vector<DBuffer<T>*> buffers_;

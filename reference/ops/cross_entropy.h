@@ -14,7 +14,8 @@ namespace ckpt {
 template <class T>
 class CrossEntropyLoss final : public Loss<T> {
  public:
-  explicit CrossEntropyLoss(std::vector<int> labels) : labels_(std::move(labels)) {}
+  explicit CrossEntropyLoss(std::vector<int> labels, int64_t divisor = 1)
+      : labels_(std::move(labels)), divisor_{divisor} {}
   std::string kind() const override { return "cross_entropy"; }
   const std::vector<int>& labels() const { return labels_; }
 
@@ -26,6 +27,7 @@ class CrossEntropyLoss final : public Loss<T> {
     m.forwardFlops = 5 * in.size() + 4 * in.rows + 1;
     m.backwardFlops = in.size() + in.rows;
     m.contextExtraBytes = in.size() * static_cast<int64_t>(sizeof(T));
+    divisor_.count(m, in);
     return m;
   }
 
@@ -48,7 +50,7 @@ class CrossEntropyLoss final : public Loss<T> {
       total += std::log(sum) - (xm(r, labels_[static_cast<size_t>(r)]) - mx);
     }
     if (ctx) saveFields(*ctx, Saved{probsT});
-    return total / static_cast<T>(n);
+    return divisor_.value(total / static_cast<T>(n));
   }
 
   Tensor<T> backward(const Context<T>& ctx) override {
@@ -60,7 +62,14 @@ class CrossEntropyLoss final : public Loss<T> {
     g = probs.map();
     for (int64_t r = 0; r < n; ++r) g(r, labels_[static_cast<size_t>(r)]) -= T(1);
     g *= invN;
+    divisor_.gradient(dx);
     return dx;
+  }
+
+  std::unique_ptr<Loss<T>> microBatch(int64_t firstRow, int64_t rows, int64_t divisor) const override {
+    const auto from = labels_.begin() + static_cast<std::ptrdiff_t>(firstRow);
+    return std::make_unique<CrossEntropyLoss<T>>(std::vector<int>(from, from + static_cast<std::ptrdiff_t>(rows)),
+                                                 divisor);
   }
 
  private:
@@ -79,6 +88,7 @@ class CrossEntropyLoss final : public Loss<T> {
   }
 
   std::vector<int> labels_;
+  LossDivisor<T> divisor_;
 };
 
 }  // namespace ckpt

@@ -11,7 +11,7 @@ namespace ckpt {
 template <class T>
 class MseLoss final : public Loss<T> {
  public:
-  explicit MseLoss(Mat<T> target) : target_(std::move(target)) {}
+  explicit MseLoss(Mat<T> target, int64_t divisor = 1) : target_(std::move(target)), divisor_{divisor} {}
   std::string kind() const override { return "mse"; }
   const Mat<T>& target() const { return target_; }
 
@@ -23,6 +23,7 @@ class MseLoss final : public Loss<T> {
     m.forwardFlops = 3 * in.size() + 1;
     m.backwardFlops = 2 * in.size() + 1;
     m.savesInputs = true;
+    divisor_.count(m, in);
     return m;
   }
 
@@ -33,14 +34,19 @@ class MseLoss final : public Loss<T> {
                                   std::to_string(target_.cols()) + ")");
     const T loss = (x.map() - target_).squaredNorm() / static_cast<T>(x.size());
     if (ctx) saveFields(*ctx, Saved{x});
-    return loss;
+    return divisor_.value(loss);
   }
 
   Tensor<T> backward(const Context<T>& ctx) override {
     const Tensor<T> x = loadFields<Saved>(ctx).x;
     auto dx = Tensor<T>::empty(x.rows(), x.cols());
     dx.map() = (x.map() - target_) * (T(2) / static_cast<T>(x.size()));
+    divisor_.gradient(dx);
     return dx;
+  }
+
+  std::unique_ptr<Loss<T>> microBatch(int64_t firstRow, int64_t rows, int64_t divisor) const override {
+    return std::make_unique<MseLoss<T>>(target_.middleRows(firstRow, rows), divisor);
   }
 
  private:
@@ -49,6 +55,7 @@ class MseLoss final : public Loss<T> {
     auto fields() { return std::tie(x); }
   };
   Mat<T> target_;
+  LossDivisor<T> divisor_;
 };
 
 }  // namespace ckpt

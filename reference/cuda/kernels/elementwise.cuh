@@ -123,6 +123,22 @@ struct Copy {
   CKPT_HD void operator()(int64_t i) const { out[i] = inp[i]; }
 };
 
+// out *= factor (a micro-batch loss's gradient, scaled by 1/M).
+template <class T>
+struct ScaleBy {
+  T* out;
+  T factor;
+  CKPT_HD void operator()(int64_t i) const { out[i] = out[i] * factor; }
+};
+
+// out /= divisor (a micro-batch loss's value, divided by M).
+template <class T>
+struct DivideBy {
+  T* out;
+  T divisor;
+  CKPT_HD void operator()(int64_t i) const { out[i] = out[i] / divisor; }
+};
+
 template <class T>
 struct Fill {
   T* out;
