@@ -40,6 +40,7 @@ const std::map<std::string, Property> kExpected = {
     {"shared-grads-forward-order", Property::kBitwiseEqual},
     {"frozen-params-updated", Property::kBitwiseEqual},
     {"no-grad-input-segment", Property::kBitwiseEqual},
+    {"micro-batch-grads-zeroed", Property::kBitwiseEqual},
 };
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {

@@ -20,6 +20,7 @@ Mutant contextBeforeFilled();
 Mutant inputGradDropped();
 Mutant sharedGradsForwardOrder();
 Mutant frozenParamsUpdated();
+Mutant microBatchGradsZeroed();
 Mutant noGradInputSegment();
 }  // namespace mutants
 
@@ -32,7 +33,7 @@ const std::vector<Mutant>& mutantCatalog() {
       mutants::recomputeLowPrecision(),   mutants::gradsAccumulatedTwice(),
       mutants::contextBeforeFilled(),     mutants::inputGradDropped(),
       mutants::sharedGradsForwardOrder(), mutants::frozenParamsUpdated(),
-      mutants::noGradInputSegment(),
+      mutants::noGradInputSegment(),      mutants::microBatchGradsZeroed(),
   };
   return all;
 }
