@@ -149,6 +149,18 @@ TEST(HostDeviceRuntime, StoreAllAgreesWithTheReferenceTrainer) {
   }
   CaseSpec tiny = loadCase(ckpt::test::catalogueCase("tiny").string());
   checkAgainstReference<double>(tiny);
+  // Gradient accumulation (cases/micro_batches.h): the device sums its micro-batches as the reference does.
+  checkAgainstReference<float>(loadCase(ckpt::test::catalogueCase("resnet-accum").string()));
+}
+
+// Micro-batches on the device: every policy bitwise equal to store-all under both generator models.
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllWithMicroBatches) {
+  CaseSpec spec = loadCase(ckpt::test::catalogueCase("resnet-accum").string());
+  spec.steps = 1;
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    spec.rng = rng;
+    checkEveryPolicy<float>(spec);
+  }
 }
 
 // The transformer catalogue case (the benchmark's case), store-all vs uniform, on the device runtime.

@@ -80,6 +80,7 @@ def main():
     p.add_argument("--class", dest="class_")
     p.add_argument("--found-in")
     p.add_argument("--covered")
+    p.add_argument("--holds", help="checks (comma-separated) whose status must be holds, whatever the exit code")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
     cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1:]]
@@ -112,6 +113,12 @@ def main():
             if n < 1:
                 fail("coverage: no checked case had %s (%s)" % (feature, json.dumps(rep.get("coverage"))))
             print("coverage: %d case(s) with %s" % (n, feature))
+    if a.holds:
+        status = {c["name"]: c["status"] for c in rep.get("checks", [])}
+        for check in a.holds.split(","):
+            if status.get(check) != "holds":
+                fail("check %s: %s, expected holds (%s)" % (check, status.get(check), json.dumps(rep.get("checks"))))
+            print("check %s holds" % check)
     items = rep["findings"] + ([rep["fault"]] if rep.get("fault") else [])
     if r.returncode == 0:
         if items:

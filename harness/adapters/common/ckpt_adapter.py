@@ -67,9 +67,38 @@ class Case:
         self.input = np.load(os.path.join(case_dir, "input.npy"))
         self.labels = np.load(os.path.join(case_dir, "labels.npy")) if self.loss == "cross_entropy" else None
         self.target = np.load(os.path.join(case_dir, "target.npy")) if self.loss == "mse" else None
+        # Gradient accumulation (PROTOCOL.md, "Micro-batches"): M passes per step, one per slice of rows.
+        self.micro_batches = int(s.get("micro_batches", 1))
 
     def _load(self, kind, name):
         return np.load(os.path.join(self.dir, kind, name + ".npy"))
+
+    def micro_batch(self, step, m):
+        return MicroBatch(self, step, m)
+
+
+class MicroBatch:
+    """Micro-batch m of a step (PROTOCOL.md, "Micro-batches"): rows [m R/M, (m+1) R/M) of the input and of the
+    labels or target, M (`count`: its loss is divided by M before backward), and the step number its
+    counter-based dropout keys use, step * M + m. Without micro-batches: the whole batch, and the step."""
+
+    def __init__(self, case, step, m):
+        M = case.micro_batches
+        rows = case.rows // M
+        self.index, self.count = m, M
+        self.rows = slice(m * rows, (m + 1) * rows)
+        self.input = case.input[self.rows]
+        self.labels = case.labels[self.rows] if case.labels is not None else None
+        self.target = case.target[self.rows] if case.target is not None else None
+        self.key_step = step * M + m
+
+
+def accumulate(total, part, m):
+    """The step's sum after micro-batch m: its part as it is for the first, else total + part (a framework's
+    .grad, set by the first backward and added to by the next). None (undefined) stays None."""
+    if m == 0 or total is None:
+        return part
+    return total if part is None else total + part
 
 
 class Output:

@@ -5,7 +5,8 @@ rematerialised gradients are bitwise equal to its plain ones (harness/adapters/P
 
 Option policy: nothing_saveable (the default of jax.checkpoint), dots_saveable, dots_with_no_batch_dims_saveable,
 everything_saveable. Dropout is counter-based, as JAX's generators are: each block's key is
-fold_in(fold_in(PRNGKey(seed), step), block), each op's fold_in(key, op). BatchNorm's running statistics are a
+fold_in(fold_in(PRNGKey(seed), step), block), each op's fold_in(key, op); with M micro-batches, micro-batch m of
+step s is keyed as step s * M + m. Micro-batches: one value_and_grad per micro-batch (loss / M), gradients added. BatchNorm's running statistics are a
 value the step returns, so a recompute cannot move them twice. x64 is enabled for double cases.
 Saved bytes: the residuals jax.checkpoint's saved_residuals lists for the loss, function arguments excluded.
 Recomputed blocks: every block, except under everything_saveable (which recomputes nothing); the dots policies
@@ -123,6 +124,8 @@ def make_loss(case, checkpoint, policy):
         else:
             d = x - labels_or_target
             loss = (d * d).mean()
+        if case.micro_batches > 1:  # one micro-batch's share of the step's loss (PROTOCOL.md, "Micro-batches")
+            loss = loss / case.micro_batches
         return loss, aux
 
     return loss_fn
@@ -133,7 +136,7 @@ _compiled = {}
 
 def compiled_step(case, checkpoint, policy):
     key = (tuple((b["kind"], b["activation"], b["heads"]) for b in case.blocks), case.rows, case.width, case.seq,
-           case.dtype_name, case.loss, case.dropout, checkpoint, policy)
+           case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy)
     if key not in _compiled:
         loss_fn = make_loss(case, checkpoint, policy)
         _compiled[key] = (jax.jit(jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)), loss_fn)
@@ -158,8 +161,21 @@ class JaxAdapter:
             "reports_memory": saved_residuals is not None,
             "reports_forward_calls": False,
             "reports_rng_state": False,
+            "params": ["micro_batches"],
             "jaxlib_version": getattr(jax.lib, "__version__", None) if hasattr(jax, "lib") else None,
         }
+
+    @staticmethod
+    def _move_statistics(case, state, aux):
+        """BatchNorm's running statistics, moved once per forward pass (per micro-batch) from its batch values."""
+        m = case.dtype(0.1)
+        for i, b in enumerate(case.blocks):
+            if b["kind"] == "residual-bn":
+                mean, var = (np.asarray(a) for a in aux[i])
+                pre = "b%d.bn." % i
+                state[pre + "running_mean"] = (case.dtype(1) - m) * state[pre + "running_mean"] + m * mean
+                state[pre + "running_var"] = (case.dtype(1) - m) * state[pre + "running_var"] + m * var
+                state[pre + "num_batches_tracked"] = state[pre + "num_batches_tracked"] + 1
 
     def run(self, case, out, mode, options):
         policy = options.get("policy", "nothing_saveable")
@@ -172,28 +188,31 @@ class JaxAdapter:
         lt = jnp.asarray(case.labels) if case.labels is not None else jnp.asarray(case.target)
         base = jax.random.PRNGKey(case.seed)
         lr = case.dtype(case.lr)
-        m = case.dtype(0.1)
         saved, seconds = [], []
         residual_bytes = None
         for step in range(case.steps):
-            keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, step), i) for i in range(len(case.blocks))])
-            if residual_bytes is None and saved_residuals is not None:
-                residual_bytes = 0
-                for aval, why in saved_residuals(lambda p, xx: loss_fn(p, xx, keys, lt)[0], params, x):
-                    if "argument" not in why:
-                        residual_bytes += int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
-            t0 = time.perf_counter()
-            (loss, aux), (gp, gx) = step_fn(params, x, keys, lt)
-            jax.block_until_ready((loss, gp, gx))
-            compute = time.perf_counter() - t0
-            for i, b in enumerate(case.blocks):
-                if b["kind"] == "residual-bn":
-                    mean, var = (np.asarray(a) for a in aux[i])
-                    pre = "b%d.bn." % i
-                    state[pre + "running_mean"] = (case.dtype(1) - m) * state[pre + "running_mean"] + m * mean
-                    state[pre + "running_var"] = (case.dtype(1) - m) * state[pre + "running_var"] + m * var
-                    state[pre + "num_batches_tracked"] = state[pre + "num_batches_tracked"] + 1
-            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()}, np.asarray(gx), state)
+            compute, loss, gp, gx = 0.0, None, None, []
+            # Gradient accumulation: one value_and_grad per micro-batch, its loss already divided by M, the
+            # gradients added in micro-batch order (PROTOCOL.md, "Micro-batches").
+            for mi in range(case.micro_batches):
+                mb = case.micro_batch(step, mi)
+                keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, mb.key_step), i)
+                                  for i in range(len(case.blocks))])
+                xm, ltm = x[mb.rows], lt[mb.rows]
+                if residual_bytes is None and saved_residuals is not None:
+                    residual_bytes = 0
+                    for aval, why in saved_residuals(lambda p, xx: loss_fn(p, xx, keys, ltm)[0], params, xm):
+                        if "argument" not in why:
+                            residual_bytes += int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+                t0 = time.perf_counter()
+                (part, aux), (gpm, gxm) = step_fn(params, xm, keys, ltm)
+                loss = part if mi == 0 else loss + part
+                gp = gpm if mi == 0 else {n: gp[n] + gpm[n] for n in gp}
+                jax.block_until_ready((loss, gp, gxm))
+                compute += time.perf_counter() - t0
+                gx.append(np.asarray(gxm))
+                self._move_statistics(case, state, aux)
+            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()}, np.concatenate(gx), state)
             t1 = time.perf_counter()
             params = {n: params[n] - lr * gp[n] for n in params}
             jax.block_until_ready(params)

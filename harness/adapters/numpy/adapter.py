@@ -283,29 +283,35 @@ BLOCKS = {"mlp": (mlp_forward, mlp_backward), "residual-bn": (bn_forward, bn_bac
 
 
 # ---------------------------------------------------------------- loss
-def loss_forward(case, x):
+# `mb`: the micro-batch (cases/micro_batches.h): its rows' labels or target, and M, by which its loss is divided
+# (the backward of loss / M scales the gradient by 1/M).
+def loss_forward(case, x, mb):
     dt = x.dtype.type
     n = x.shape[0]
     if case.loss == "mse":
-        d = x - case.target
-        return (d * d).sum() / dt(d.size), d
-    mx = x.max(axis=1, keepdims=True)
-    e = np.exp(x - mx)
-    s = e.sum(axis=1, keepdims=True)
-    rows = np.arange(n)
-    per_row = np.log(s[:, 0]) - (x[rows, case.labels] - mx[:, 0])
-    return per_row.sum() / dt(n), e / s
+        d = x - mb.target
+        loss, ctx = (d * d).sum() / dt(d.size), d
+    else:
+        mx = x.max(axis=1, keepdims=True)
+        e = np.exp(x - mx)
+        s = e.sum(axis=1, keepdims=True)
+        rows = np.arange(n)
+        per_row = np.log(s[:, 0]) - (x[rows, mb.labels] - mx[:, 0])
+        loss, ctx = per_row.sum() / dt(n), e / s
+    return (loss / dt(mb.count) if mb.count > 1 else loss), ctx
 
 
-def loss_backward(case, ctx):
+def loss_backward(case, ctx, mb):
     if case.loss == "mse":
         d = ctx
-        return d * (d.dtype.type(2) / d.dtype.type(d.size))
-    probs = ctx
-    n = probs.shape[0]
-    g = probs.copy()
-    g[np.arange(n), case.labels] -= 1
-    return g * (g.dtype.type(1) / g.dtype.type(n))
+        g = d * (d.dtype.type(2) / d.dtype.type(d.size))
+    else:
+        probs = ctx
+        n = probs.shape[0]
+        g = probs.copy()
+        g[np.arange(n), mb.labels] -= 1
+        g = g * (g.dtype.type(1) / g.dtype.type(n))
+    return g * (g.dtype.type(1) / g.dtype.type(mb.count)) if mb.count > 1 else g
 
 
 # ---------------------------------------------------------------- training
@@ -370,7 +376,7 @@ class NumpyAdapter:
             "reports_memory": True,
             "reports_forward_calls": True,
             "reports_rng_state": True,
-            "params": ["frozen", "shared", "no_input_grad"],
+            "params": ["frozen", "shared", "no_input_grad", "micro_batches"],
         }
 
     def run(self, case, out, mode, options):
@@ -385,81 +391,26 @@ class NumpyAdapter:
         values = {n: v.copy() for n, v in case.params.items()}
         state = {n: v.copy() for n, v in case.state.items()}
         rng = StatefulRng(case.seed) if case.rng == "stateful" else CounterRng(case.seed)
-        prefixes = ["b%d." % i for i in range(L)]
         saved, calls, seconds = [], [], []
         segments = segment_bounds(L, k)
         for step in range(case.steps):
             t0 = time.perf_counter()
-            grads = {n: np.zeros_like(v) for n, v in values.items()}
             counts = [0] * L
-            # A sharing block reads and accumulates into its owner's arrays: each use's contribution is computed,
-            # then added (gw += dy.T @ x), in the order backward reaches the uses, as autograd sums them.
-            P = [Params(values, grads, prefixes[b["share"] if b["share"] is not None else i])
-                 for i, b in enumerate(case.blocks)]
-
-            def fwd(i, x, env):
-                counts[i] += 1
-                return BLOCKS[case.blocks[i]["kind"]][0](i, case.blocks[i], P[i], x, env)
-
-            def bwd(i, tape, dy):
-                return BLOCKS[case.blocks[i]["kind"]][1](i, case.blocks[i], P[i], tape, dy)
-
-            env = Env(case, rng, step, True, counts)
-            env.case_state = state
-            x = case.input
-            if mode == "plain":
-                tapes = []
-                for i in range(L):
-                    x, tape = fwd(i, x, env)
-                    tapes.append(tape)
-                loss, lctx = loss_forward(case, x)
-                saved.append(array_bytes((tapes, lctx)))
-                g = loss_backward(case, lctx)
-                for i in reversed(range(L)):
-                    g = bwd(i, tapes[i], g)
-                    tapes[i] = None
-            elif scheme == "recursive":
-                x0, snap0 = x, rng.snapshot()
-                for i in range(L):
-                    x, _ = fwd(i, x, env)
-                loss, lctx = loss_forward(case, x)
-                held = [0]  # bytes of the boundaries the recursion holds at once, at most
-
-                def back(a, b, xa, snap, g, depth_bytes):
-                    held[0] = max(held[0], depth_bytes)
-                    renv = Env(case, rng.restored(snap), step, False, counts)
-                    renv.case_state = state
-                    if b - a == 1:
-                        _, tape = fwd(a, xa, renv)
-                        return bwd(a, tape, g)
-                    m = (a + b) // 2
-                    xm = xa
-                    for i in range(a, m):
-                        xm, _ = fwd(i, xm, renv)
-                    g = back(m, b, xm, renv.rng.snapshot(), g, depth_bytes + array_bytes([xm]))
-                    return back(a, m, xa, snap, g, depth_bytes)
-
-                g = back(0, L, x0, snap0, loss_backward(case, lctx), array_bytes(([x0], lctx)))
-                saved.append(held[0])
-            else:
-                kept = []  # per segment: its input and the generator where it starts
-                for (a, b) in segments:
-                    kept.append((x, rng.snapshot()))
-                    for i in range(a, b):
-                        x, _ = fwd(i, x, env)
-                loss, lctx = loss_forward(case, x)
-                saved.append(array_bytes(([s[0] for s in kept], lctx)))
-                g = loss_backward(case, lctx)
-                for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
-                    renv = Env(case, rng.restored(snap), step, False, counts)
-                    renv.case_state = state
-                    tapes = []
-                    for i in range(a, b):
-                        xs, tape = fwd(i, xs, renv)
-                        tapes.append(tape)
-                    for i in reversed(range(a, b)):
-                        g = bwd(i, tapes[i - a], g)
-                        tapes[i - a] = None
+            step_saved = 0
+            for m in range(case.micro_batches):
+                mb = case.micro_batch(step, m)
+                part = {n: np.zeros_like(v) for n, v in values.items()}
+                part_loss, part_g, part_saved = self._pass(case, mode, scheme, segments, values, part, state, rng,
+                                                           mb, counts)
+                step_saved = max(step_saved, part_saved)
+                # The micro-batches' sums in order, the first as it is (PROTOCOL.md, "Micro-batches").
+                loss = part_loss if m == 0 else loss + part_loss
+                grads = part if m == 0 else {n: grads[n] + part[n] for n in grads}
+                if m == 0:
+                    g = np.empty_like(case.input) if case.micro_batches > 1 else part_g
+                if case.micro_batches > 1:
+                    g[mb.rows] = part_g
+            saved.append(step_saved)
             compute = time.perf_counter() - t0
             out.step(step, loss, grads, g, state, rng.state_bytes())
             t1 = time.perf_counter()
@@ -476,6 +427,85 @@ class NumpyAdapter:
                 "recompute_counts": [declared] * case.steps,
                 "step_seconds": seconds,
                 "segments": k if mode == "checkpoint" and scheme == "segments" else None}
+
+    @staticmethod
+    def _pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
+        """One micro-batch's forward and backward (the whole step's without micro-batches), accumulating into
+        `grads`; returns its loss, dL/d(its input rows) and the bytes its forward left for the backward."""
+        L = len(case.blocks)
+        prefixes = ["b%d." % i for i in range(L)]
+        # A sharing block reads and accumulates into its owner's arrays: each use's contribution is computed,
+        # then added (gw += dy.T @ x), in the order backward reaches the uses, as autograd sums them.
+        P = [Params(values, grads, prefixes[b["share"] if b["share"] is not None else i])
+             for i, b in enumerate(case.blocks)]
+
+        def fwd(i, x, env):
+            counts[i] += 1
+            return BLOCKS[case.blocks[i]["kind"]][0](i, case.blocks[i], P[i], x, env)
+
+        def bwd(i, tape, dy):
+            return BLOCKS[case.blocks[i]["kind"]][1](i, case.blocks[i], P[i], tape, dy)
+
+        def renv_at(snap):
+            e = Env(case, rng.restored(snap), mb.key_step, False, counts)
+            e.case_state = state
+            return e
+
+        env = Env(case, rng, mb.key_step, True, counts)
+        env.case_state = state
+        x = mb.input
+        if mode == "plain":
+            tapes = []
+            for i in range(L):
+                x, tape = fwd(i, x, env)
+                tapes.append(tape)
+            loss, lctx = loss_forward(case, x, mb)
+            saved = array_bytes((tapes, lctx))
+            g = loss_backward(case, lctx, mb)
+            for i in reversed(range(L)):
+                g = bwd(i, tapes[i], g)
+                tapes[i] = None
+            return loss, g, saved
+        if scheme == "recursive":
+            x0, snap0 = x, rng.snapshot()
+            for i in range(L):
+                x, _ = fwd(i, x, env)
+            loss, lctx = loss_forward(case, x, mb)
+            held = [0]  # bytes of the boundaries the recursion holds at once, at most
+
+            def back(a, b, xa, snap, g, depth_bytes):
+                held[0] = max(held[0], depth_bytes)
+                renv = renv_at(snap)
+                if b - a == 1:
+                    _, tape = fwd(a, xa, renv)
+                    return bwd(a, tape, g)
+                m = (a + b) // 2
+                xm = xa
+                for i in range(a, m):
+                    xm, _ = fwd(i, xm, renv)
+                g = back(m, b, xm, renv.rng.snapshot(), g, depth_bytes + array_bytes([xm]))
+                return back(a, m, xa, snap, g, depth_bytes)
+
+            g = back(0, L, x0, snap0, loss_backward(case, lctx, mb), array_bytes(([x0], lctx)))
+            return loss, g, held[0]
+        kept = []  # per segment: its input and the generator where it starts
+        for (a, b) in segments:
+            kept.append((x, rng.snapshot()))
+            for i in range(a, b):
+                x, _ = fwd(i, x, env)
+        loss, lctx = loss_forward(case, x, mb)
+        saved = array_bytes(([s[0] for s in kept], lctx))
+        g = loss_backward(case, lctx, mb)
+        for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
+            renv = renv_at(snap)
+            tapes = []
+            for i in range(a, b):
+                xs, tape = fwd(i, xs, renv)
+                tapes.append(tape)
+            for i in reversed(range(a, b)):
+                g = bwd(i, tapes[i - a], g)
+                tapes[i - a] = None
+        return loss, g, saved
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ Deterministic algorithms and one thread, so plain runs repeat bit for bit.
 Frozen blocks: requires_grad_(False) on their parameters. Shared parameters: the owner's Parameter assigned to
 the sharing block's module. An input without gradient: the input tensor does not require grad (the setting in
 which reentrant checkpoint loses the parameter gradients of a checkpointed region, transformers issue 21381).
+Micro-batches: the training loop of gradient accumulation, (loss_fn(model(x_m), y_m) / M).backward() per
+micro-batch into the same .grad, one optimiser step after the last.
 """
+import contextlib
 import functools
 import math
 import os
@@ -205,7 +208,7 @@ class TorchAdapter:
             "reports_memory": True,
             "reports_forward_calls": True,
             "reports_rng_state": True,
-            "params": ["frozen", "shared", "no_input_grad"],
+            "params": ["frozen", "shared", "no_input_grad", "micro_batches"],
             "torch_full_version": torch.__version__,
         }
 
@@ -255,6 +258,31 @@ class TorchAdapter:
                 x = tc.checkpoint(blk, x, **kw)
             return x
 
+        def criterion(y, mb):
+            if labels is not None:
+                return F.cross_entropy(y, labels[mb.rows])
+            return F.mse_loss(y, target[mb.rows])
+
+        def micro_batch(step, m):
+            """One micro-batch's forward and backward: its loss / M accumulated into .grad as a training loop
+            does; returns its loss, dL/d(its input rows) or None, and the bytes its forward saved (step 0)."""
+            mb = case.micro_batch(step, m)
+            x = x0[mb.rows].clone().requires_grad_(case.input_grad)
+            meter = SavedBytes(params) if step == 0 else None
+            # Measured in the first step only (every step saves the same tensors), so the hooks' own cost stays
+            # out of the later steps, which are the ones `--timing-case` times.
+            with (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter
+                  else contextlib.nullcontext()):
+                loss = criterion(forward(x), mb)
+                if mb.count > 1:
+                    loss = loss / mb.count
+            # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may
+            # require none either (transformers issue 21381): then nothing can be differentiated and every
+            # gradient is missing, which is reported (missing_grads.json), not a crash.
+            if loss.requires_grad:
+                loss.backward()
+            return loss.detach(), x.grad, meter.total() if meter else None
+
         saved, calls, seconds = [], [], []
         for step in range(case.steps):
             t0 = time.perf_counter()
@@ -262,27 +290,18 @@ class TorchAdapter:
                 counts[c] = 0
             for p in params:
                 p.grad = None
-            x = x0.clone().requires_grad_(case.input_grad)
-            if step == 0:
-                # Measured in the first step only (every step saves the same tensors), so the hooks' own cost
-                # stays out of the later steps, which are the ones `--timing-case` times.
-                meter = SavedBytes(params)
-                with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
-                    y = forward(x)
-                    loss = F.cross_entropy(y, labels) if labels is not None else F.mse_loss(y, target)
-            else:
-                y = forward(x)
-                loss = F.cross_entropy(y, labels) if labels is not None else F.mse_loss(y, target)
-            saved.append(meter.total())
-            # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may
-            # require none either (transformers issue 21381): then nothing can be differentiated and every
-            # gradient is missing, which is reported (missing_grads.json), not a crash.
-            if loss.requires_grad:
-                loss.backward()
+            loss, input_grad, step_saved = None, [], 0
+            for m in range(case.micro_batches):
+                part, grad, nbytes = micro_batch(step, m)
+                loss = part if m == 0 else loss + part
+                input_grad.append(grad)
+                step_saved = max(step_saved, nbytes or 0)  # the largest micro-batch's
+            saved.append(step_saved if step == 0 else saved[0])
             compute = time.perf_counter() - t0
-            out.step(step, loss.detach().numpy(),
+            dx = None if any(g is None for g in input_grad) else torch.cat(input_grad).detach().numpy()
+            out.step(step, loss.numpy(),
                      {n: grad_or_none(by_name[torch_name(n)]) for n in case.trained_param_names},
-                     x.grad.detach().numpy() if x.grad is not None else None,
+                     dx,
                      {n: buffers[torch_name(n)].detach().numpy() for n in case.state_names},
                      torch.get_rng_state().numpy().tobytes())
             t1 = time.perf_counter()
