@@ -100,6 +100,13 @@ void eraseBlock(CaseSpec& c, size_t i) {
   c.blocks.erase(c.blocks.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
+std::vector<int> trainedOwners(const CaseSpec& c) {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(c.blocks.size()); ++i)
+    if (paramOwner(c, i) == i && blockTrains(c, i)) out.push_back(i);
+  return out;
+}
+
 void fixParamFields(CaseSpec& c) {
   const int n = static_cast<int>(c.blocks.size());
   for (int i = 0; i < n; ++i) {

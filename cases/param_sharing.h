@@ -34,6 +34,9 @@ bool boundaryRequiresGrad(const CaseSpec& c, int boundary);
 std::string blockParamText(const BlockSpec& b);
 std::string caseParamText(const CaseSpec& c);
 
+// The blocks whose parameters are reported and updated, in model order: owners (sharing none) that train.
+std::vector<int> trainedOwners(const CaseSpec& c);
+
 // Whether some block's parameters train.
 bool anyBlockTrains(const CaseSpec& c);
 

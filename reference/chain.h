@@ -57,9 +57,8 @@ struct Chain {
   // The parameters that train, model order: each owner's, of blocks that are not frozen.
   std::vector<Param<T>*> trainedParams() {
     std::vector<Param<T>*> ps;
-    for (int i = 0; i < size(); ++i)
-      if (paramOwner(spec, i) == i && blockTrains(spec, i))
-        for (auto* p : blockParams(i)) ps.push_back(p);
+    for (int i : trainedOwners(spec))
+      for (auto* p : blockParams(i)) ps.push_back(p);
     return ps;
   }
   std::vector<Buffer<T>*> buffers() {

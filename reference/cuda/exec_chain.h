@@ -172,9 +172,8 @@ class ExecChain : public DeviceChain<T> {
   // Every trained owner's parameters, model order (the CPU chain's trainedParams()).
   std::vector<DParam<T>*> trainedParams() {
     std::vector<DParam<T>*> ps;
-    for (int i = 0; i < layers(); ++i)
-      if (paramOwner(spec_, i) == i && blockTrains(spec_, i))
-        for (auto* p : blockParams(i)) ps.push_back(p);
+    for (int i : trainedOwners(spec_))
+      for (auto* p : blockParams(i)) ps.push_back(p);
     return ps;
   }
   // Block `dst`'s parameter copies take block `src`'s values (or gradients).
