@@ -188,7 +188,8 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   c["layers"] = fx.cost.layers();
   c["peak_activation_bytes"] = static_cast<double>(fx.engResult.peakActivationBytes);
   c["store_all_peak_activation_bytes"] = static_cast<double>(fx.refResult.peakActivationBytes);
-  c["forward_evals"] = static_cast<double>(fx.engResult.forwardEvals);
+  c["forward_evals"] = static_cast<double>(fx.engResult.forwardEvals);  // every micro-batch's
+  c["micro_batches"] = static_cast<double>(fx.cost.microBatches);
   c["flops_forward"] = static_cast<double>(f.forward);
   c["flops_recompute"] = static_cast<double>(f.recompute);
   c["flops_backward"] = static_cast<double>(f.backward);

@@ -1,5 +1,6 @@
 #include "cases/micro_batches.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace ckpt {
@@ -21,7 +22,9 @@ void applyMicroBatchDraw(CaseSpec& c, int draw, bool enabled) {
   for (int64_t d = 2; d <= c.batch; ++d)
     if (c.batch % d == 0) divisors.push_back(d);
   if (divisors.empty()) return;
-  c.microBatches = divisors[static_cast<size_t>(draw - 700) * divisors.size() / 300];
+  // Permilles run 0..1000 inclusive: the last one maps to the last divisor too.
+  const size_t k = static_cast<size_t>(draw - 700) * divisors.size() / 300;
+  c.microBatches = divisors[std::min(k, divisors.size() - 1)];
 }
 
 }  // namespace ckpt

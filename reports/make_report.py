@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling mo
 from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,  # noqa: E402
                          FrontierPoint, PlannerPoint, StepRow, Verify, load_json, median_of, policy_family)
 from report_figures import figures, svg_clean  # noqa: E402
-from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax  # noqa: E402
+from report_format import (evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time,  # noqa: E402
+                           opt_tax)
 import time_model  # noqa: E402
 import user_models  # noqa: E402
 
@@ -139,7 +140,7 @@ def step_cells(rep, r):
     if not r.planned_ok:
         bitwise += " (measured ≠ planned)"
     name = r.display + (" (full recompute)" if r.is_full_recompute else "")
-    return [name, fmt_bytes(r.peak), str(r.peak), fmt_ratio(r.memory_ratio), str(r.forward_evals),
+    return [name, fmt_bytes(r.peak), str(r.peak), fmt_ratio(r.memory_ratio), evals_text(r),
             fmt_overhead(r.flop_overhead), f"{fmt_ratio(r.time_ratio)} ({fmt_ratio(r.q1)}–{fmt_ratio(r.q3)})",
             fmt_tax(r.engine_tax), opt_tax(r.op_cost_tax), opt_tax(r.rest_tax), frontier, bitwise]
 
@@ -507,7 +508,7 @@ def terminal_table(rep):
               "ops", "rest", "bitwise"]
     rows = []
     for r in rep.all_rows():
-        rows.append([r.case, r.display, fmt_bytes(r.peak), fmt_ratio(r.memory_ratio), str(r.forward_evals),
+        rows.append([r.case, r.display, fmt_bytes(r.peak), fmt_ratio(r.memory_ratio), evals_text(r),
                      fmt_overhead(r.flop_overhead), fmt_ratio(r.time_ratio), fmt_tax(r.engine_tax),
                      opt_tax(r.op_cost_tax), opt_tax(r.rest_tax),
                      (r.verdict or "—") + ("" if r.planned_ok else " (measured≠planned)")])

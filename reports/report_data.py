@@ -129,7 +129,8 @@ class StepRow:
         self.layers = int(need(e, "layers", name))
         self.peak = int(need(e, "peak_activation_bytes", name))
         self.store_all_peak = int(need(e, "store_all_peak_activation_bytes", name))
-        self.forward_evals = int(need(e, "forward_evals", name))
+        self.forward_evals = int(need(e, "forward_evals", name))  # the step's: every micro-batch's
+        self.micro_batches = int(e.get("micro_batches", 1))
         self.flops_forward = int(need(e, "flops_forward", name))
         self.flops_recompute = int(need(e, "flops_recompute", name))
         self.flops_backward = int(need(e, "flops_backward", name))

@@ -39,3 +39,9 @@ def fmt_time(s):
 
 def opt_tax(x):
     return "—" if x is None else fmt_tax(x)
+
+
+def evals_text(r):
+    """A step's forward evaluations; with micro-batches, also as M x one micro-batch's."""
+    m = getattr(r, "micro_batches", 1)
+    return f"{r.forward_evals} ({m} × {r.forward_evals // m})" if m > 1 else str(r.forward_evals)

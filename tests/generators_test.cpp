@@ -50,6 +50,24 @@ TEST(Generators, spreadMatchesTheDocumentedShares) {
   EXPECT_GT(share("lr_other"), 0.70);
 }
 
+// Every permille, 0..1000 inclusive, gives a batch's divisor (or none below 700); the top one the largest.
+TEST(Generators, microBatchDrawGivesADivisorOfTheBatch) {
+  for (int64_t batch : {1, 2, 3, 4, 6, 12}) {
+    for (int draw = 0; draw <= 1000; ++draw) {
+      CaseSpec c;
+      c.batch = batch;
+      applyMicroBatchDraw(c, draw, true);
+      EXPECT_EQ(batch % c.microBatches, 0) << "batch " << batch << " draw " << draw;
+      if (draw < 700 || batch == 1) EXPECT_EQ(c.microBatches, 1);
+      else EXPECT_GT(c.microBatches, 1);
+    }
+    CaseSpec top;
+    top.batch = batch;
+    applyMicroBatchDraw(top, 1000, true);
+    EXPECT_EQ(top.microBatches, batch);
+  }
+}
+
 // validate's limits (an adapter's capabilities, --max-blocks 24 by default) keep the long chains.
 TEST(Generators, validateDefaultsReachFiveSegments) {
   GenLimits lim;

@@ -86,4 +86,12 @@ FdResult fdCompare(double* values, int64_t n, const double* analytic, F&& object
   return r;
 }
 
+// A whole-chain tensor against the oracle: the floor scales with its largest gradient (kFdChainFloor).
+template <class F>
+FdResult fdCompareChainTensor(double* values, int64_t n, const double* analytic, F&& objective) {
+  double largest = 0;
+  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::abs(analytic[i]));
+  return fdCompare(values, n, analytic, objective, kFdStep, std::max(kFdFloor, kFdChainFloor * largest));
+}
+
 }  // namespace ckpt::test

@@ -42,18 +42,15 @@ TEST(MicroBatches, accumulatedGradientIsTheDerivativeOfTheStepLoss) {
   const auto params = c.trainedParams();
   ASSERT_EQ(params.size(), r.grads.size());
   for (size_t k = 0; k < params.size(); ++k) {
-    const Mat<double>& g = r.grads[k].value;
-    const double floor = std::max(test::kFdFloor, test::kFdChainFloor * g.cwiseAbs().maxCoeff());
-    const test::FdResult fd =
-        test::fdCompare(params[k]->value.data(), params[k]->value.size(), g.data(), objective, test::kFdStep, floor);
+    const test::FdResult fd = test::fdCompareChainTensor(params[k]->value.data(), params[k]->value.size(),
+                                                         r.grads[k].value.data(), objective);
     EXPECT_EQ(fd.unreliable, 0) << r.grads[k].name;
     EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst << ": analytic "
                                              << fd.analytic << ", numeric " << fd.numeric;
   }
   ASSERT_EQ(r.inputGrad.rows(), spec.rows());
-  const double floor = std::max(test::kFdFloor, test::kFdChainFloor * r.inputGrad.cwiseAbs().maxCoeff());
-  const test::FdResult fd = test::fdCompare(c.input.data(), c.input.size(), r.inputGrad.data(), objective,
-                                            test::kFdStep, floor);
+  const test::FdResult fd =
+      test::fdCompareChainTensor(c.input.data(), c.input.size(), r.inputGrad.data(), objective);
   EXPECT_EQ(fd.unreliable, 0);
   EXPECT_LT(fd.maxRel, test::kFdTolerance) << "input element " << fd.worst;
 }

@@ -48,8 +48,7 @@ TEST(ParamSharing, sharedGradientIsTheDerivativeOfTheTiedWeight) {
     Mat<double>& v = c.blockParams(0)[k]->value;
     const Mat<double>& g = r.grads[k].value;
     ASSERT_EQ(r.grads[k].name, c.blockParams(0)[k]->name);
-    const double floor = std::max(test::kFdFloor, test::kFdChainFloor * g.cwiseAbs().maxCoeff());
-    const test::FdResult fd = test::fdCompare(v.data(), v.size(), g.data(), objective, test::kFdStep, floor);
+    const test::FdResult fd = test::fdCompareChainTensor(v.data(), v.size(), g.data(), objective);
     EXPECT_EQ(fd.unreliable, 0);
     EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst << ": analytic "
                                              << fd.analytic << ", numeric " << fd.numeric;
