@@ -119,8 +119,8 @@ Chain<T> nodeTimedChain(const CaseSpec& spec, NodeClock* clock) {
   return c;
 }
 
-// Per op, its steady-state forward CPU time as a share of the store-all reference step's (the extra calls taken
-// out), summed over `steps` instrumented steps (after one to warm up).
+// Per op, one forward call's steady-state CPU time as a share of the store-all reference step's (the extra calls
+// taken out), summed over `steps` instrumented steps (after one to warm up).
 template <class T>
 ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
   NodeClock clock;
@@ -140,9 +140,12 @@ ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
     for (const auto& [key, t] : clock.seconds) steady[key] += t;
     for (const auto& [key, t] : clock.firstSeconds) first[key] += t;
   }
+  // Store-all runs every op once per micro-batch (cases/micro_batches.h): a share is one call's, as the policy's
+  // counts are calls.
+  const double calls = stepTotal * static_cast<double>(spec.microBatches);
   ForwardShares shares;
-  for (const auto& [key, t] : steady) shares.steady[key] = stepTotal > 0 ? t / stepTotal : 0.0;
-  for (const auto& [key, t] : first) shares.first[key] = stepTotal > 0 ? t / stepTotal : 0.0;
+  for (const auto& [key, t] : steady) shares.steady[key] = calls > 0 ? t / calls : 0.0;
+  for (const auto& [key, t] : first) shares.first[key] = calls > 0 ? t / calls : 0.0;
   return shares;
 }
 
