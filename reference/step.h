@@ -51,8 +51,8 @@ void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
 
 // Gradient accumulation over micro-batches (cases/micro_batches.h) for a CPU chain: after each micro-batch's
 // backward and reduceSharedGrads, add() takes its loss, its trained parameters' gradients and its input-gradient
-// rows into the step's sums (the first as it is, the next added in micro-batch order), and finish() hands the
-// sums back to the parameters before collectStep and the update. The parameters' own gradients start from zero
+// rows into the step's sums (the first as it is, the next added in micro-batch order); after the last
+// micro-batch the parameters take the sums, so collectStep and the update see the step's gradient. The parameters' own gradients start from zero
 // in every micro-batch. Without micro-batches only the loss passes through, so the step is what it was.
 template <class T>
 class MicroBatchSums {
@@ -71,6 +71,8 @@ class MicroBatchSums {
     } else {
       for (size_t k = 0; k < ps.size(); ++k) grads_[k] += ps[k]->grad;
     }
+    if (m == c_.microBatches() - 1)
+      for (size_t k = 0; k < ps.size(); ++k) ps[k]->grad = grads_[k];
     if (dx.defined()) {
       if (m == 0) inputGrad_ = Mat<T>::Zero(c_.spec.rows(), c_.spec.width);
       inputGrad_.middleRows(microBatchFirstRow(c_.spec, m), c_.spec.microRows()) = dx.map();
@@ -84,14 +86,8 @@ class MicroBatchSums {
     for (size_t k = 0; k < ps.size(); ++k)
       if (std::find(mine.begin(), mine.end(), ps[k]) != mine.end()) grads_[k].setZero();
   }
-  // The parameters take the summed gradients; returns the step's loss.
-  T finish() {
-    if (active()) {
-      const auto ps = c_.trainedParams();
-      for (size_t k = 0; k < ps.size(); ++k) ps[k]->grad = grads_[k];
-    }
-    return loss_;
-  }
+  // The step's loss: the micro-batches' losses added in order.
+  T loss() const { return loss_; }
   // The step's input gradient with micro-batches (empty without, or when no micro-batch reported one).
   const Mat<T>& inputGrad() const { return inputGrad_; }
 
@@ -105,9 +101,9 @@ class MicroBatchSums {
 // Records the step's observable results; call after backward (and reduceSharedGrads), before the update. Only
 // trained parameters have a gradient, and only an input that requires one.
 template <class T>
-StepResult<T> collectStep(Chain<T>& c, MicroBatchSums<T>& sums, const Tensor<T>& dx) {
+StepResult<T> collectStep(Chain<T>& c, const MicroBatchSums<T>& sums, const Tensor<T>& dx) {
   StepResult<T> r;
-  r.loss = sums.finish();
+  r.loss = sums.loss();
   for (auto* p : c.trainedParams()) r.grads.push_back({p->name, p->grad});
   if (dx.defined() && c.spec.inputGrad) r.inputGrad = dx.map();
   if (c.microBatches() > 1 && c.spec.inputGrad) r.inputGrad = sums.inputGrad();

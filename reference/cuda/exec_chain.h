@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/cuda/dblock.h"
@@ -33,7 +34,7 @@ class ExecChain : public DeviceChain<T> {
       blocks_.push_back(std::move(b));
     }
     for (const auto& l : m.losses) losses_.push_back(std::make_unique<DLoss<T, X>>(x, l, rows_, cols_));
-    lossDescs_ = m.losses;
+    for (const auto& l : m.losses) lossFlops_.push_back({l.forwardFlops, l.backwardFlops});
     input_ = uploadMatrix(x, m.input);
     for (auto& b : blocks_)
       for (auto& n : b.nodes) {
@@ -70,10 +71,10 @@ class ExecChain : public DeviceChain<T> {
     DContext<T> ctx;
     meter.phase = Phase::kForward;
     lossFn.forward(x, &ctx);
-    meter.countFlops(lossDescs_.at(at(m)).forwardFlops);
+    meter.countFlops(lossFlops_.at(at(m)).first);
     meter.phase = Phase::kBackward;
     DTensor<T> g = lossFn.backward(ctx);
-    meter.countFlops(lossDescs_.at(at(m)).backwardFlops);
+    meter.countFlops(lossFlops_.at(at(m)).second);
     return g;
   }
   void endMicroBatch(int m, DTensor<T>& dx) override {
@@ -85,6 +86,9 @@ class ExecChain : public DeviceChain<T> {
     for (size_t k = 0; k < ps.size(); ++k)
       if (m == 0) x_->launch(sums_[k].size(), Copy<T>{sums_[k].data(), ps[k]->grad.data()});
       else x_->launch(sums_[k].size(), AccumulateInto<T>{sums_[k].data(), ps[k]->grad.data()});
+    // After the last micro-batch the parameters take the step's sums (for values() and the update alike).
+    if (m == spec_.microBatches - 1)
+      for (size_t k = 0; k < ps.size(); ++k) x_->launch(sums_[k].size(), Copy<T>{ps[k]->grad.data(), sums_[k].data()});
     if (dx.defined()) {
       if (m == 0) inputGrad_ = HostMatrix<T>{"input", spec_.rows(), cols_, std::vector<T>(static_cast<size_t>(spec_.rows() * cols_))};
       x_->download(inputGrad_.data.data() + microBatchFirstRow(spec_, m) * cols_, dx.data(), dx.size());
@@ -107,14 +111,10 @@ class ExecChain : public DeviceChain<T> {
     }
     if (users.back() != owner) copyParams(users.back(), owner, false);
   }
-  // With micro-batches the parameters first take the step's sums (endMicroBatch), as the CPU's collectStep.
   DeviceValues<T> values(const DTensor<T>& dx) override {
     DeviceValues<T> r;
-    const auto ps = trainedParams();
-    if (spec_.microBatches > 1)
-      for (size_t k = 0; k < ps.size(); ++k) x_->launch(sums_[k].size(), Copy<T>{ps[k]->grad.data(), sums_[k].data()});
     x_->download(&r.loss, lossSum_.data(), 1);
-    for (auto* p : ps) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
+    for (auto* p : trainedParams()) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
     if (dx.defined() && spec_.inputGrad) r.inputGrad = downloadMatrix(*x_, dx, "input");
     if (spec_.microBatches > 1 && spec_.inputGrad) r.inputGrad = inputGrad_;
     for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
@@ -192,7 +192,7 @@ class ExecChain : public DeviceChain<T> {
   int64_t rows_, cols_;
   std::vector<DBlock<T, X>> blocks_;
   std::vector<std::unique_ptr<DLoss<T, X>>> losses_;  // one per micro-batch
-  std::vector<DLossDesc<T>> lossDescs_;
+  std::vector<std::pair<int64_t, int64_t>> lossFlops_;  // per micro-batch: forward, backward FLOPs
   DTensor<T> lossSum_;                    // the step's loss: the micro-batches' values added in order
   std::vector<DTensor<T>> sums_;          // micro-batches: the step's gradient sums, trainedParams() order
   HostMatrix<T> inputGrad_;               // micro-batches: the step's input gradient, stacked
