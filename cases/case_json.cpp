@@ -2,6 +2,7 @@
 
 #include "cases/block_kind.h"
 #include "cases/json_fields.h"
+#include "cases/lm_case.h"
 #include "cases/param_sharing.h"
 
 #include <cmath>
@@ -86,9 +87,12 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
 
 CaseSpec parseCase(const json& j) {
   if (!j.is_object()) throw InputError("case: must be a JSON object (got " + j.dump().substr(0, 40) + ")");
-  rejectUnknown(j, {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng", "dropout", "lr",
-                    "steps", "input_grad", "micro_batches", "$schema", "description"},
-                "");
+  {
+    std::set<std::string> keys = {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng",
+                                  "dropout", "lr", "steps", "input_grad", "micro_batches", "$schema", "description"};
+    for (const char* const* k = lmFieldKeys(); *k; ++k) keys.insert(*k);
+    rejectUnknown(j, keys, "");
+  }
   CaseSpec c;
   c.name = getString(j, "name", "name", std::string("case"));
   c.dtype = getEnum<DType>(j, "dtype", "dtype", DType::kDouble, {{"float", DType::kFloat}, {"double", DType::kDouble}});
@@ -118,6 +122,7 @@ CaseSpec parseCase(const json& j) {
   if (c.batch % c.microBatches != 0)
     fail("micro_batches", std::to_string(c.microBatches) + " does not divide batch " + std::to_string(c.batch) +
                               " (micro-batches hold whole sequences)");
+  parseLmFields(j, c);
 
   if (!j.contains("blocks")) fail("blocks", "missing (required)");
   const json& bs = j.at("blocks");
@@ -138,9 +143,10 @@ CaseSpec parseCase(const json& j) {
     for (int64_t r = 0; r < repeat; ++r) c.blocks.push_back(s);
     checkParamFields(c, first, where, b.contains("frozen"));
   }
-  if (!c.inputGrad && !anyBlockTrains(c))
+  // A token case's head always trains, so a frozen embedding before frozen blocks still leaves a gradient.
+  if (!c.inputGrad && !anyBlockTrains(c) && !isLanguageModel(c))
     fail("input_grad", "false with every block frozen: nothing in the case requires a gradient");
-  if (c.loss == LossKind::kCrossEntropy && c.width < 2) fail("width", "cross_entropy needs width >= 2 classes");
+  if (c.loss == LossKind::kCrossEntropy && lossClasses(c) < 2) fail("width", "cross_entropy needs width >= 2 classes");
   return c;
 }
 
@@ -188,7 +194,9 @@ nlohmann::json caseToJson(const CaseSpec& c) {
   j["dropout"] = c.dropout;
   j["lr"] = c.lr;
   j["steps"] = c.steps;
-  if (!c.inputGrad) j["input_grad"] = false;  // printed only when off, so older cases print as they did
+  // printed only when off, so older cases print as they did; a token case says "frozen_embedding" instead
+  if (!c.inputGrad && !isLanguageModel(c)) j["input_grad"] = false;
+  printLmFields(c, j);
   if (c.microBatches > 1) j["micro_batches"] = c.microBatches;
   json blocks = json::array();
   // Runs of equal blocks print as one entry with "repeat", so a 48-block case stays readable.

@@ -18,6 +18,8 @@ BlockKind firstBlockKind();
 enum class Activation { kRelu, kGelu, kTanh };
 enum class LossKind { kCrossEntropy, kMse };
 enum class DType { kFloat, kDouble };
+// What feeds x_0 (cases/lm_case.h): a dense random matrix, or token ids through an embedding stem.
+enum class InputKind { kDense, kTokens };
 
 // A block's fields, of every kind; each kind parses, prints and draws its own (cases/kinds/) and leaves the
 // others at their defaults.
@@ -54,6 +56,14 @@ struct CaseSpec {
   // each, each loss divided by M, and adds their gradients before the one SGD update. Every activation shape is a
   // micro-batch's, microRows() rows.
   int64_t microBatches = 1;
+  // Language-model cases (cases/lm_case.h): token ids in [0, vocab) embedded (plus a learned position embedding)
+  // into x_0, and after the chain a final LayerNorm and an LM head over the vocabulary, optionally tied to the
+  // token embedding. With tokens, inputGrad says whether the embeddings train (not "frozen_embedding"), and
+  // `tokens` holds the case's inline ids (empty: drawn from the case's own stream).
+  InputKind input = InputKind::kDense;
+  int64_t vocab = 0;
+  bool tieEmbeddings = false;
+  std::vector<int> tokens;
 
   int64_t rows() const { return batch * seq; }
   int64_t microRows() const { return rows() / microBatches; }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cases/block_kind.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 
@@ -64,6 +65,9 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"micro_batches", "gradients accumulated over >= 2 micro-batches", [](const CaseSpec& c) { return hasMicroBatches(c); }},
         {"micro_batches_dropout", "micro-batches with dropout (one generator through them)",
          [](const CaseSpec& c) { return hasMicroBatches(c) && c.dropout > 0; }},
+        {"tokens", "a language-model case (token embedding, LM head)", [](const CaseSpec& c) { return isLanguageModel(c); }},
+        {"tied_head", "an LM head tied to the token embedding", [](const CaseSpec& c) { return tiedHead(c); }},
+        {"frozen_embedding", "a frozen token embedding", [](const CaseSpec& c) { return isLanguageModel(c) && !c.inputGrad; }},
     };
     std::vector<CoverageFeature> all = chain;
     for (const BlockKindDef* d : blockKinds()) all.push_back(d->coverage.at(0));

@@ -24,6 +24,8 @@ struct GenLimits {
   bool noInputGrad = true;
   // Gradient accumulation over micro-batches (cases/micro_batches.h).
   bool microBatches = true;
+  // Language-model cases (cases/lm_case.h): token inputs, an embedding stem, an LM head, tied or not.
+  bool tokens = true;
   // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.

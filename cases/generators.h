@@ -12,6 +12,7 @@
 #include "cases/case_spec.h"
 #include "cases/gen_limits.h"
 #include "cases/gen_tuple.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "cases/policy_draw.h"
@@ -89,9 +90,11 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
 // Fixes what the drawn fields make invalid, the smallest change each (BlockKindDef::makeValid): a head count
 // that does not divide the width falls back to one head; a residual-bn block with micro-batches of a single row gets two rows each; a
 // share or an input without gradient a simplification left inconsistent (fixParamFields); micro-batches that no
-// longer divide the batch (fixMicroBatches, first: residual-bn's fix reads the micro-batch rows).
+// longer divide the batch (fixMicroBatches, first: residual-bn's fix reads the micro-batch rows); inline tokens
+// that no longer match the rows (fixLmFields).
 inline void makeValid(CaseSpec& c) {
   fixMicroBatches(c);
+  fixLmFields(c);
   for (auto& b : c.blocks) {
     const BlockKindDef& d = *b.kind;
     b = d.canonical(b);
@@ -120,11 +123,12 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      genPermille(),                            // learning rate
                      // Last, so the draws before them, and the rest of the cases a seed drew before they
                      // existed, stay as they were: frozen prefix, sharing, input without gradient, micro-batches.
-                     genPermille(), genPermille(), genPermille(), genPermille()),
+                     genPermille(), genPermille(), genPermille(), genPermille(),
+                     genPermille()),  // language-model cases
       [lim](const auto& t) {
         CaseSpec c;
         const auto& [blocks, batch, seq, width, dropoutDraw, rng, dtype, steps, seed, loss, lrDraw, frozenDraw,
-                     shareDraw, inputGradDraw, microDraw] = t;
+                     shareDraw, inputGradDraw, microDraw, lmDraw] = t;
         c.name = "random";
         c.blocks = blocks;
         c.batch = batch;
@@ -138,6 +142,7 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
         c.loss = loss;
         c.lr = learningRateFrom(lrDraw);
         applyMicroBatchDraw(c, microDraw, lim.microBatches);
+        applyLmDraw(c, lmDraw, lim.tokens);
         makeValid(c);
         applyParamDraws(c, frozenDraw, shareDraw, inputGradDraw, lim.frozen, lim.share, lim.noInputGrad);
         return c;

@@ -44,7 +44,10 @@ std::string blockParamText(const BlockSpec& b) {
   return t;
 }
 
-std::string caseParamText(const CaseSpec& c) { return c.inputGrad ? "" : ", input without gradient"; }
+// A token case's input without gradient is its frozen embedding, which lmText (cases/lm_case.h) says.
+std::string caseParamText(const CaseSpec& c) {
+  return c.inputGrad || c.input == InputKind::kTokens ? "" : ", input without gradient";
+}
 
 bool anyBlockTrains(const CaseSpec& c) {
   for (int i = 0; i < static_cast<int>(c.blocks.size()); ++i)

@@ -6,12 +6,15 @@
 #include <vector>
 
 #include "cases/case_spec.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "reference/block_sim.h"
 #include "reference/blocks.h"
 #include "reference/loss.h"
 #include "reference/ops/cross_entropy.h"
+#include "reference/ops/lm_head.h"
+#include "reference/ops/token_stem.h"
 #include "reference/ops/mse.h"
 
 namespace ckpt {
@@ -26,39 +29,62 @@ struct Chain {
   std::unique_ptr<Loss<T>> loss;  // over the whole batch (the targets an adapter is handed)
   // With micro-batches (cases/micro_batches.h), micro-batch m's loss: its rows' targets, divided by M.
   std::vector<std::unique_ptr<Loss<T>>> microLosses;
-  Mat<T> input;  // (rows, width)
+  Mat<T> input;  // (rows, width); empty for a token case
   Rng rng{RngModel::kStateful, 0};
+  // Token cases (cases/lm_case.h): the ids (rows), the embedding stem before x_0, and the LM head's parameters
+  // (the head itself is `loss`).
+  std::vector<int> tokens;
+  std::unique_ptr<TokenStem<T>> stem;
+  std::shared_ptr<LmHeadParams<T>> head;
 
   int size() const { return static_cast<int>(blocks.size()); }
   int microBatches() const { return static_cast<int>(spec.microBatches); }
   // Every activation is a micro-batch's: (microRows, width); the whole batch's without micro-batches.
   Shape boundaryShape() const { return {spec.microRows(), spec.width}; }
   Loss<T>& lossOf(int m) const { return microLosses.empty() ? *loss : *microLosses.at(static_cast<size_t>(m)); }
-  // x_0 of micro-batch m, charged to the current meter.
+  // x_0 of micro-batch m, charged to the current meter (a token case's stem runs here, its FLOPs counted into
+  // the meter's phase).
   Tensor<T> inputOf(int m) const {
-    return Tensor<T>::from(input.middleRows(microBatchFirstRow(spec, m), spec.microRows()));
+    const int64_t first = microBatchFirstRow(spec, m);
+    if (stem) return stem->forward(tokens.data() + first, first, spec.microRows());
+    return Tensor<T>::from(input.middleRows(first, spec.microRows()));
+  }
+  // After micro-batch m's backward: a token case whose embedding trains takes dL/dx_0 into the embeddings'
+  // gradients. Returns whether it did (dx_0 is then consumed).
+  bool stemBackward(int m, const Tensor<T>& g0) {
+    if (!stem || !embeddingTrains(spec)) return false;
+    const int64_t first = microBatchFirstRow(spec, m);
+    stem->backward(tokens.data() + first, first, g0);
+    return true;
   }
 
-  // Every block's parameter copies, model order. A block that shares another's parameters holds its own copy,
-  // equal to the owner's at every step start (cases/param_sharing.h; the owner's gradient is the sum of the
-  // copies', reduceSharedGrads in step.h).
+  // Every parameter copy, model order: the stem's, every block's, the head's. A block that shares another's
+  // parameters holds its own copy, equal to the owner's at every step start (cases/param_sharing.h; the owner's
+  // gradient is the sum of the copies', reduceSharedGrads in step.h); so does a tied head (cases/lm_case.h).
   std::vector<Param<T>*> params() {
-    std::vector<Param<T>*> ps;
+    std::vector<Param<T>*> ps = stemParams();
     for (int i = 0; i < size(); ++i)
       for (auto* p : blockParams(i)) ps.push_back(p);
+    for (auto* p : headParams()) ps.push_back(p);
     return ps;
   }
+  std::vector<Param<T>*> stemParams() { return stem ? stem->params() : std::vector<Param<T>*>{}; }
+  std::vector<Param<T>*> headParams() { return loss ? loss->params() : std::vector<Param<T>*>{}; }
   std::vector<Param<T>*> blockParams(int i) {
     std::vector<Param<T>*> ps;
     for (auto& n : blocks.at(static_cast<size_t>(i)).nodes)
       for (auto* p : n.op->params()) ps.push_back(p);
     return ps;
   }
-  // The parameters that train, model order: each owner's, of blocks that are not frozen.
+  // The parameters that train, model order: an embedding that is not frozen, each owner's of blocks that are
+  // not frozen, the head's (its weight only when untied: tied, it is the embedding).
   std::vector<Param<T>*> trainedParams() {
     std::vector<Param<T>*> ps;
+    if (embeddingTrains(spec)) ps = stemParams();
     for (int i : trainedOwners(spec))
       for (auto* p : blockParams(i)) ps.push_back(p);
+    for (auto* p : headParams())
+      if (!(tiedHead(spec) && p == &head->weight)) ps.push_back(p);
     return ps;
   }
   std::vector<Buffer<T>*> buffers() {
@@ -75,7 +101,8 @@ struct Chain {
   }
 };
 
-// Every sharing block's parameter copies take their owner's values (cases/param_sharing.h).
+// Every sharing block's parameter copies take their owner's values (cases/param_sharing.h), and a tied head's
+// weight the token embedding's (cases/lm_case.h).
 template <class T>
 void syncSharedValues(Chain<T>& c) {
   for (int i = 0; i < c.size(); ++i) {
@@ -83,6 +110,7 @@ void syncSharedValues(Chain<T>& c) {
     const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
     for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
   }
+  if (tiedHead(c.spec)) c.head->weight.value = c.stem->embedding().value;
 }
 
 // Uniform in [-bound, bound] from stream `stream` of the init generator.
@@ -99,6 +127,17 @@ Chain<T> buildChain(const CaseSpec& spec) {
   Chain<T> c;
   c.spec = spec;
   for (size_t i = 0; i < spec.blocks.size(); ++i) c.blocks.push_back(makeBlock<T>(spec.blocks[i], spec, static_cast<int>(i)));
+  const bool lm = isLanguageModel(spec);
+  if (lm) {
+    c.stem = std::make_unique<TokenStem<T>>(spec.vocab, spec.seq, spec.width);
+    c.head = std::make_shared<LmHeadParams<T>>(spec.vocab, spec.width);
+  }
+  std::vector<int> labels(static_cast<size_t>(spec.rows()));
+  for (int64_t i = 0; i < spec.rows(); ++i)
+    labels[static_cast<size_t>(i)] = static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000001, i) %
+                                                      static_cast<uint32_t>(lossClasses(spec)));
+  // The head is the loss; it is built before the parameters are drawn so they are drawn with the others.
+  if (lm) c.loss = std::make_unique<LmHeadLoss<T>>(c.head, labels, headWeightTrains(spec));
   uint64_t stream = 0;
   // PyTorch's Linear bound 1/sqrt(fan_in); norms start near (1, 0) but not at it, so their gradients are
   // exercised in full.
@@ -110,17 +149,21 @@ Chain<T> buildChain(const CaseSpec& spec) {
     p->grad.setZero();
   }
   // Sharing blocks start from their owner's values (their own draws above are discarded, so the streams of
-  // every other parameter stay those of the case without sharing).
+  // every other parameter stay those of the case without sharing); so does a tied head.
   syncSharedValues(c);
-  c.input = Mat<T>(spec.rows(), spec.width);
-  fillUniform(c.input, spec.seed, 1000000, 1.0);
-  if (spec.loss == LossKind::kCrossEntropy) {
-    std::vector<int> labels(static_cast<size_t>(spec.rows()));
-    for (int64_t i = 0; i < spec.rows(); ++i)
-      labels[static_cast<size_t>(i)] = static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000001, i) %
-                                                        static_cast<uint32_t>(spec.width));
-    c.loss = std::make_unique<CrossEntropyLoss<T>>(labels);
+  if (lm) {
+    c.tokens = spec.tokens;
+    if (c.tokens.empty())
+      for (int64_t i = 0; i < spec.rows(); ++i)
+        c.tokens.push_back(static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000003, i) %
+                                            static_cast<uint32_t>(spec.vocab)));
   } else {
+    c.input = Mat<T>(spec.rows(), spec.width);
+    fillUniform(c.input, spec.seed, 1000000, 1.0);
+  }
+  if (!lm && spec.loss == LossKind::kCrossEntropy) {
+    c.loss = std::make_unique<CrossEntropyLoss<T>>(labels);
+  } else if (!lm) {
     Mat<T> target(spec.rows(), spec.width);
     fillUniform(target, spec.seed, 1000002, 1.0);
     c.loss = std::make_unique<MseLoss<T>>(target);

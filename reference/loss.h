@@ -2,6 +2,7 @@
 // returns a fresh dL/dx. Targets are fixed at construction (they are part of the case, not activations).
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "reference/op.h"
 
@@ -21,6 +22,8 @@ class Loss {
   // value divided by `divisor` (the number of micro-batches) and its gradient scaled by 1 / divisor, as
   // `(loss / M).backward()`.
   virtual std::unique_ptr<Loss<T>> microBatch(int64_t firstRow, int64_t rows, int64_t divisor) const = 0;
+  // A loss with parameters (the LM head, reference/ops/lm_head.h): shared by every micro-batch's loss.
+  virtual std::vector<Param<T>*> params() { return {}; }
 };
 
 // The division of a micro-batch's loss by the number of micro-batches M and its gradient's scaling by 1/M (the

@@ -49,6 +49,16 @@ void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
   for (size_t k = 0; k < owners.size(); ++k) owners[k]->grad = sum[k]->grad;
 }
 
+// A tied head (cases/lm_case.h): the token embedding's gradient becomes g_head + g_emb, the head's contribution
+// first (backward reaches the head before the stem). Without `headContribution` the head's part is lost
+// (mutant tied-head-grad-dropped's). Call after the stem's backward, per micro-batch, next to reduceSharedGrads.
+template <class T>
+void reduceTiedGrads(Chain<T>& c, bool headContribution = true) {
+  if (!tiedHead(c.spec) || !embeddingTrains(c.spec)) return;
+  Mat<T>& emb = c.stem->embedding().grad;
+  if (headContribution) emb = c.head->weight.grad + emb;
+}
+
 // Gradient accumulation over micro-batches (cases/micro_batches.h) for a CPU chain: after each micro-batch's
 // backward and reduceSharedGrads, add() takes its loss, its trained parameters' gradients and its input-gradient
 // rows into the step's sums (the first as it is, the next added in micro-batch order); after the last
@@ -105,21 +115,26 @@ StepResult<T> collectStep(Chain<T>& c, const MicroBatchSums<T>& sums, const Tens
   StepResult<T> r;
   r.loss = sums.loss();
   for (auto* p : c.trainedParams()) r.grads.push_back({p->name, p->grad});
-  if (dx.defined() && c.spec.inputGrad) r.inputGrad = dx.map();
-  if (c.microBatches() > 1 && c.spec.inputGrad) r.inputGrad = sums.inputGrad();
+  if (dx.defined() && inputGradReported(c.spec)) r.inputGrad = dx.map();
+  if (c.microBatches() > 1 && inputGradReported(c.spec)) r.inputGrad = sums.inputGrad();
   for (auto* b : c.buffers()) r.state.push_back({b->name, b->value});
   r.rng = c.rng.state();
   return r;
 }
 
-// Plain SGD on the trained parameters, w -= lr * grad; then every sharing block's copy takes its owner's value.
-// `frozenToo` is mutant frozen-params-updated's: an optimiser over every parameter that has a .grad.
+// Plain SGD on the trained parameters, w -= lr * grad; then every sharing block's copy (and a tied head's
+// weight) takes its owner's value. `frozenToo` is mutant frozen-params-updated's: an optimiser over every
+// parameter that has a .grad (a frozen embedding's too).
 template <class T>
 void sgdUpdate(Chain<T>& c, bool frozenToo = false) {
   const T lr = static_cast<T>(c.spec.lr);
+  if (frozenToo || embeddingTrains(c.spec))
+    for (auto* p : c.stemParams()) p->value -= lr * p->grad;
   for (int i = 0; i < c.size(); ++i)
     if (paramOwner(c.spec, i) == i && (frozenToo || blockTrains(c.spec, i)))
       for (auto* p : c.blockParams(i)) p->value -= lr * p->grad;
+  for (auto* p : c.headParams())
+    if (!(tiedHead(c.spec) && p == &c.head->weight)) p->value -= lr * p->grad;
   syncSharedValues(c);
 }
 

@@ -7,8 +7,8 @@
 
 namespace ckpt {
 
-// One micro-batch's forward, loss and backward (the whole step's without micro-batches), charged to `meter`;
-// returns dL/dx_0 and sets `loss`.
+// One micro-batch's forward, loss and backward (the whole step's without micro-batches), charged to `meter`,
+// a token case's stem included; returns dL/dx_0 (none when the stem took it) and sets `loss`.
 template <class T>
 Tensor<T> referencePass(Chain<T>& c, int step, int m, ActivationMeter& meter, T& loss) {
   const int n = c.size();
@@ -31,6 +31,7 @@ Tensor<T> referencePass(Chain<T>& c, int step, int m, ActivationMeter& meter, T&
   x.reset();
   lossCtx = Context<T>();
   for (int i = n - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
+  if (c.stemBackward(m, g)) g.reset();
   return g;
 }
 
@@ -49,6 +50,7 @@ StepResult<T> referenceStep(Chain<T>& c, int step) {
       T loss = 0;
       dx = referencePass(c, step, m, meter, loss);
       for (const ShareGroup& sg : shareGroups(c.spec)) reduceSharedGrads(c, sg.users, sg.owner);
+      reduceTiedGrads(c);
       sums.add(m, loss, dx);
     }
   }

@@ -13,6 +13,7 @@
 #include "harness/engine/device_bridge.h"
 #include "reference/cuda/dops.h"
 #include "reference/cuda/exec_host.h"
+#include "reference/cuda/kernels/token_stem.cuh"
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
@@ -20,8 +21,10 @@
 #include "reference/ops/gelu.h"
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
+#include "reference/ops/lm_head.h"
 #include "reference/ops/relu.h"
 #include "reference/ops/tanh.h"
+#include "reference/ops/token_stem.h"
 #include "tests/cuda_test_util.h"
 
 namespace ckpt::gpu::test {
@@ -530,6 +533,122 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("qkv", qkv))};
   (void)dop->forward(din, &dctx, denv);
   EXPECT_TRUE(bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
+}
+
+// The token stem (reference/ops/token_stem.h): the gather-and-add and the in-order scatter-add perform the
+// reference's additions in its order, so both are bitwise, ids that repeat and a first row that is not a
+// multiple of seq included.
+TYPED_TEST(HostKernels, TokenStemBodiesAreBitwiseTheReference) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t vocab = 5, seq = 3, c = 7, rows = 11, first = 4;
+  TokenStem<T> stem(vocab, seq, c);
+  Param<T>& emb = *stem.params()[0];
+  Param<T>& pos = *stem.params()[1];
+  emb.value = randomMat<T>(vocab, c, 50);
+  pos.value = randomMat<T>(seq, c, 51);
+  emb.grad = randomMat<T>(vocab, c, 52);  // gradients accumulate onto what is there
+  pos.grad = randomMat<T>(seq, c, 53);
+  std::vector<int> ids(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) ids[static_cast<size_t>(r)] = static_cast<int>((r * 3) % vocab);  // repeats
+  Mat<T> out(rows, c);
+  hx.launch(rows * c, TokenStemForward<T>{out.data(), emb.value.data(), pos.value.data(), ids.data(), first, seq, c});
+  const Tensor<T> want = stem.forward(ids.data(), first, rows);
+  EXPECT_TRUE(bitwiseEqual("stem x_0", out.data(), want.data(), rows * c));
+  const Mat<T> g = randomMat<T>(rows, c, 54);
+  Mat<T> dE = emb.grad, dP = pos.grad;
+  hx.launch(c, TokenStemBackward<T>{dE.data(), dP.data(), g.data(), ids.data(), first, seq, rows, c});
+  stem.backward(ids.data(), first, Tensor<T>::from(g));
+  EXPECT_TRUE(bitwiseEqual("stem dE", dE.data(), emb.grad.data(), vocab * c));
+  EXPECT_TRUE(bitwiseEqual("stem dP", dP.data(), pos.grad.data(), seq * c));
+}
+
+// The LM head (reference/ops/lm_head.h) as the device loss of kind kLmHead, against the reference head: loss,
+// context tensors (count, shapes, and the bytes the planner charges), activation peak after forward and after
+// backward, dL/dx_L and the parameter gradients; with and without dW, with one micro-batch and with two.
+template <class T>
+void checkLmHead(bool trainsWeight, int64_t divisor) {
+  SCOPED_TRACE(std::string(trainsWeight ? "dW" : "no dW") + ", divisor " + std::to_string(divisor));
+  HostExec hx;
+  const int64_t n = 10, c = 12, v = 9;
+  auto p = std::make_shared<LmHeadParams<T>>(v, c);
+  p->lnWeight.value = randomMat<T>(1, c, 60, 0.5).array() + T(0.75);
+  p->lnBias.value = randomMat<T>(1, c, 61, 0.2);
+  p->weight.value = randomMat<T>(v, c, 62, 0.5);
+  std::vector<Param<T>*> ps{&p->lnWeight, &p->lnBias, &p->weight};
+  for (size_t k = 0; k < ps.size(); ++k) ps[k]->grad = randomMat<T>(ps[k]->grad.rows(), ps[k]->grad.cols(), 63 + k);
+  std::vector<int> labels(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) labels[static_cast<size_t>(r)] = static_cast<int>((r * 5) % v);
+  LmHeadLoss<T> ref(p, labels, trainsWeight, divisor);
+
+  DHeadDesc<T> hd;
+  hd.lnWeight = toHostMatrix(p->lnWeight.name, p->lnWeight.value);
+  hd.lnBias = toHostMatrix(p->lnBias.name, p->lnBias.value);
+  hd.weight = toHostMatrix(p->weight.name, p->weight.value);
+  hd.trainsWeight = trainsWeight;
+  DLmHead<T> head = makeLmHead(hx, hd);
+  for (size_t k = 0; k < ps.size(); ++k) hx.upload(head.params()[k]->grad.data(), ps[k]->grad.data(), ps[k]->grad.size());
+  DLossDesc<T> ld;
+  ld.kind = DLossKind::kLmHead;
+  ld.labels = labels;
+  ld.divisor = divisor;
+  DLoss<T, HostExec> dev(hx, ld, n, c, &head);
+
+  const Mat<T> x = randomMat<T>(n, c, 66, 2.0);
+  ActivationMeter refMeter, devMeter;
+  Context<T> ctx;
+  DContext<T> dctx;
+  Tensor<T> xr;
+  DTensor<T> xd;
+  T want = 0;
+  {
+    MeterScope s(&refMeter);
+    xr = Tensor<T>::from(x);
+    want = ref.forward(xr, &ctx);
+  }
+  {
+    MeterScope s(&devMeter);
+    xd = cloneActivation(hx, uploadMatrix(hx, toHostMatrix("x", x)));
+    dev.forward(xd, &dctx);
+  }
+  EXPECT_TRUE(near("lm head loss", dev.value().data(), &want, 1, kHostRtol<T>));
+  EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes after forward";
+  ASSERT_EQ(dctx.tensors.size(), ctx.tensors.size()) << "context tensors";
+  int64_t extra = 0;
+  for (size_t t = 0; t < ctx.tensors.size(); ++t) {
+    ASSERT_TRUE(sameShape<T>("context tensor " + std::to_string(t), dctx.tensors[t].rows(), dctx.tensors[t].cols(),
+                             ctx.tensors[t].rows(), ctx.tensors[t].cols()));
+    EXPECT_TRUE(near("context tensor " + std::to_string(t), dctx.tensors[t].data(), ctx.tensors[t].data(),
+                     ctx.tensors[t].size(), kHostRtol<T>));
+    if (t > 0) extra += dctx.tensors[t].bytes();
+  }
+  EXPECT_EQ(dctx.tensors[0].storageId(), xd.storageId()) << "x_L is saved, not copied";
+  EXPECT_EQ(extra, ref.meta({n, c}).contextExtraBytes) << "the context bytes the planner charges";
+  Tensor<T> dref;
+  DTensor<T> ddev;
+  {
+    MeterScope s(&refMeter);
+    dref = ref.backward(ctx);
+  }
+  {
+    MeterScope s(&devMeter);
+    ddev = dev.backward(dctx);
+  }
+  EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes after backward";
+  EXPECT_TRUE(near("lm head dx", ddev.data(), dref.data(), n * c, kHostRtol<T>));
+  const double floor = std::max(p->lnWeight.grad.cwiseAbs().maxCoeff(), p->weight.grad.cwiseAbs().maxCoeff());
+  for (size_t k = 0; k < ps.size(); ++k)
+    EXPECT_TRUE(near("grad " + ps[k]->name, head.params()[k]->grad.data(), ps[k]->grad.data(), ps[k]->grad.size(),
+                     kHostRtol<T>, floor));
+  if (!trainsWeight) {  // no dW: the gradient is the one it started with, bit for bit
+    const Mat<T> start = randomMat<T>(v, c, 65);
+    EXPECT_TRUE(bitwiseEqual("untrained head.weight grad", head.weight.grad.data(), start.data(), v * c));
+  }
+}
+
+TYPED_TEST(HostKernels, LmHeadMatchesTheReferenceHead) {
+  for (bool trainsWeight : {true, false})
+    for (int64_t divisor : {1, 2}) checkLmHead<TypeParam>(trainsWeight, divisor);
 }
 
 // The device op table and the reference op table name the same ops, in the same order, so every op a block

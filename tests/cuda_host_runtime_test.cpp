@@ -9,6 +9,7 @@
 //  - nothing leaks: the pool's live bytes return to their level before the step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -61,6 +62,19 @@ CaseSpec smallCase(BlockKind kind, RngModel rng, DType dtype) {
   return c;
 }
 
+// A language-model case (cases/lm_case.h) from the gpt-tiny catalogue case: tied or untied, the embedding
+// trained or frozen, M micro-batches; fewer steps and blocks than the catalogue's, to keep the emulator quick.
+CaseSpec gptCase(bool tied, bool frozen, int64_t microBatches, int steps = 2) {
+  CaseSpec c = loadCase(ckpt::test::catalogueCase("gpt-tiny").string());
+  c.name += std::string(tied ? "" : "-untied") + (frozen ? "-frozen" : "") +
+            (microBatches > 1 ? "-m" + std::to_string(microBatches) : "");
+  c.tieEmbeddings = tied;
+  c.inputGrad = !frozen;
+  c.microBatches = microBatches;
+  c.steps = steps;
+  return c;
+}
+
 // Every default policy, bitwise against store-all on the device runtime, and measured == planned.
 template <class T>
 void checkEveryPolicy(const CaseSpec& spec) {
@@ -107,6 +121,20 @@ TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllOnTinyCatalogueCase) {
   }
 }
 
+// Language-model cases: the stem before block 0, the LM head as the loss, the tied weight's gradient sum and
+// value copy, micro-batches and a frozen embedding, under every default policy and both generator models.
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllOnTokenCases) {
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    CaseSpec spec = gptCase(true, false, 1);
+    spec.rng = rng;
+    checkEveryPolicy<float>(spec);
+  }
+  checkEveryPolicy<float>(gptCase(true, false, 2, 1));
+  checkEveryPolicy<float>(gptCase(true, true, 1, 1));
+  checkEveryPolicy<double>(gptCase(false, false, 2, 1));
+  checkEveryPolicy<float>(gptCase(false, true, 1, 1));
+}
+
 // Device store-all against the CPU reference trainer.
 template <class T>
 void checkAgainstReference(const CaseSpec& spec) {
@@ -151,6 +179,42 @@ TEST(HostDeviceRuntime, StoreAllAgreesWithTheReferenceTrainer) {
   checkAgainstReference<double>(tiny);
   // Gradient accumulation (cases/micro_batches.h): the device sums its micro-batches as the reference does.
   checkAgainstReference<float>(loadCase(ckpt::test::catalogueCase("resnet-accum").string()));
+}
+
+// Language-model cases against the CPU reference: the stem's scatter-add, the head, the tied sum (a lost head
+// contribution or a missed copy of E into the head after SGD would put the embedding's gradient or the second
+// step's loss far outside the tolerance), micro-batches, frozen embeddings with a tied and an untied head.
+TEST(HostDeviceRuntime, TokenCasesAgreeWithTheReferenceTrainer) {
+  checkAgainstReference<float>(loadCase(ckpt::test::catalogueCase("gpt-tiny").string()));
+  checkAgainstReference<double>(gptCase(true, false, 1));
+  checkAgainstReference<float>(gptCase(true, false, 2));
+  checkAgainstReference<float>(gptCase(true, true, 1));
+  checkAgainstReference<float>(gptCase(false, false, 1));
+  checkAgainstReference<float>(gptCase(false, true, 2));
+}
+
+// What a token step reports on the device: the embeddings' and the head's gradients by name in model order
+// (a tied head's weight is the embedding, so it has none of its own; a frozen embedding has none), and no input
+// gradient (the stem consumed it, or the input takes none).
+TEST(HostDeviceRuntime, TokenCasesReportTheReferencesGradientsAndNoInputGradient) {
+  for (bool tied : {true, false})
+    for (bool frozen : {false, true}) {
+      const CaseSpec spec = gptCase(tied, frozen, 1, 1);
+      SCOPED_TRACE(spec.name);
+      Chain<float> chain = buildChain<float>(spec);
+      const auto dev = runOnHostDevice<float>(spec, storeAllSchedule(chainCost(chain)), 1);
+      std::vector<std::string> names;
+      for (const auto& g : dev[0].grads) names.push_back(g.name);
+      std::vector<std::string> want;
+      for (auto* p : chain.trainedParams()) want.push_back(p->name);
+      EXPECT_EQ(names, want);
+      auto has = [&](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+      EXPECT_EQ(has("emb.weight"), !frozen);
+      EXPECT_EQ(has("pos.weight"), !frozen);
+      EXPECT_EQ(has("head.weight"), !tied);
+      EXPECT_TRUE(has("head.ln.weight") && has("head.ln.bias"));
+      EXPECT_EQ(dev[0].inputGrad.size(), 0);
+    }
 }
 
 // Micro-batches on the device: every policy bitwise equal to store-all under both generator models.

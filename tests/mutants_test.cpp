@@ -41,6 +41,7 @@ const std::map<std::string, Property> kExpected = {
     {"frozen-params-updated", Property::kBitwiseEqual},
     {"no-grad-input-segment", Property::kBitwiseEqual},
     {"micro-batch-grads-zeroed", Property::kBitwiseEqual},
+    {"tied-head-grad-dropped", Property::kBitwiseEqual},
 };
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {

@@ -34,7 +34,7 @@ Grads analyticGrads(Chain<double>& c, const RngState& rng) {
   c.rng.setState(rng);
   zeroGrads(c);
   Grads out;
-  out.input = Mat<double>::Zero(c.spec.rows(), c.spec.width);
+  out.input = Mat<double>::Zero(c.input.rows(), c.input.cols());
   for (int m = 0; m < c.microBatches(); ++m) {
     std::vector<BlockTape<double>> tapes(c.size());
     Tensor<double> x = c.inputOf(m);
@@ -46,7 +46,11 @@ Grads analyticGrads(Chain<double>& c, const RngState& rng) {
     c.lossOf(m).forward(x, &ctx);
     Tensor<double> g = c.lossOf(m).backward(ctx);
     for (int i = c.size() - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[i]), std::move(g));
-    out.input.middleRows(microBatchFirstRow(c.spec, m), c.spec.microRows()) = g.map();
+    const int64_t first = microBatchFirstRow(c.spec, m);
+    // A token case's stem takes dL/dx_0 into its embeddings (a frozen one too: every parameter copy is checked
+    // here, each on its own, a tied head's copy included).
+    if (c.stem) c.stem->backward(c.tokens.data() + first, first, g);
+    else out.input.middleRows(first, c.spec.microRows()) = g.map();
   }
   for (auto* p : c.params()) out.params.push_back(p->grad);
   return out;
@@ -57,13 +61,15 @@ Grads analyticGrads(Chain<double>& c, const RngState& rng) {
 test::FdResult chainFdCheck(Chain<double>& c, const RngState& rng) {
   const Grads g = analyticGrads(c, rng);
   auto objective = [&] { return chainLoss(c, rng); };
-  double scale = g.input.cwiseAbs().maxCoeff();
+  double scale = g.input.size() ? g.input.cwiseAbs().maxCoeff() : 0.0;
   for (const auto& m : g.params) scale = std::max(scale, m.size() ? m.cwiseAbs().maxCoeff() : 0.0);
   const double floor = std::max(test::kFdFloor, test::kFdChainFloor * scale);
   test::FdResult worst;
   worst.merge(test::fdCompare(c.input.data(), c.input.size(), g.input.data(), objective, test::kFdStep, floor));
   auto params = c.params();
   for (size_t p = 0; p < params.size(); ++p) {
+    // A tied head over a frozen embedding computes no gradient for its weight (lm_head.h's trainsWeight).
+    if (tiedHead(c.spec) && !embeddingTrains(c.spec) && params[p] == &c.head->weight) continue;
     Mat<double>& v = params[p]->value;
     const int64_t stride = std::max<int64_t>(1, v.size() / 12);
     for (int64_t i = 0; i < v.size(); i += stride)

@@ -10,6 +10,7 @@
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "harness/adapters/case_dir.h"
@@ -92,7 +93,7 @@ std::string blockSummary(const CaseSpec& c) {
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
     << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss)
-    << caseParamText(c) << microBatchText(c);
+    << caseParamText(c) << lmText(c) << microBatchText(c);
   return s.str();
 }
 

@@ -15,7 +15,12 @@ ChainCost withoutBlocks(const CaseSpec& spec) {
   cc.loss.inBytes = cc.inputBytes;
   cc.microBatches = spec.microBatches;
   // A loss's metadata depends on shapes (and the micro-batch divisor) only, so empty labels/targets suffice.
-  if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}, spec.microBatches).meta(x);
+  setStemFlops(cc, spec);
+  if (isLanguageModel(spec))
+    cc.loss.meta = LmHeadLoss<T>(std::make_shared<LmHeadParams<T>>(spec.vocab, 1), {},
+                                 headWeightTrains(spec), spec.microBatches)
+                       .meta(x);
+  else if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}, spec.microBatches).meta(x);
   else cc.loss.meta = MseLoss<T>(Mat<T>(), spec.microBatches).meta(x);
   return cc;
 }
@@ -51,6 +56,13 @@ ChainCost homogeneous(const CaseSpec& spec, int64_t layers) {
 }
 
 }  // namespace
+
+void setStemFlops(ChainCost& cc, const CaseSpec& spec) {
+  if (!isLanguageModel(spec)) return;
+  const Shape x{spec.microRows(), spec.width};
+  cc.stemForwardFlops = TokenStem<double>::forwardFlops(x);
+  cc.stemBackwardFlops = embeddingTrains(spec) ? TokenStem<double>::backwardFlops(x) : 0;
+}
 
 ChainCost caseChainCost(const CaseSpec& spec) {
   if (spec.blocks.empty()) throw InputError("case '" + spec.name + "': no blocks");

@@ -19,6 +19,9 @@ struct ChainCost {
   std::vector<int> programOf;          // per block: index into programs
   int64_t inputBytes = 0;              // x_0
   LossCost loss;
+  // A token case's stem (cases/lm_case.h): its forward before block 0, its backward after block 0's. It
+  // allocates only x_0, already inputBytes.
+  int64_t stemForwardFlops = 0, stemBackwardFlops = 0;
   // The passes of one step (cases/micro_batches.h): every size above is one micro-batch's, and each runs the
   // schedule once.
   int64_t microBatches = 1;
@@ -26,6 +29,9 @@ struct ChainCost {
   int layers() const { return static_cast<int>(programOf.size()); }
   const BlockProgram& block(int i) const { return programs[static_cast<size_t>(programOf[static_cast<size_t>(i)])]; }
 };
+
+// The stem's FLOPs of a token case (zero for a dense one; no backward when the embedding is frozen).
+void setStemFlops(ChainCost& cc, const CaseSpec& spec);
 
 template <class T>
 ChainCost chainCost(const Chain<T>& c) {
@@ -37,6 +43,7 @@ ChainCost chainCost(const Chain<T>& c) {
   cc.inputBytes = c.boundaryShape().size() * static_cast<int64_t>(sizeof(T));
   cc.loss.inBytes = cc.inputBytes;
   cc.loss.meta = c.lossOf(0).meta(c.boundaryShape());
+  setStemFlops(cc, c.spec);
   cc.microBatches = c.spec.microBatches;
   return cc;
 }

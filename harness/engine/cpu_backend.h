@@ -47,6 +47,10 @@ class CpuBackend {
   void zeroAccumulated(int block) { sums_.zeroBlock(block); }
   const CaseSpec& spec() const { return c_.spec; }
   void reduceSharedGrads(const std::vector<int>& users, int owner) { ckpt::reduceSharedGrads(c_, users, owner); }
+  // A token case's stem backward after micro-batch m's (true: it took dx); a tied head's gradient sum.
+  // The executor's meter is in the backward phase here, where the stem's FLOPs count.
+  bool stemBackward(int m, const Act& dx) { return c_.stemBackward(m, dx); }
+  void reduceTiedGrads(bool headContribution) { ckpt::reduceTiedGrads(c_, headContribution); }
   StepResult<T> collect(const Act& dx) { return collectStep(c_, sums_, dx); }
   void sgd(bool frozenToo) { sgdUpdate(c_, frozenToo); }
 

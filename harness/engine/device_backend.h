@@ -37,6 +37,10 @@ class DeviceBackend {
   void zeroAccumulated(int block) { c_.zeroAccumulated(block); }
   const CaseSpec& spec() const { return c_.spec(); }
   void reduceSharedGrads(const std::vector<int>& users, int owner) { c_.reduceSharedGrads(users, owner); }
+  // A token case's stem backward after micro-batch m's (true: it took dx; its FLOPs go to the meter's current,
+  // backward, phase); a tied head's gradient sum.
+  bool stemBackward(int m, const Act& dx) { return c_.stemBackward(m, dx); }
+  void reduceTiedGrads(bool headContribution) { c_.reduceTiedGrads(headContribution); }
   StepResult<T> collect(const Act& dx) { return gpu::toStepResult(c_.values(dx)); }
   void sgd(bool frozenToo) { c_.sgd(frozenToo); }
 

@@ -53,7 +53,10 @@ DLossDesc<T> describeLoss(const Loss<T>& loss, Shape x, int64_t divisor) {
   d.forwardFlops = lm.forwardFlops;
   d.backwardFlops = lm.backwardFlops;
   d.divisor = divisor;
-  if (auto* ce = dynamic_cast<const CrossEntropyLoss<T>*>(&loss)) {
+  if (auto* lm = dynamic_cast<const LmHeadLoss<T>*>(&loss)) {
+    d.kind = DLossKind::kLmHead;  // its parameters are the model's DHeadDesc
+    d.labels = lm->labels();
+  } else if (auto* ce = dynamic_cast<const CrossEntropyLoss<T>*>(&loss)) {
     d.kind = DLossKind::kCrossEntropy;
     d.labels = ce->labels();
   } else if (auto* mse = dynamic_cast<const MseLoss<T>*>(&loss)) {
@@ -63,6 +66,27 @@ DLossDesc<T> describeLoss(const Loss<T>& loss, Shape x, int64_t divisor) {
     throw std::invalid_argument("device backend: no device loss for '" + loss.kind() + "'");
   }
   return d;
+}
+
+// A token case's stem and head (cases/lm_case.h's rules decided here, handed to the device as flags), with the
+// stem's FLOPs for one micro-batch's x_0 from TokenStem itself.
+template <class T>
+void describeLanguageModel(Chain<T>& c, DeviceModel<T>& m) {
+  m.tokens = true;
+  TokenStem<T>& stem = *c.stem;
+  m.stem.emb = toHostMatrix(stem.embedding().name, stem.embedding().value);
+  Param<T>* pos = stem.params().at(1);
+  m.stem.pos = toHostMatrix(pos->name, pos->value);
+  m.stem.tokens = c.tokens;
+  m.stem.trains = embeddingTrains(c.spec);
+  m.stem.forwardFlops = TokenStem<T>::forwardFlops(c.boundaryShape());
+  m.stem.backwardFlops = TokenStem<T>::backwardFlops(c.boundaryShape());
+  const LmHeadParams<T>& h = *c.head;
+  m.head.lnWeight = toHostMatrix(h.lnWeight.name, h.lnWeight.value);
+  m.head.lnBias = toHostMatrix(h.lnBias.name, h.lnBias.value);
+  m.head.weight = toHostMatrix(h.weight.name, h.weight.value);
+  m.head.tied = tiedHead(c.spec);
+  m.head.trainsWeight = headWeightTrains(c.spec);
 }
 
 // The chain as it is now (its current weights, buffers and generator).
@@ -84,6 +108,8 @@ DeviceModel<T> describeChain(Chain<T>& c) {
   }
   for (int mb = 0; mb < c.microBatches(); ++mb) m.losses.push_back(describeLoss(c.lossOf(mb), x, c.spec.microBatches));
   m.input = toHostMatrix("input", c.input);
+  m.reportsInputGrad = inputGradReported(c.spec);
+  if (isLanguageModel(c.spec)) describeLanguageModel(c, m);
   m.rngModel = c.rng.model();
   m.rng = c.rng.state();
   return m;

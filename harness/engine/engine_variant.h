@@ -86,6 +86,11 @@ class EngineVariant {
   // The order in which the gradients of parameters several blocks use add up (shareGroups' users: backward
   // order, the owner last). Mutant shared-grads-forward-order: summed in block order.
   virtual std::vector<int> sharedGradOrder(std::vector<int> users) const { return users; }
+  // Whether a tied LM head's contribution reaches the token embedding's gradient (cases/lm_case.h), given that
+  // block 0 ran a recompute forward in this micro-batch. Mutant tied-head-grad-dropped: a recompute of the first
+  // segment re-materialises the tied weight (as a parameter re-gathered for the recompute) and the gradient the
+  // head had accumulated on the old one is lost.
+  virtual bool tiedHeadGradKept(bool firstBlockRecomputed) const { return true; }
   // Whether SGD also moves frozen parameters. Mutant frozen-params-updated: an optimiser built over every
   // parameter that has a gradient buffer.
   virtual bool updatesFrozen() const { return false; }

@@ -101,7 +101,10 @@ class StepRunner final : public StepView {
           }
         }
         dx = std::move(g_[0]);
+        // A token case's stem takes dx into the embeddings' gradients (cases/lm_case.h).
+        if (b_.stemBackward(m, dx)) dx.reset();
         for (const ShareGroup& g : shareGroups(b_.spec())) b_.reduceSharedGrads(v_.sharedGradOrder(g.users), g.owner);
+        b_.reduceTiedGrads(v_.tiedHeadGradKept(firstRecomputed_));
         if (!v_.reportInputGradient()) dx.reset();
         b_.endMicroBatch(m, dx);
       }
@@ -161,7 +164,9 @@ class StepRunner final : public StepView {
     std::fill(checkpoint_.begin(), checkpoint_.end(), 0);
     std::fill(tapeRecomputed_.begin(), tapeRecomputed_.end(), 0);
     std::fill(forwarded_.begin(), forwarded_.end(), 0);
+    firstRecomputed_ = false;
     b_.zeroGrads();
+    meter_->phase = Phase::kForward;  // a token case's stem runs in input()
     x_[0] = b_.input(m);
     checkpoint_[0] = 1;
   }
@@ -176,6 +181,7 @@ class StepRunner final : public StepView {
     if (recompute) {
       live = b_.rng().state();
       v_.rngForRecompute(b_.rng(), rngAtFirst_[at(i)]);
+      firstRecomputed_ |= i == 0;
     } else {
       rngAtFirst_[at(i)] = b_.rng().state();
       forwarded_[at(i)] = 1;
@@ -224,6 +230,7 @@ class StepRunner final : public StepView {
   int step_;
   int micro_ = 0;     // the micro-batch of the pass running
   int passStep_ = 0;  // its step as the counter-based generator keys it (microStep)
+  bool firstRecomputed_ = false;  // block 0 ran a recompute forward in this pass
   const EngineVariant& v_;
   ExecutorTimes* times_;
   int n_;

@@ -105,6 +105,8 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
     p.liveAfter.push_back(pool.live());
     pool.compact();
   }
+  p.flops.forward += c.stemForwardFlops;
+  p.flops.backward += c.stemBackwardFlops;
   p.peakActivationBytes = pool.peak();
   p.passes = c.microBatches;
   return p;

@@ -22,6 +22,7 @@ Mutant sharedGradsForwardOrder();
 Mutant frozenParamsUpdated();
 Mutant microBatchGradsZeroed();
 Mutant noGradInputSegment();
+Mutant tiedHeadGradDropped();
 }  // namespace mutants
 
 const std::vector<Mutant>& mutantCatalog() {
@@ -34,6 +35,7 @@ const std::vector<Mutant>& mutantCatalog() {
       mutants::contextBeforeFilled(),     mutants::inputGradDropped(),
       mutants::sharedGradsForwardOrder(), mutants::frozenParamsUpdated(),
       mutants::noGradInputSegment(),      mutants::microBatchGradsZeroed(),
+      mutants::tiedHeadGradDropped(),
   };
   return all;
 }

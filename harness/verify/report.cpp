@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "cases/case_json.h"
@@ -48,7 +49,7 @@ std::string describeCase(const CaseSpec& c) {
   return std::to_string(c.blocks.size()) + (c.blocks.size() == 1 ? " block (" : " blocks (") + kinds + "), width " +
          std::to_string(c.width) + ", batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", " +
          std::to_string(c.steps) + (c.steps == 1 ? " step, " : " steps, ") + dtypeName(c.dtype) + ", " +
-         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c) + microBatchText(c);
+         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c) + lmText(c) + microBatchText(c);
 }
 
 FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const std::string& dir) {

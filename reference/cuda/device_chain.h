@@ -25,7 +25,7 @@ class DeviceChain {
   virtual int layers() const = 0;
   virtual Rng& rng() = 0;
   // Micro-batch m's x_0 (cases/micro_batches.h; the whole input without micro-batches) as a fresh activation
-  // (charged to the current meter).
+  // (charged to the current meter). A token case's stem runs here, its FLOPs counted into the meter's phase.
   virtual DTensor<T> input(int m) = 0;
   virtual void zeroGrads() = 0;
   virtual DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
@@ -44,10 +44,17 @@ class DeviceChain {
   virtual const CaseSpec& spec() const = 0;
   // Adds the gradient copies of blocks `users` in that order (cases/param_sharing.h), the sum into `owner`'s.
   virtual void reduceSharedGrads(const std::vector<int>& users, int owner) = 0;
+  // A token case (cases/lm_case.h), after micro-batch m's backward: the stem takes dL/dx_0 into the embeddings'
+  // gradients when they train, and says whether it did (dx_0 is then consumed); false for a dense case.
+  virtual bool stemBackward(int m, const DTensor<T>& dx) = 0;
+  // A tied head whose embedding trains: the embedding's gradient becomes g_head + g_emb (reference/step.h's
+  // reduceTiedGrads); without `headContribution` nothing changes (the head's part is lost, as a mutant loses it).
+  virtual void reduceTiedGrads(bool headContribution) = 0;
   // The step's loss, trained parameters' gradients, dx (when defined and the input requires a gradient) and
   // module buffers, downloaded.
   virtual DeviceValues<T> values(const DTensor<T>& dx) = 0;
-  // SGD on the trained parameters (frozen ones too with `frozenToo`), then sharing blocks take their owner's.
+  // SGD on the trained parameters (frozen ones too with `frozenToo`), then sharing blocks take their owner's
+  // values and a tied head's weight the embedding's.
   virtual void sgd(bool frozenToo) = 0;
 
   // Element access for engine variants (tests only: each call synchronises).

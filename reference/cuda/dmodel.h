@@ -45,16 +45,38 @@ struct DBlockDesc {
   std::vector<DNodeDesc<T>> nodes;
 };
 
-enum class DLossKind { kCrossEntropy, kMse };
+// kLmHead: a language-model case's head (reference/ops/lm_head.h), whose parameters are the model's DHeadDesc.
+enum class DLossKind { kCrossEntropy, kMse, kLmHead };
 
 template <class T>
 struct DLossDesc {
   DLossKind kind = DLossKind::kCrossEntropy;
-  std::vector<int> labels;  // cross-entropy
+  std::vector<int> labels;  // cross-entropy, LM head
   HostMatrix<T> target;     // mse
   int64_t divisor = 1;      // micro-batches: the value divided by it, the gradient scaled by its inverse
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
+};
+
+// A language-model case's stem (reference/ops/token_stem.h, cases/lm_case.h): what feeds x_0 instead of a
+// dense input. The rules (which parameters train, whether the head is tied) are read by the bridge from
+// cases/lm_case.h and handed over as flags, so nothing here needs the case parser.
+template <class T>
+struct DStemDesc {
+  HostMatrix<T> emb, pos;   // the token embedding (vocab, width) and the position embedding (seq, width)
+  std::vector<int> tokens;  // every row's id, the whole batch
+  bool trains = false;      // embeddingTrains: backward runs, E and P take gradients and move
+  // Per micro-batch, TokenStem's own counts for the micro-batch's x_0 (the backward's only when it trains).
+  int64_t forwardFlops = 0, backwardFlops = 0;
+};
+
+// The LM head's parameters, shared by every micro-batch's kLmHead loss.
+template <class T>
+struct DHeadDesc {
+  HostMatrix<T> lnWeight, lnBias, weight;  // weight (vocab, width): a tied head's own copy of E
+  bool tied = false;         // weight is the token embedding (its gradient goes into E's, E's value into it)
+  bool trainsWeight = true;  // the head computes dW (not for a tied head whose embedding is frozen)
+  double eps = 1e-5;         // the final LayerNorm's (reference/ops/lm_head.h's constant)
 };
 
 template <class T>
@@ -62,7 +84,11 @@ struct DeviceModel {
   CaseSpec spec;
   std::vector<DBlockDesc<T>> blocks;
   std::vector<DLossDesc<T>> losses;  // one per micro-batch (cases/micro_batches.h), its rows' targets
-  HostMatrix<T> input;  // x_0 (rows, width): every micro-batch's rows
+  HostMatrix<T> input;  // x_0 (rows, width): every micro-batch's rows; empty for a token case
+  bool tokens = false;  // a language-model case: `stem` feeds x_0 and the losses are kLmHead over `head`
+  DStemDesc<T> stem;
+  DHeadDesc<T> head;
+  bool reportsInputGrad = false;  // cases/lm_case.h's inputGradReported: a dense input that requires a gradient
   RngModel rngModel = RngModel::kStateful;
   RngState rng;         // the generator at the start of training
 };

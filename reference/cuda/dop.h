@@ -49,6 +49,14 @@ HostMatrix<T> downloadMatrix(X& x, const DTensor<T>& t, std::string name = {}) {
   return m;
 }
 
+// A parameter on the device: its value uploaded, its gradient zero (both untracked: not activations).
+template <class T, class X>
+DParam<T> uploadParam(X& x, const HostMatrix<T>& m) {
+  DParam<T> p{m.name, uploadMatrix(x, m), DTensor<T>::untracked(x.pool(), m.rows, m.cols)};
+  x.launch(p.grad.size(), Fill<T>{p.grad.data(), T(0)});
+  return p;
+}
+
 template <class T, class X>
 DTensor<T> cloneActivation(X& x, const DTensor<T>& t) {
   auto c = DTensor<T>::empty(x.pool(), t.rows(), t.cols());
@@ -71,11 +79,7 @@ class DOp {
   DevicePool& pool() { return x_->pool(); }
   DTensor<T> activation(int64_t rows, int64_t cols) { return DTensor<T>::empty(pool(), rows, cols); }
   DTensor<T> workspace(int64_t rows, int64_t cols) { return DTensor<T>::untracked(pool(), rows, cols); }
-  DParam<T> param(const HostMatrix<T>& m) {
-    DParam<T> p{m.name, uploadMatrix(*x_, m), DTensor<T>::untracked(pool(), m.rows, m.cols)};
-    x_->launch(p.grad.size(), Fill<T>{p.grad.data(), T(0)});
-    return p;
-  }
+  DParam<T> param(const HostMatrix<T>& m) { return uploadParam(*x_, m); }
 
  private:
   X* x_;

@@ -15,6 +15,7 @@
 #include "reference/cuda/dops/gelu.h"
 #include "reference/cuda/dops/layernorm.h"
 #include "reference/cuda/dops/linear.h"
+#include "reference/cuda/dops/lm_head.h"
 #include "reference/cuda/dops/relu.h"
 #include "reference/cuda/dops/tanh.h"
 #include "reference/cuda/kernels/loss.cuh"
@@ -55,21 +56,24 @@ std::unique_ptr<DOp<T, X>> makeDeviceOp(X& x, const DNodeDesc<T>& d) {
 }
 
 // The chain's loss on the device. forward leaves the loss value in a device scalar (read at the end of the
-// step, so the step has no host synchronisation in the middle); backward returns a fresh dL/dx.
+// step, so the step has no host synchronisation in the middle); backward returns a fresh dL/dx. A kLmHead loss
+// runs the LM head (dops/lm_head.h) over `head`, the parameters every micro-batch's loss shares.
 template <class T, class X>
 class DLoss {
  public:
-  DLoss(X& x, const DLossDesc<T>& d, int64_t rows, int64_t cols)
-      : x_(&x), kind_(d.kind), rows_(rows), cols_(cols), divisor_(d.divisor),
+  DLoss(X& x, const DLossDesc<T>& d, int64_t rows, int64_t cols, DLmHead<T>* head = nullptr)
+      : x_(&x), kind_(d.kind), rows_(rows), cols_(cols), divisor_(d.divisor), head_(head),
         value_(DTensor<T>::untracked(x.pool(), 1, 1)) {
-    if (kind_ == DLossKind::kCrossEntropy) {
+    if (kind_ == DLossKind::kLmHead && !head_) throw std::invalid_argument("lm_head: a device loss without its head");
+    if (kind_ != DLossKind::kMse) {
+      const int64_t classes = kind_ == DLossKind::kLmHead ? head_->vocab() : cols;
       if (static_cast<int64_t>(d.labels.size()) != rows)
         throw std::invalid_argument("cross_entropy: " + std::to_string(d.labels.size()) + " labels for " +
                                     std::to_string(rows) + " rows");
       for (int l : d.labels)
-        if (l < 0 || l >= cols)
+        if (l < 0 || l >= classes)
           throw std::invalid_argument("cross_entropy: label " + std::to_string(l) + " outside [0, " +
-                                      std::to_string(cols) + ")");
+                                      std::to_string(classes) + ")");
       labels_ = DTensor<int>::untracked(x.pool(), 1, rows);
       x.upload(labels_.data(), d.labels.data(), rows);
     } else {
@@ -80,7 +84,9 @@ class DLoss {
 
   void forward(const DTensor<T>& xin, DContext<T>* ctx) {
     auto terms = DTensor<T>::untracked(x_->pool(), rows_, 1);
-    if (kind_ == DLossKind::kCrossEntropy) {
+    if (kind_ == DLossKind::kLmHead) {
+      lmHeadForward(*x_, *head_, xin, labels(), terms.data(), value_.data(), ctx);
+    } else if (kind_ == DLossKind::kCrossEntropy) {
       DTensor<T> probs = ctx ? DTensor<T>::empty(x_->pool(), rows_, cols_) : DTensor<T>::untracked(x_->pool(), rows_, cols_);
       x_->launch(rows_, CrossEntropyForwardRow<T>{probs.data(), terms.data(), xin.data(), labels(), cols_});
       x_->launch(1, SumRows<T>{value_.data(), terms.data(), rows_, static_cast<T>(rows_)});
@@ -94,6 +100,8 @@ class DLoss {
   }
 
   DTensor<T> backward(const DContext<T>& ctx) {
+    // The head scales dlogits by 1/M itself, before its products, as the reference head does.
+    if (kind_ == DLossKind::kLmHead) return lmHeadBackward(*x_, *head_, ctx, labels(), divisor_);
     auto dx = DTensor<T>::empty(x_->pool(), rows_, cols_);
     if (kind_ == DLossKind::kCrossEntropy) {
       x_->launch(dx.size(), CrossEntropyBackward<T>{dx.data(), loadFields<Saved>(ctx).operand.data(), labels(), cols_,
@@ -116,6 +124,7 @@ class DLoss {
   DLossKind kind_;
   int64_t rows_, cols_;
   int64_t divisor_;
+  DLmHead<T>* head_;  // kLmHead: the chain's head
   DTensor<T> value_;
   DTensor<int> labels_;
   DTensor<T> target_;

@@ -1,5 +1,6 @@
 // DeviceChain (device_chain.h) on an executor X: the device model's blocks, loss, parameters, buffers, input and
-// generator, and the block runtime of dblock.h over them. Instantiated on HostExec by harness/engine/
+// generator, and the block runtime of dblock.h over them; for a token case (cases/lm_case.h) its stem
+// (dops/token_stem.h) and LM head (dops/lm_head.h), with the tied head's gradient sum and value copy. Instantiated on HostExec by harness/engine/
 // device_steps.cpp (g++) and on CudaExec by gpu_trainer.cu (nvcc); the schedule is interpreted by
 // harness/engine/executor.h for both, with the CPU engine's hooks.
 #pragma once
@@ -13,6 +14,7 @@
 
 #include "reference/cuda/dblock.h"
 #include "reference/cuda/device_chain.h"
+#include "reference/cuda/dops/token_stem.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 
@@ -23,8 +25,13 @@ class ExecChain : public DeviceChain<T> {
  public:
   ExecChain(X& x, const DeviceModel<T>& m)
       : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed),
-        rows_(m.spec.microRows()), cols_(m.input.cols), lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)) {
+        rows_(m.spec.microRows()), cols_(m.spec.width), reportsInputGrad_(m.reportsInputGrad),
+        lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     rng_.setState(m.rng);
+    if (m.tokens) {
+      stem_ = std::make_unique<DTokenStem<T, X>>(x, m.stem);
+      head_ = std::make_unique<DLmHead<T>>(makeLmHead(x, m.head));
+    }
     for (const auto& bd : m.blocks) {
       DBlock<T, X> b;
       b.kind = bd.kind;
@@ -33,14 +40,16 @@ class ExecChain : public DeviceChain<T> {
                                       nd.backwardFlops, nd.opKind});
       blocks_.push_back(std::move(b));
     }
-    for (const auto& l : m.losses) losses_.push_back(std::make_unique<DLoss<T, X>>(x, l, rows_, cols_));
+    for (const auto& l : m.losses) losses_.push_back(std::make_unique<DLoss<T, X>>(x, l, rows_, cols_, head_.get()));
     for (const auto& l : m.losses) lossFlops_.push_back({l.forwardFlops, l.backwardFlops});
-    input_ = uploadMatrix(x, m.input);
+    if (!stem_) input_ = uploadMatrix(x, m.input);
+    params_ = stemParams();
     for (auto& b : blocks_)
       for (auto& n : b.nodes) {
         for (auto* p : n.op->params()) params_.push_back(p);
         for (auto* s : n.op->buffers()) buffers_.push_back(s);
       }
+    for (auto* p : headParams()) params_.push_back(p);
     // Allocated once, so a step hands the pool back what it took (deviceSteps checks).
     if (spec_.microBatches > 1)
       for (auto* p : trainedParams()) sums_.push_back(DTensor<T>::untracked(x.pool(), p->grad.rows(), p->grad.cols()));
@@ -49,6 +58,7 @@ class ExecChain : public DeviceChain<T> {
   int layers() const override { return static_cast<int>(blocks_.size()); }
   Rng& rng() override { return rng_; }
   DTensor<T> input(int m) override {
+    if (stem_) return stem_->forward(microBatchFirstRow(spec_, m), rows_);
     auto c = DTensor<T>::empty(x_->pool(), rows_, cols_);
     x_->copy(c.data(), input_.data() + microBatchFirstRow(spec_, m) * cols_, c.size());
     return c;
@@ -111,22 +121,40 @@ class ExecChain : public DeviceChain<T> {
     }
     if (users.back() != owner) copyParams(users.back(), owner, false);
   }
+  bool stemBackward(int m, const DTensor<T>& dx) override {
+    return stem_ && stem_->backward(microBatchFirstRow(spec_, m), dx);
+  }
+  // emb.grad += head.grad is g_emb + g_head, the reference's g_head + g_emb bit for bit: IEEE addition commutes.
+  void reduceTiedGrads(bool headContribution) override {
+    if (!head_ || !head_->tied || !stem_->trains() || !headContribution) return;
+    DTensor<T>& emb = stem_->embedding().grad;
+    x_->launch(emb.size(), AccumulateInto<T>{emb.data(), head_->weight.grad.data()});
+  }
   DeviceValues<T> values(const DTensor<T>& dx) override {
     DeviceValues<T> r;
     x_->download(&r.loss, lossSum_.data(), 1);
     for (auto* p : trainedParams()) r.grads.push_back(downloadMatrix(*x_, p->grad, p->name));
-    if (dx.defined() && spec_.inputGrad) r.inputGrad = downloadMatrix(*x_, dx, "input");
-    if (spec_.microBatches > 1 && spec_.inputGrad) r.inputGrad = inputGrad_;
+    if (dx.defined() && reportsInputGrad_) r.inputGrad = downloadMatrix(*x_, dx, "input");
+    if (spec_.microBatches > 1 && reportsInputGrad_) r.inputGrad = inputGrad_;
     for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
     return r;
   }
+  // reference/step.h's sgdUpdate: the embeddings when they train, the blocks that train, the head's parameters
+  // but a tied weight (the embedding is that parameter), then every copy takes its owner's value.
   void sgd(bool frozenToo) override {
+    if (stem_ && (frozenToo || stem_->trains()))
+      for (auto* p : stemParams()) update(*p);
     for (int i = 0; i < layers(); ++i)
       if (paramOwner(spec_, i) == i && (frozenToo || blockTrains(spec_, i)))
-        for (auto* p : blockParams(i))
-          x_->launch(p->value.size(), SgdUpdate<T>{p->value.data(), p->grad.data(), lr_});
+        for (auto* p : blockParams(i)) update(*p);
+    for (auto* p : headParams())
+      if (!(head_->tied && p == &head_->weight)) update(*p);
     for (int i = 0; i < layers(); ++i)
       if (paramOwner(spec_, i) != i) copyParams(paramOwner(spec_, i), i, true);
+    if (head_ && head_->tied) {
+      DTensor<T>& w = head_->weight.value;
+      x_->launch(w.size(), Copy<T>{w.data(), stem_->embedding().value.data()});
+    }
   }
 
   std::vector<T> download(const DTensor<T>& t) override {
@@ -169,13 +197,20 @@ class ExecChain : public DeviceChain<T> {
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
-  // Every trained owner's parameters, model order (the CPU chain's trainedParams()).
+  // The parameters that train, model order (the CPU chain's trainedParams()): the embeddings when they train,
+  // every trained owner's, the head's but a tied weight.
   std::vector<DParam<T>*> trainedParams() {
     std::vector<DParam<T>*> ps;
+    if (stem_ && stem_->trains()) ps = stemParams();
     for (int i : trainedOwners(spec_))
       for (auto* p : blockParams(i)) ps.push_back(p);
+    for (auto* p : headParams())
+      if (!(head_->tied && p == &head_->weight)) ps.push_back(p);
     return ps;
   }
+  std::vector<DParam<T>*> stemParams() { return stem_ ? stem_->params() : std::vector<DParam<T>*>{}; }
+  std::vector<DParam<T>*> headParams() { return head_ ? head_->params() : std::vector<DParam<T>*>{}; }
+  void update(DParam<T>& p) { x_->launch(p.value.size(), SgdUpdate<T>{p.value.data(), p.grad.data(), lr_}); }
   // Block `dst`'s parameter copies take block `src`'s values (or gradients).
   void copyParams(int src, int dst, bool values) {
     const auto from = blockParams(src), into = blockParams(dst);
@@ -190,6 +225,10 @@ class ExecChain : public DeviceChain<T> {
   T lr_;
   Rng rng_;
   int64_t rows_, cols_;
+  bool reportsInputGrad_;
+  // A token case's stem and head (null for a dense case); the head before the losses, which point at it.
+  std::unique_ptr<DTokenStem<T, X>> stem_;
+  std::unique_ptr<DLmHead<T>> head_;
   std::vector<DBlock<T, X>> blocks_;
   std::vector<std::unique_ptr<DLoss<T, X>>> losses_;  // one per micro-batch
   std::vector<std::pair<int64_t, int64_t>> lossFlops_;  // per micro-batch: forward, backward FLOPs

@@ -8,7 +8,9 @@
 
 namespace ckpt::gpu {
 
-// probs = softmax(x_r) and term_r = log(sum) - (x[label] - max): the row's -log softmax at its label.
+// probs = softmax(x_r) and term_r = log(sum) - (x[label] - max): the row's -log softmax at its label. The
+// label's logit is read before probs is written, so probs may be the logits' own buffer (the LM head computes its
+// logits into the probabilities' buffer, reference/ops/lm_head.h).
 template <class T>
 struct CrossEntropyForwardRow {
   T* probs;
@@ -21,17 +23,18 @@ struct CrossEntropyForwardRow {
     T* p = probs + r * cols;
     T mx = x[0];
     for (int64_t c = 1; c < cols; ++c) mx = hdMax(mx, x[c]);
+    const T atLabel = x[labels[r]];
     T sum = 0;
     for (int64_t c = 0; c < cols; ++c) {
       p[c] = hdExp(x[c] - mx);
       sum += p[c];
     }
     for (int64_t c = 0; c < cols; ++c) p[c] /= sum;
-    term[r] = hdLog(sum) - (x[labels[r]] - mx);
+    term[r] = hdLog(sum) - (atLabel - mx);
   }
 };
 
-// dx = (P - onehot(label)) / N, elementwise.
+// dx = (P - onehot(label)) / N, elementwise (in place when dinp is probs).
 template <class T>
 struct CrossEntropyBackward {
   T* dinp;
