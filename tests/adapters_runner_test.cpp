@@ -148,6 +148,69 @@ TEST(CaseDir, writesEveryTensorWithPyTorchShapes) {
   EXPECT_EQ(readNpy((d / "mse" / "target.npy").string()).shape, (std::vector<int64_t>{4, 4}));
 }
 
+// A token case (cases/lm_case.h): the stem first and the head last in the manifest, tokens.npy instead of
+// input.npy, labels over the vocabulary, a tied head as a share of emb.weight, a frozen embedding untrained, and
+// never an input gradient.
+TEST(CaseDir, tokenCaseLayout) {
+  const fs::path d = tempDir("casedir-tokens");
+  CaseSpec c = smallCase(LossKind::kCrossEntropy);
+  c.input = InputKind::kTokens;
+  c.vocab = 5;
+  c.tieEmbeddings = true;
+  Chain<float> chain = buildChain<float>(c);
+  writeCaseDir((d / "case").string(), chain);
+  EXPECT_EQ(loadCase((d / "case" / "case.json").string()), chain.spec);
+  EXPECT_FALSE(fs::exists(d / "case" / "input.npy"));
+  const NpyArray ids = readNpy((d / "case" / "tokens.npy").string());
+  EXPECT_EQ(ids.type, NpyType::kInt64);
+  EXPECT_EQ(ids.shape, (std::vector<int64_t>{4}));
+  const auto idv = npyValues<double>(ids, "tokens", true);
+  for (size_t i = 0; i < idv.size(); ++i) EXPECT_EQ(idv[i], chain.tokens[i]);
+  const auto labels = npyValues<double>(readNpy((d / "case" / "labels.npy").string()), "labels", true);
+  for (double l : labels) EXPECT_TRUE(l >= 0 && l < 5);
+  EXPECT_EQ(readNpy((d / "case" / "params" / "emb.weight.npy").string()).shape, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "pos.weight.npy").string()).shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "head.weight.npy").string()).shape, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(readNpy((d / "case" / "params" / "head.ln.bias.npy").string()).shape, (std::vector<int64_t>{4}));
+  const auto m = nlohmann::json::parse(slurp(d / "case" / "manifest.json"));
+  EXPECT_EQ(m["input"]["kind"], "tokens");
+  EXPECT_EQ(m["input"]["vocab"], 5);
+  EXPECT_EQ(m["input"]["requires_grad"], false);
+  EXPECT_EQ(m["input"]["tied"], true);
+  const auto& ps = m["params"];
+  EXPECT_EQ(ps.front()["name"], "emb.weight");
+  EXPECT_EQ(ps[1]["name"], "pos.weight");
+  EXPECT_EQ(ps.back()["name"], "head.weight");
+  EXPECT_EQ(ps.back()["shared_with"], "emb.weight");
+  EXPECT_EQ(ps.back()["trains"], false);
+  EXPECT_EQ(ps[ps.size() - 2]["name"], "head.ln.bias");
+  EXPECT_EQ(ps.front()["trains"], true);
+
+  // The reference's trained parameters are the layout's, in order: what readRunResults reads back.
+  const CaseLayout l = caseLayout(chain);
+  std::vector<std::string> trained;
+  for (const auto& t : l.params)
+    if (t.trains) trained.push_back(t.name);
+  std::vector<std::string> ref;
+  for (auto* p : chain.trainedParams()) ref.push_back(p->name);
+  EXPECT_EQ(trained, ref);
+  EXPECT_FALSE(l.inputGrad);
+
+  c.inputGrad = false;  // a frozen embedding: neither embedding trains, nor (tied) the head's weight
+  Chain<float> frozen = buildChain<float>(c);
+  const CaseLayout f = caseLayout(frozen);
+  EXPECT_EQ(f.params.front().name, "emb.weight");
+  EXPECT_FALSE(f.params.front().trains);
+  EXPECT_FALSE(f.params[1].trains);
+  EXPECT_FALSE(f.params.back().trains);
+  trained.clear();
+  for (const auto& t : f.params)
+    if (t.trains) trained.push_back(t.name);
+  ref.clear();
+  for (auto* p : frozen.trainedParams()) ref.push_back(p->name);
+  EXPECT_EQ(trained, ref);
+}
+
 // An "adapter" that is the reference itself, written in the output layout, must read back bitwise equal.
 template <class T>
 void writeOutputs(const fs::path& out, const CaseLayout& l, const std::vector<StepResult<T>>& rs) {
@@ -210,6 +273,25 @@ TEST(Capabilities, restrictTheGeneratorAndCheckOptions) {
   EXPECT_THROW(c.checkOptions({{"zz", "1"}}), InputError);
   CaseSpec bn = smallCase(LossKind::kMse);
   EXPECT_EQ(c.unsupported(bn), "block kind residual-bn");
+  // Token cases only go to an adapter whose "inputs" list "tokens"; a frozen embedding also needs no_input_grad.
+  EXPECT_FALSE(l.tokens);
+  CaseSpec lm;
+  lm.batch = 2;
+  lm.seq = 2;
+  lm.width = 4;
+  lm.dtype = DType::kFloat;
+  lm.rng = RngModel::kCounter;
+  lm.blocks = {{blockKind("mlp"), Activation::kGelu, 1}};
+  lm.input = InputKind::kTokens;
+  lm.vocab = 3;
+  EXPECT_NE(c.unsupported(lm).find("token input"), std::string::npos) << c.unsupported(lm);
+  auto tokens = j;
+  tokens["inputs"] = {"dense", "tokens"};
+  const Capabilities t = parseCapabilities(tokens);
+  EXPECT_TRUE(t.limits(5, 2).tokens);
+  EXPECT_EQ(t.unsupported(lm), "");
+  lm.inputGrad = false;
+  EXPECT_NE(t.unsupported(lm).find("frozen embedding"), std::string::npos) << t.unsupported(lm);
   auto bad = j;
   bad["protocol"] = 2;
   EXPECT_THROW(parseCapabilities(bad), AdapterError);

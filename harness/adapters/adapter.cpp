@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "common/input_error.h"
@@ -152,6 +153,7 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   l.share = paramFeatures.count("shared");
   l.noInputGrad = paramFeatures.count("no_input_grad");
   l.microBatches = paramFeatures.count("micro_batches");
+  l.tokens = inputs.count("tokens");
   return l;
 }
 
@@ -169,7 +171,11 @@ std::string Capabilities::unsupported(const CaseSpec& c) const {
   if (c.dropout > 0 && !dropout) return "dropout";
   if (hasFrozenBlock(c) && !paramFeatures.count("frozen")) return "frozen blocks";
   if (hasSharedBlock(c) && !paramFeatures.count("shared")) return "shared parameters";
-  if (!c.inputGrad && !paramFeatures.count("no_input_grad")) return "an input without gradient";
+  if (isLanguageModel(c) && !inputs.count("tokens"))
+    return "token input (a language-model case; the adapter's capabilities list no \"tokens\" in \"inputs\")";
+  if (!c.inputGrad && !paramFeatures.count("no_input_grad"))
+    return isLanguageModel(c) ? "frozen embedding (the adapter's capabilities list no \"no_input_grad\")"
+                              : "an input without gradient";
   if (hasMicroBatches(c) && !paramFeatures.count("micro_batches")) return "micro-batches";
   return "";
 }
@@ -219,6 +225,8 @@ Capabilities parseCapabilities(const json& j) {
   if (c.rng.empty()) c.rng = {"stateful"};
   c.modes = stringSet(j, "modes", false);
   c.paramFeatures = stringSet(j, "params", false);
+  c.inputs = stringSet(j, "inputs", false);  // absent: dense only, as every adapter before token cases
+  if (c.inputs.empty()) c.inputs = {"dense"};
   c.dropout = flag(j, "dropout");
   c.reportsMemory = flag(j, "reports_memory");
   c.reportsForwardCalls = flag(j, "reports_forward_calls");

@@ -52,6 +52,10 @@ struct Capabilities {
   std::set<std::string> blocks, activations, losses, dtypes, rng, modes;
   // Parameter features the adapter builds (cases/param_sharing.h): "frozen", "shared", "no_input_grad".
   std::set<std::string> paramFeatures;
+  // What feeds x_0 (cases/lm_case.h): "dense" (every adapter) and "tokens", language-model cases (token and
+  // position embeddings, the chain, an LM head tied to the embedding or not). A frozen embedding also needs
+  // "no_input_grad" in paramFeatures: it is the token case's input without gradient.
+  std::set<std::string> inputs;
   bool dropout = false;
   bool reportsMemory = false;
   bool reportsForwardCalls = false;

@@ -18,7 +18,14 @@ nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
   j["protocol"] = 1;
   j["params"] = list(l.params, true);
   j["state"] = list(l.state, false);
-  j["input"] = {{"shape", {l.rows, l.width}}, {"requires_grad", l.inputGrad}};
+  if (l.tokens) {
+    // Token ids (tokens.npy) in [0, vocab): nothing to differentiate, so requires_grad is false; whether the
+    // embeddings train is the params' "trains", and "tied" repeats head.weight's "shared_with" for convenience.
+    j["input"] = {{"kind", "tokens"}, {"shape", {l.rows}}, {"dtype", "int64"},
+                  {"vocab", l.vocab}, {"tied", l.tied}, {"requires_grad", false}};
+  } else {
+    j["input"] = {{"shape", {l.rows, l.width}}, {"requires_grad", l.inputGrad}};
+  }
   if (loss == LossKind::kCrossEntropy)
     j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
   else

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cases/case_json.h"
+#include "cases/lm_case.h"
 #include "harness/adapters/npy.h"
 #include "harness/diagnose_steps.h"
 #include "reference/step.h"
@@ -36,31 +37,50 @@ struct TensorLayout {
 };
 
 struct CaseLayout {
-  std::vector<TensorLayout> params;  // model order
+  std::vector<TensorLayout> params;  // model order: a token case's stem first, its head last
   std::vector<TensorLayout> state;
   int64_t rows = 0, width = 0;
-  bool inputGrad = true;  // the case's input_grad: input_grad.npy is written and read only then
+  // Whether a step reports input_grad.npy: a dense input that requires a gradient (inputGradReported,
+  // cases/lm_case.h). A token case's input is ids, which have no gradient, frozen embedding or not.
+  bool inputGrad = true;
+  // Token cases (cases/lm_case.h): tokens.npy instead of input.npy, over a vocabulary of `vocab`; `tied`: the
+  // head's weight is the token embedding (manifest: "shared_with": "emb.weight").
+  bool tokens = false;
+  int64_t vocab = 0;
+  bool tied = false;
 };
+
+// A parameter's layout: PyTorch's shape (a Linear, nn.Embedding or LM head weight (out, in); any other
+// parameter (n,)), what it shares, whether it trains.
+template <class T>
+TensorLayout paramLayout(const Param<T>& p, bool matrix, const std::string& sharedWith, bool trains) {
+  TensorLayout t{p.name, {}, p.value.rows(), p.value.cols(), false, sharedWith, trains};
+  t.shape = matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
+  return t;
+}
 
 template <class T>
 CaseLayout caseLayout(Chain<T>& chain) {
   CaseLayout l;
-  l.rows = chain.spec.rows();
-  l.width = chain.spec.width;
-  l.inputGrad = chain.spec.inputGrad;
+  const CaseSpec& spec = chain.spec;
+  l.rows = spec.rows();
+  l.width = spec.width;
+  l.inputGrad = inputGradReported(spec);
+  l.tokens = isLanguageModel(spec);
+  l.vocab = l.tokens ? spec.vocab : 0;
+  l.tied = tiedHead(spec);
+  // The stem (emb.weight (vocab, width), pos.weight (seq, width)): trains unless the embedding is frozen.
+  for (auto* p : chain.stemParams()) l.params.push_back(paramLayout(*p, true, "", embeddingTrains(spec)));
   for (int i = 0; i < chain.size(); ++i) {
-    const int owner = paramOwner(chain.spec, i);
+    const int owner = paramOwner(spec, i);
     const auto owners = chain.blockParams(owner);
     size_t k = 0;
     for (auto& n : chain.blocks[static_cast<size_t>(i)].nodes) {
       const bool linear = n.op->kind() == "linear";
       for (auto* p : n.op->params()) {
-        TensorLayout t{p->name, {}, p->value.rows(), p->value.cols(), false, owner == i ? "" : owners[k]->name,
-                       owner == i && blockTrains(chain.spec, i)};
-        ++k;
         const bool matrix = linear && p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
-        t.shape = matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
-        l.params.push_back(t);
+        l.params.push_back(paramLayout(*p, matrix, owner == i ? "" : owners[k]->name, owner == i && blockTrains(spec, i)));
+        ++k;
       }
       for (auto* s : n.op->buffers()) {
         const bool counter = s->name.find("num_batches_tracked") != std::string::npos;
@@ -71,13 +91,20 @@ CaseLayout caseLayout(Chain<T>& chain) {
       }
     }
   }
+  // The head (head.ln.weight, head.ln.bias (width,), head.weight (vocab, width)). A tied head's weight is the
+  // embedding's, like a sharing block's copy: only the owner, emb.weight, reports a gradient.
+  for (auto* p : chain.headParams()) {
+    const bool weight = p == &chain.head->weight;
+    const bool shared = weight && l.tied;
+    l.params.push_back(paramLayout(*p, weight, shared ? chain.stem->embedding().name : "", !shared));
+  }
   return l;
 }
 
 nlohmann::json manifestJson(const CaseLayout& l, LossKind loss);
 
-// Writes case.json, manifest.json, params/, state/, input.npy and labels.npy or target.npy into `dir` (created;
-// an existing directory is emptied first).
+// Writes case.json, manifest.json, params/, state/, input.npy (a token case: tokens.npy, int64 (rows,)) and
+// labels.npy or target.npy into `dir` (created; an existing directory is emptied first).
 template <class T>
 void writeCaseDir(const std::string& dir, Chain<T>& chain) {
   namespace fs = std::filesystem;
@@ -107,10 +134,20 @@ void writeCaseDir(const std::string& dir, Chain<T>& chain) {
       writeNpy<T>(path, t.shape, b->value.data());
     }
   }
-  writeNpy<T>((fs::path(dir) / "input.npy").string(), {chain.spec.rows(), chain.spec.width}, chain.input.data());
-  if (auto* ce = dynamic_cast<CrossEntropyLoss<T>*>(chain.loss.get())) {
-    std::vector<int64_t> labels(ce->labels().begin(), ce->labels().end());
+  if (layout.tokens) {
+    const std::vector<int64_t> ids(chain.tokens.begin(), chain.tokens.end());
+    writeNpyInt64((fs::path(dir) / "tokens.npy").string(), {static_cast<int64_t>(ids.size())}, ids.data());
+  } else {
+    writeNpy<T>((fs::path(dir) / "input.npy").string(), {chain.spec.rows(), chain.spec.width}, chain.input.data());
+  }
+  auto writeLabels = [&](const std::vector<int>& ls) {
+    const std::vector<int64_t> labels(ls.begin(), ls.end());
     writeNpyInt64((fs::path(dir) / "labels.npy").string(), {static_cast<int64_t>(labels.size())}, labels.data());
+  };
+  if (auto* ce = dynamic_cast<CrossEntropyLoss<T>*>(chain.loss.get())) {
+    writeLabels(ce->labels());
+  } else if (auto* lm = dynamic_cast<LmHeadLoss<T>*>(chain.loss.get())) {
+    writeLabels(lm->labels());
   } else if (auto* mse = dynamic_cast<MseLoss<T>*>(chain.loss.get())) {
     writeNpy<T>((fs::path(dir) / "target.npy").string(), {mse->target().rows(), mse->target().cols()},
                 mse->target().data());

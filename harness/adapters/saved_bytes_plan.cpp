@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "cases/lm_case.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 
@@ -49,7 +50,21 @@ SavedBytesPlan planSavedBytes(const CaseSpec& spec, const std::vector<int>& reco
   std::vector<bool> none(static_cast<size_t>(cost.layers()), false), rec = none;
   for (int i : recomputedBlocks)
     if (i >= 0 && i < cost.layers()) rec[static_cast<size_t>(i)] = true;
-  return {endOfForward(perBlockCheckpointSchedule(none), cost), endOfForward(perBlockCheckpointSchedule(rec), cost)};
+  // The loss keeps its context and its data outside every checkpoint in both runs, and an adapter counts them
+  // with its forward's saves: PyTorch's cross-entropy saves its log-softmax and its int64 labels, MSE its target
+  // (ckptcheck's losses hold their targets as case data, not context), a token case's LM head its normalised
+  // rows, statistics and (rows, vocab) probabilities. Both plans count them too: where the chain is tiny next to
+  // them, a plan without them demands a saving the framework cannot show (torch, one transformer block of width 2
+  // over micro-batches of one row: 44 of 185 bytes kept where 16 of 156 planned allowed at most 38 with
+  // cross-entropy, 80 of 361 where 32 of 312 allowed 75 with MSE; numpy, one transformer block of width 2 under a
+  // head over 4 tokens: 176 of 768 where 64 of 624 were planned).
+  const int64_t rows = spec.microRows();
+  const int64_t data = spec.loss == LossKind::kMse && !isLanguageModel(spec)
+                           ? rows * spec.width * (spec.dtype == DType::kFloat ? 4 : 8)
+                           : rows * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t loss = cost.loss.meta.contextExtraBytes + data;
+  return {endOfForward(perBlockCheckpointSchedule(none), cost) + loss,
+          endOfForward(perBlockCheckpointSchedule(rec), cost) + loss};
 }
 
 std::optional<std::string> savedBytesViolation(int64_t plainBytes, int64_t checkpointBytes, const SavedBytesPlan& plan,

@@ -3,7 +3,8 @@
 // adapter's reported saved activation bytes show a reduction consistent with that prediction.
 //
 // The planned bytes are the live activation bytes at the end of the forward (after the last forward, before the
-// loss) of two schedules over the case: every block taped (store-all), and every declared block checkpointed on
+// loss, the loss's context added to both) of two schedules over the case: every block taped
+// (store-all), and every declared block checkpointed on
 // its own (run without tape, its input held, recomputed with tape before its backward). Checkpointing each block
 // on its own keeps the most of any segmenting of those blocks, so it bounds checkpoint_sequential and coarser
 // segments from above. The adapter's bytes (PROTOCOL.md, saved_activation_bytes of the first step) are measured

@@ -8,6 +8,7 @@
 #include "cases/case_json.h"
 #include "cases/coverage.h"
 #include "cases/generators.h"
+#include "cases/lm_case.h"
 #include "cases/param_sharing.h"
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
@@ -83,7 +84,17 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
         });
     for (const BlockSetter& set : c.blocks[i].kind->simpler) with([&](CaseSpec& d) { set(d.blocks[i]); });
   }
-  with([](CaseSpec& d) { d.inputGrad = true; });
+  with([](CaseSpec& d) { d.inputGrad = true; });  // a token case: the embedding trains again
+  // A language-model case (cases/lm_case.h): an untied head, then the smallest vocabulary. It stays a token case
+  // (finalize keeps what a finding on one shows); its drawn ids follow the new vocabulary.
+  if (isLanguageModel(c)) {
+    with([](CaseSpec& d) { d.tieEmbeddings = false; });
+    if (c.vocab > 2)
+      with([](CaseSpec& d) {
+        d.vocab = 2;
+        d.tokens.clear();
+      });
+  }
   with([](CaseSpec& d) { d.microBatches = 1; });
   if (c.microBatches > 2) with([](CaseSpec& d) { d.microBatches = 2; });  // makeValid turns it off where 2 does not divide
   with([](CaseSpec& d) { d.steps = 1; });
@@ -213,16 +224,17 @@ class ValidateRun {
     if (kinds.empty())
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if (o_.params) {
-      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "none"};
+      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "tokens", "none"};
       for (const auto& f : *o_.params)
         if (std::find(known.begin(), known.end(), f) == known.end())
           throw InputError("validate --params: unknown feature '" + f +
-                           "' (frozen, shared, no_input_grad, micro_batches, none)");
+                           "' (frozen, shared, no_input_grad, micro_batches, tokens, none)");
       auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
       lim.frozen = lim.frozen && wants("frozen");
       lim.share = lim.share && wants("shared");
       lim.noInputGrad = lim.noInputGrad && wants("no_input_grad");
       lim.microBatches = lim.microBatches && wants("micro_batches");
+      lim.tokens = lim.tokens && wants("tokens");
     }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
@@ -231,7 +243,8 @@ class ValidateRun {
                          {"float", lim.floatType},         {"double", lim.doubleType},
                          {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng},
                          {"frozen", lim.frozen},           {"shared", lim.share},
-                         {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches}};
+                         {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches},
+                         {"tokens", lim.tokens}};
     return lim;
   }
 
@@ -364,8 +377,11 @@ class ValidateRun {
       return;
     }
     const fs::path scratch = work_ / ("shrink-" + dir.filename().string());
-    auto stillFails = [&, signature = oc.signature()](const CaseSpec& d) {
-      if (!caps_->unsupported(d).empty()) return false;
+    // A finding on a language-model case stays one: what it shows may live in the embedding or the head (a
+    // frozen embedding feeding a reentrant checkpoint, a tied head's gradient), and a dense case that fails the
+    // same way says less about the model the user runs. A dense finding never becomes a token case.
+    auto stillFails = [&, signature = oc.signature(), lm = isLanguageModel(found)](const CaseSpec& d) {
+      if (!caps_->unsupported(d).empty() || isLanguageModel(d) != lm) return false;
       const fs::path at = scratch / ("s" + std::to_string(session_->evaluations));
       const CaseOutcome r = evaluate(*session_, d, at);
       if (!o_.keepWork) fs::remove_all(at);

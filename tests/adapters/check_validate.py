@@ -9,11 +9,13 @@ Expectations:
   --tensor REGEX             ... whose first differing tensor matches REGEX (re.search)
   --max-blocks N             ... whose shrunk case has at most N blocks
   --kinds K1,K2              ... whose shrunk case's block kinds are among these
-  --message REGEX            ... whose message matches REGEX (re.search)
+  --message REGEX            ... whose message matches REGEX (re.search); with exit 2 and no report: stderr
   --class C                  ... whose diagnosis class (harness/diagnose.h) is C, in the JSON, and the Markdown
                              report and the summary name it
   --found-in REGEX           ... whose "found in" (which evaluated case showed it first) matches REGEX
   --replay                   ... whose replay command, run too, exits the same way
+  --case-field KEY=JSON      ... whose shrunk case has field KEY equal to the JSON value (repeatable; e.g.
+                             input='"tokens"', frozen_embedding=true)
   --covered FEATURE[,...]    the report's coverage table counts at least one case with each feature
                              (cases/coverage.h ids: segments_3, width_odd, dropout_small, ...)
   --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
@@ -80,6 +82,7 @@ def main():
     p.add_argument("--class", dest="class_")
     p.add_argument("--found-in")
     p.add_argument("--covered")
+    p.add_argument("--case-field", action="append", default=[])
     p.add_argument("--holds", help="checks (comma-separated) whose status must be holds, whatever the exit code")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
@@ -96,6 +99,8 @@ def main():
     report_path = os.path.join(out, "validate.json")
     if not os.path.exists(report_path):
         if r.returncode == 2 and 2 in exits:
+            if a.message and not re.search(a.message, r.stderr):
+                fail("exit 2, but stderr does not match %r" % a.message)
             print("bad input rejected with exit 2, as expected")
             return
         fail("exit code %d and no report at %s" % (r.returncode, report_path))
@@ -154,6 +159,11 @@ def main():
         allowed = set(a.kinds.split(","))
         if any(b["kind"] not in allowed for b in blocks):
             fail("shrunk case has block kinds %s, expected only %s" % ([b["kind"] for b in blocks], sorted(allowed)))
+    for kv in a.case_field:
+        key, value = kv.split("=", 1)
+        if f["case"].get(key) != json.loads(value):
+            fail("shrunk case has %s = %s, expected %s (%s)" % (key, json.dumps(f["case"].get(key)), value,
+                                                               json.dumps(f["case"])))
     if a.replay:
         replay = shlex.split(f["replay"])
         replay[0] = cmd[0]

@@ -13,6 +13,8 @@ gradient, but only under a condition that a thin random search never meets. Each
   lr-not-default  only when the learning rate is not 0.05, in the second step (an optimizer-state bug)
 A narrow restriction of a correct adapter, which must hold (exit 0):
   float-only      advertises float only, so validate's check 2 runs in float
+  dense-only      advertises no "inputs" (an adapter older than token cases): validate must send it no token
+                  case, and refuses a token case file with exit 2
 """
 import math
 import os
@@ -59,9 +61,16 @@ class Narrow(npad.NumpyAdapter):
         caps = super().capabilities()
         if VARIANT == "float-only":
             caps["dtypes"] = ["float"]
+        if VARIANT == "dense-only":
+            del caps["inputs"]
         return caps
 
     def run(self, case, out, mode, options):
+        if VARIANT == "dense-only" and case.tokens_input:
+            raise RuntimeError("dense-only adapter was sent a token case")
+        return self._run(case, out, mode, options)
+
+    def _run(self, case, out, mode, options):
         if mode == "checkpoint":
             real_step = out.step
 
@@ -81,6 +90,6 @@ class Narrow(npad.NumpyAdapter):
 
 if __name__ == "__main__":
     if VARIANT not in ("smoke-only", "small-dropout", "odd-width", "third-segment", "odd-batch", "lr-not-default",
-                       "float-only"):
+                       "float-only", "dense-only"):
         sys.exit("narrow_adapter.py: unknown variant %r" % VARIANT)
     main(Narrow)

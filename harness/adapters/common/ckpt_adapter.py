@@ -53,8 +53,9 @@ class Case:
             one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
                    "share": share}
             self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
-        # Whether dL/d(input) is wanted: false when the input is data the model must not differentiate.
-        self.input_grad = bool(s.get("input_grad", True))
+        # Whether dL/d(input) is reported: false when the input is data the model must not differentiate, and
+        # for token ids (the manifest says so either way).
+        self.input_grad = bool(self.manifest["input"].get("requires_grad", s.get("input_grad", True)))
         self.param_names = [p["name"] for p in self.manifest["params"]]
         # The parameters that take a gradient and an update: owners (not a sharing block's copy) of blocks that
         # are not frozen. shared_with: a sharing block's parameter name -> its owner's.
@@ -64,7 +65,15 @@ class Case:
         self.state_names = [p["name"] for p in self.manifest["state"]]
         self.params = {n: self._load("params", n) for n in self.param_names}
         self.state = {n: self._load("state", n) for n in self.state_names}
-        self.input = np.load(os.path.join(case_dir, "input.npy"))
+        # Language-model cases (PROTOCOL.md, "Token cases"): int64 ids instead of a dense input; x_0 is
+        # emb.weight[id] + pos.weight[row mod seq], and after the chain an LM head (LayerNorm, head.weight without
+        # bias, cross-entropy over the vocabulary). Tied: head.weight is emb.weight (shared_with, as any share).
+        self.tokens_input = self.manifest["input"].get("kind", "dense") == "tokens"
+        self.vocab = int(self.manifest["input"].get("vocab", 0))
+        self.tied = self.shared_with.get("head.weight") == "emb.weight"
+        self.embedding_trains = "emb.weight" in self.trained_param_names
+        self.tokens = np.load(os.path.join(case_dir, "tokens.npy")) if self.tokens_input else None
+        self.input = None if self.tokens_input else np.load(os.path.join(case_dir, "input.npy"))
         self.labels = np.load(os.path.join(case_dir, "labels.npy")) if self.loss == "cross_entropy" else None
         self.target = np.load(os.path.join(case_dir, "target.npy")) if self.loss == "mse" else None
         # Gradient accumulation (PROTOCOL.md, "Micro-batches"): M passes per step, one per slice of rows.
@@ -78,8 +87,8 @@ class Case:
 
 
 class MicroBatch:
-    """Micro-batch m of a step (PROTOCOL.md, "Micro-batches"): rows [m R/M, (m+1) R/M) of the input and of the
-    labels or target, M (`count`: its loss is divided by M before backward), and the step number its
+    """Micro-batch m of a step (PROTOCOL.md, "Micro-batches"): rows [m R/M, (m+1) R/M) of the input (or token
+    ids) and of the labels or target, M (`count`: its loss is divided by M before backward), and the step number its
     counter-based dropout keys use, step * M + m. Without micro-batches: the whole batch, and the step."""
 
     def __init__(self, case, step, m):
@@ -87,7 +96,10 @@ class MicroBatch:
         rows = case.rows // M
         self.index, self.count = m, M
         self.rows = slice(m * rows, (m + 1) * rows)
-        self.input = case.input[self.rows]
+        self.input = case.input[self.rows] if case.input is not None else None
+        # A token case: its rows' ids and positions (row r of the batch is position r mod seq).
+        self.tokens = case.tokens[self.rows] if case.tokens is not None else None
+        self.positions = np.arange(m * rows, (m + 1) * rows, dtype=np.int64) % case.seq
         self.labels = case.labels[self.rows] if case.labels is not None else None
         self.target = case.target[self.rows] if case.target is not None else None
         self.key_step = step * M + m

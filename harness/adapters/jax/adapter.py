@@ -12,6 +12,10 @@ Saved bytes: the residuals jax.checkpoint's saved_residuals lists for the loss, 
 Recomputed blocks: every block, except under everything_saveable (which recomputes nothing); the dots policies
 report saves_in_checkpoints, so validate's memory property holds them to "some saving" only (PROTOCOL.md).
 Forward calls are not observable under jit and are not reported.
+Language-model cases (PROTOCOL.md, "Token cases"): x_0 = jnp.take(emb, ids) + jnp.take(pos, row mod seq), the LM
+head (LayerNorm, logits = h W^T, cross-entropy over the vocabulary) after the chain, both outside every
+jax.checkpoint; autodiff does the rest. Tied: the head reads params["emb.weight"], the same array used twice, so
+its gradient sums both uses (head.weight's own copy is unused and takes no update).
 """
 import math
 import os
@@ -109,13 +113,20 @@ def make_loss(case, checkpoint, policy):
             f = jax.checkpoint(f, policy=getattr(jax.checkpoint_policies, policy))
         fns.append(f)
     ce = case.loss == "cross_entropy"
+    lm = case.tokens_input
+    head_weight = "emb.weight" if case.tied else "head.weight"
+    positions = jnp.arange(case.rows // case.micro_batches) % case.seq  # a micro-batch holds whole sequences
 
     def loss_fn(params, x, keys, labels_or_target):
         aux = []
+        if lm:  # x: the micro-batch's token ids
+            x = jnp.take(params["emb.weight"], x, axis=0) + jnp.take(params["pos.weight"], positions, axis=0)
         for i, f in enumerate(fns):
             P = {short: params["b%d.%s" % (i, short)] for short in names[i]}
             x, a = f(P, x, keys[i])
             aux.append(a)
+        if lm:
+            x = layernorm(params, "head.ln", x) @ params[head_weight].T  # the logits over the vocabulary
         if ce:
             mx = jax.lax.stop_gradient(x.max(axis=1, keepdims=True))
             lse = jnp.log(jnp.exp(x - mx).sum(axis=1)) + mx[:, 0]
@@ -134,12 +145,24 @@ def make_loss(case, checkpoint, policy):
 _compiled = {}
 
 
+def with_no_input_grad(vg):
+    """value_and_grad over the parameters only, answering as the dense case's (parameters, input) pair does."""
+    def f(*args):
+        value, gp = vg(*args)
+        return value, (gp, None)
+    return f
+
+
 def compiled_step(case, checkpoint, policy):
     key = (tuple((b["kind"], b["activation"], b["heads"]) for b in case.blocks), case.rows, case.width, case.seq,
-           case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy)
+           case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy, case.tokens_input,
+           case.vocab, case.tied)
     if key not in _compiled:
         loss_fn = make_loss(case, checkpoint, policy)
-        _compiled[key] = (jax.jit(jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)), loss_fn)
+        # Token ids are integers, which have no gradient: a token case differentiates the parameters only.
+        argnums = 0 if case.tokens_input else (0, 1)
+        vg = jax.value_and_grad(loss_fn, argnums=argnums, has_aux=True)
+        _compiled[key] = (jax.jit(with_no_input_grad(vg) if case.tokens_input else vg), loss_fn)
     return _compiled[key]
 
 
@@ -162,6 +185,7 @@ class JaxAdapter:
             "reports_forward_calls": False,
             "reports_rng_state": False,
             "params": ["micro_batches"],
+            "inputs": ["dense", "tokens"],
             "jaxlib_version": getattr(jax.lib, "__version__", None) if hasattr(jax, "lib") else None,
         }
 
@@ -184,7 +208,7 @@ class JaxAdapter:
         step_fn, loss_fn = compiled_step(case, checkpoint, policy)
         params = {n: jnp.asarray(v) for n, v in case.params.items()}
         state = {n: np.array(v) for n, v in case.state.items()}
-        x = jnp.asarray(case.input)
+        x = jnp.asarray(case.tokens if case.tokens_input else case.input)
         lt = jnp.asarray(case.labels) if case.labels is not None else jnp.asarray(case.target)
         base = jax.random.PRNGKey(case.seed)
         lr = case.dtype(case.lr)
@@ -210,9 +234,11 @@ class JaxAdapter:
                 gp = gpm if mi == 0 else {n: gp[n] + gpm[n] for n in gp}
                 jax.block_until_ready((loss, gp, gxm))
                 compute += time.perf_counter() - t0
-                gx.append(np.asarray(gxm))
+                if gxm is not None:
+                    gx.append(np.asarray(gxm))
                 self._move_statistics(case, state, aux)
-            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()}, np.concatenate(gx), state)
+            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()},
+                     np.concatenate(gx) if gx else None, state)
             t1 = time.perf_counter()
             params = {n: params[n] - lr * gp[n] for n in params}
             jax.block_until_ready(params)

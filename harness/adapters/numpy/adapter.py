@@ -21,6 +21,12 @@ accumulates into its owner's arrays, so the contributions add up in the order ba
 parameters' gradients are computed (their input gradient needs the same backward) but neither reported nor
 applied.
 
+Language-model cases (PROTOCOL.md, "Token cases"): x_0 = emb.weight[id] + pos.weight[row mod seq] before the
+chain and an LM head after it (LayerNorm, logits = h head.weight^T, cross-entropy over the vocabulary), both
+outside every checkpoint segment. The embedding backward scatter-adds g_0's rows with np.add.at (unbuffered, in row
+order, so a token used twice adds both rows); a tied head reads and accumulates into emb.weight's arrays, head
+first, as backward reaches it first. A frozen embedding skips the stem's backward.
+
 Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
 op) through its own Philox key (JAX-like), so recompute needs no snapshot.
@@ -314,6 +320,36 @@ def loss_backward(case, ctx, mb):
     return g * (g.dtype.type(1) / g.dtype.type(mb.count)) if mb.count > 1 else g
 
 
+# ---------------------------------------------------------------- language-model stem and head
+def head_weight(case):
+    """The LM head's weight: the token embedding's arrays when tied (a shared parameter, as a sharing block's)."""
+    return "emb.weight" if case.tied else "head.weight"
+
+
+def stem_forward(values, mb):
+    return values["emb.weight"][mb.tokens] + values["pos.weight"][mb.positions]
+
+
+def stem_backward(grads, mb, g):
+    np.add.at(grads["emb.weight"], mb.tokens, g)
+    np.add.at(grads["pos.weight"], mb.positions, g)
+
+
+def lm_loss_forward(case, values, x, mb):
+    h, ln = layernorm(x, values["head.ln.weight"], values["head.ln.bias"])
+    loss, probs = loss_forward(case, h @ values[head_weight(case)].T, mb)  # cross-entropy over the vocabulary
+    return loss, (h, ln, probs)
+
+
+def lm_loss_backward(case, values, grads, ctx, mb):
+    h, ln, probs = ctx
+    dlogits = loss_backward(case, probs, mb)
+    w = head_weight(case)
+    grads[w] += dlogits.T @ h  # computed for a frozen tied weight too; neither reported nor applied then
+    return layernorm_back(ln, values["head.ln.weight"], dlogits @ values[w], grads["head.ln.weight"],
+                          grads["head.ln.bias"])
+
+
 # ---------------------------------------------------------------- training
 def array_bytes(objs):
     """Bytes of the distinct arrays among objs (nested tuples), counting each buffer once."""
@@ -377,6 +413,7 @@ class NumpyAdapter:
             "reports_forward_calls": True,
             "reports_rng_state": True,
             "params": ["frozen", "shared", "no_input_grad", "micro_batches"],
+            "inputs": ["dense", "tokens"],
         }
 
     def run(self, case, out, mode, options):
@@ -406,9 +443,10 @@ class NumpyAdapter:
                 # The micro-batches' sums in order, the first as it is (PROTOCOL.md, "Micro-batches").
                 loss = part_loss if m == 0 else loss + part_loss
                 grads = part if m == 0 else {n: grads[n] + part[n] for n in grads}
+                many = case.micro_batches > 1 and part_g is not None  # a token case reports no input gradient
                 if m == 0:
-                    g = np.empty_like(case.input) if case.micro_batches > 1 else part_g
-                if case.micro_batches > 1:
+                    g = np.empty((case.rows, case.width), dtype=case.dtype) if many else part_g
+                if many:
                     g[mb.rows] = part_g
             saved.append(step_saved)
             compute = time.perf_counter() - t0
@@ -431,7 +469,26 @@ class NumpyAdapter:
     @staticmethod
     def _pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
         """One micro-batch's forward and backward (the whole step's without micro-batches), accumulating into
-        `grads`; returns its loss, dL/d(its input rows) and the bytes its forward left for the backward."""
+        `grads`; returns its loss, dL/d(its input rows) (None for a token case, whose stem consumes it) and the
+        bytes its forward left for the backward."""
+        if not case.tokens_input:
+            return NumpyAdapter._chain_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts,
+                                            mb.input, lambda x: loss_forward(case, x, mb),
+                                            lambda ctx: loss_backward(case, ctx, mb))
+        # The stem and the head run outside every checkpoint segment, as the reference's do.
+        loss, g, saved = NumpyAdapter._chain_pass(
+            case, mode, scheme, segments, values, grads, state, rng, mb, counts, stem_forward(values, mb),
+            lambda x: lm_loss_forward(case, values, x, mb),
+            lambda ctx: lm_loss_backward(case, values, grads, ctx, mb))
+        if case.embedding_trains:
+            stem_backward(grads, mb, g)
+        return loss, None, saved
+
+    @staticmethod
+    def _chain_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts, x, head_forward,
+                    head_backward):
+        """The chain's forward and backward from x_0 = `x`, with the loss (or LM head) `head_forward` /
+        `head_backward`; returns the loss, dL/dx_0 and the saved bytes."""
         L = len(case.blocks)
         prefixes = ["b%d." % i for i in range(L)]
         # A sharing block reads and accumulates into its owner's arrays: each use's contribution is computed,
@@ -453,15 +510,14 @@ class NumpyAdapter:
 
         env = Env(case, rng, mb.key_step, True, counts)
         env.case_state = state
-        x = mb.input
         if mode == "plain":
             tapes = []
             for i in range(L):
                 x, tape = fwd(i, x, env)
                 tapes.append(tape)
-            loss, lctx = loss_forward(case, x, mb)
+            loss, lctx = head_forward(x)
             saved = array_bytes((tapes, lctx))
-            g = loss_backward(case, lctx, mb)
+            g = head_backward(lctx)
             for i in reversed(range(L)):
                 g = bwd(i, tapes[i], g)
                 tapes[i] = None
@@ -470,7 +526,7 @@ class NumpyAdapter:
             x0, snap0 = x, rng.snapshot()
             for i in range(L):
                 x, _ = fwd(i, x, env)
-            loss, lctx = loss_forward(case, x, mb)
+            loss, lctx = head_forward(x)
             held = [0]  # bytes of the boundaries the recursion holds at once, at most
 
             def back(a, b, xa, snap, g, depth_bytes):
@@ -486,16 +542,16 @@ class NumpyAdapter:
                 g = back(m, b, xm, renv.rng.snapshot(), g, depth_bytes + array_bytes([xm]))
                 return back(a, m, xa, snap, g, depth_bytes)
 
-            g = back(0, L, x0, snap0, loss_backward(case, lctx, mb), array_bytes(([x0], lctx)))
+            g = back(0, L, x0, snap0, head_backward(lctx), array_bytes(([x0], lctx)))
             return loss, g, held[0]
         kept = []  # per segment: its input and the generator where it starts
         for (a, b) in segments:
             kept.append((x, rng.snapshot()))
             for i in range(a, b):
                 x, _ = fwd(i, x, env)
-        loss, lctx = loss_forward(case, x, mb)
+        loss, lctx = head_forward(x)
         saved = array_bytes(([s[0] for s in kept], lctx))
-        g = loss_backward(case, lctx, mb)
+        g = head_backward(lctx)
         for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
             renv = renv_at(snap)
             tapes = []

@@ -23,6 +23,11 @@ the sharing block's module. An input without gradient: the input tensor does not
 which reentrant checkpoint loses the parameter gradients of a checkpointed region, transformers issue 21381).
 Micro-batches: the training loop of gradient accumulation, (loss_fn(model(x_m), y_m) / M).backward() per
 micro-batch into the same .grad, one optimiser step after the last.
+Language-model cases (PROTOCOL.md, "Token cases"): nn.Embedding(vocab, width) for the tokens plus
+nn.Embedding(seq, width) for the positions before the chain, nn.LayerNorm and nn.Linear(width, vocab, bias=False)
+with F.cross_entropy after it, both outside every checkpoint (the chain's blocks are wrapped exactly as in a dense
+case). Tied: head.weight = emb.weight by assignment, as GPT-2 ties them. A frozen embedding: requires_grad_(False) on
+both embeddings, so x_0 requires no gradient (reentrant checkpoint's missing-gradient setting again).
 """
 import contextlib
 import functools
@@ -112,6 +117,40 @@ class TransformerBlock(Counted):
         return h + self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h)))))
 
 
+class LmHead(nn.Module):
+    """GPT-2's final LayerNorm and LM head: logits = LN(x) W^T, no bias."""
+
+    def __init__(self, width, vocab):
+        super().__init__()
+        self.ln = nn.LayerNorm(width, eps=1e-5)
+        self.out = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, x):
+        return self.out(self.ln(x))
+
+
+class Lm(nn.Module):
+    """A token case's modules outside the chain: token and position embeddings, the head."""
+
+    def __init__(self, vocab, seq, width):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(seq, width)
+        self.head = LmHead(width, vocab)
+
+    def stem(self, mb):
+        return self.emb(torch.from_numpy(mb.tokens)) + self.pos(torch.from_numpy(mb.positions))
+
+
+class Model(nn.Module):
+    """The chain (an nn.Sequential of the blocks, what checkpointing wraps) and, for a token case, its Lm."""
+
+    def __init__(self, chain, lm):
+        super().__init__()
+        self.chain = chain
+        self.lm = lm
+
+
 def build(case, counts):
     blocks = []
     for i, b in enumerate(case.blocks):
@@ -121,7 +160,8 @@ def build(case, counts):
             blocks.append(ResidualBnBlock(counts, i, case.width))
         else:
             blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout))
-    model = nn.Sequential(*blocks).to(torch.float32 if case.dtype == np.float32 else torch.float64)
+    lm = Lm(case.vocab, case.seq, case.width) if case.tokens_input else None
+    model = Model(nn.Sequential(*blocks), lm).to(torch.float32 if case.dtype == np.float32 else torch.float64)
     # Shared parameters by assignment (ALBERT-style tying): the sharing block's module attribute becomes the
     # owner's Parameter, so autograd sums the uses' gradients into one .grad.
     for name, owner in case.shared_with.items():
@@ -149,9 +189,15 @@ def grad_or_none(p):
     return p.grad.detach().numpy() if p.grad is not None else None
 
 
+LM_NAMES = {"head.weight": "head.out.weight"}
+
+
 def torch_name(case_name):
-    """b3.fc.weight -> 3.fc.weight (nn.Sequential's naming)."""
-    return case_name[1:]
+    """b3.fc.weight -> chain.3.fc.weight (nn.Sequential's naming); emb.weight -> lm.emb.weight,
+    head.weight -> lm.head.out.weight."""
+    if case_name[0] == "b" and case_name[1].isdigit():
+        return "chain." + case_name[1:]
+    return "lm." + LM_NAMES.get(case_name, case_name)
 
 
 def selective_policy(ctx, op, *args, **kwargs):
@@ -209,6 +255,7 @@ class TorchAdapter:
             "reports_forward_calls": True,
             "reports_rng_state": True,
             "params": ["frozen", "shared", "no_input_grad", "micro_batches"],
+            "inputs": ["dense", "tokens"],
             "torch_full_version": torch.__version__,
         }
 
@@ -224,12 +271,13 @@ class TorchAdapter:
             raise BadRequest("mode=selective: this torch has no create_selective_checkpoint_contexts")
         torch.manual_seed(case.seed)
         counts = [0] * L
-        model = build(case, counts)
-        model.train()
-        params = list(model.parameters())
-        by_name = dict(model.named_parameters())
-        buffers = dict(model.named_buffers())
-        x0 = torch.from_numpy(case.input.copy())
+        root = build(case, counts)
+        root.train()
+        model, lm = root.chain, root.lm
+        params = list(root.parameters())
+        by_name = dict(root.named_parameters())
+        buffers = dict(root.named_buffers())
+        x0 = torch.from_numpy(case.input.copy()) if case.input is not None else None
         labels = torch.from_numpy(case.labels) if case.labels is not None else None
         target = torch.from_numpy(case.target) if case.target is not None else None
         lr = float(case.lr)
@@ -259,6 +307,8 @@ class TorchAdapter:
             return x
 
         def criterion(y, mb):
+            if lm is not None:
+                return F.cross_entropy(lm.head(y), labels[mb.rows])
             if labels is not None:
                 return F.cross_entropy(y, labels[mb.rows])
             return F.mse_loss(y, target[mb.rows])
@@ -267,13 +317,13 @@ class TorchAdapter:
             """One micro-batch's forward and backward: its loss / M accumulated into .grad as a training loop
             does; returns its loss, dL/d(its input rows) or None, and the bytes its forward saved (step 0)."""
             mb = case.micro_batch(step, m)
-            x = x0[mb.rows].clone().requires_grad_(case.input_grad)
+            x = x0[mb.rows].clone().requires_grad_(case.input_grad) if lm is None else None
             meter = SavedBytes(params) if step == 0 else None
             # Measured in the first step only (every step saves the same tensors), so the hooks' own cost stays
             # out of the later steps, which are the ones `--timing-case` times.
             with (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter
                   else contextlib.nullcontext()):
-                loss = criterion(forward(x), mb)
+                loss = criterion(forward(x if lm is None else lm.stem(mb)), mb)
                 if mb.count > 1:
                     loss = loss / mb.count
             # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may
@@ -281,7 +331,7 @@ class TorchAdapter:
             # gradient is missing, which is reported (missing_grads.json), not a crash.
             if loss.requires_grad:
                 loss.backward()
-            return loss.detach(), x.grad, meter.total() if meter else None
+            return loss.detach(), x.grad if x is not None else None, meter.total() if meter else None
 
         saved, calls, seconds = [], [], []
         for step in range(case.steps):
