@@ -34,7 +34,9 @@ struct BlockField {
   // Reads the field from block object `b` (its default when absent) into `s`; `path` is "blocks[i].<name>". Throws
   // InputError naming `path`.
   void (*parse)(const nlohmann::json& b, const std::string& path, const CaseSpec& c, BlockSpec& s);
-  // A random value of the field for a generated block; `shrinks` as GenLimits::shrinkChoices.
+  // A random value of the field for a generated block; `shrinks` as GenLimits::shrinkChoices. Null for a field
+  // that a case-level draw sets instead (drop_path, cases/stochastic_layers.h), appended after the older draws so
+  // the cases a seed drew before the field existed stay as they were.
   rc::Gen<BlockSetter> (*draw)(bool shrinks);
 };
 

@@ -2,7 +2,9 @@
 
 #include "cases/block_kind.h"
 #include "cases/json_fields.h"
+#include "cases/compute_precision.h"
 #include "cases/lm_case.h"
+#include "cases/stochastic_layers.h"
 #include "cases/param_sharing.h"
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace ckpt {
 namespace {
@@ -53,6 +56,23 @@ void rejectUnknown(const json& obj, const std::set<std::string>& known, const st
 }
 
 // The keys a block object may hold: kind, repeat and every registered kind's fields.
+bool takesField(const BlockKindDef& d, const std::string& name) {
+  for (const BlockField& f : d.fields)
+    if (name == f.name) return true;
+  return false;
+}
+
+// "residual-bn and transformer": the kinds that take field `name` (a field several kinds share, as drop_path).
+std::string fieldOwners(const std::string& name) {
+  std::vector<std::string> owners;
+  for (const BlockKindDef* d : blockKinds())
+    if (takesField(*d, name)) owners.push_back(d->name);
+  std::string s;
+  for (size_t i = 0; i < owners.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == owners.size() ? " and " : ", ") + owners[i];
+  return s;
+}
+
 std::set<std::string> blockKeys() {
   std::set<std::string> keys = {"kind", "repeat", "frozen", "share"};
   for (const BlockKindDef* d : blockKinds())
@@ -73,11 +93,9 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
   for (const BlockKindDef* owner : blockKinds())
     for (const BlockField& f : owner->fields) {
       const std::string path = where + "." + f.name;
-      if (owner != def) {
-        if (b.contains(f.name)) fail(path, "only " + std::string(owner->name) + " blocks take " + f.phrase);
-      } else {
-        f.parse(b, path, c, s);
-      }
+      if (owner == def) f.parse(b, path, c, s);
+      else if (b.contains(f.name) && !takesField(*def, f.name))
+        fail(path, "only " + fieldOwners(f.name) + " blocks take " + f.phrase);
     }
   if (def->validate) def->validate(s, c, where);
   return s;
@@ -89,7 +107,8 @@ CaseSpec parseCase(const json& j) {
   if (!j.is_object()) throw InputError("case: must be a JSON object (got " + j.dump().substr(0, 40) + ")");
   {
     std::set<std::string> keys = {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng",
-                                  "dropout", "lr", "steps", "input_grad", "micro_batches", "$schema", "description"};
+                                  "dropout", "lr", "steps", "input_grad", "micro_batches", "rrelu_range", "compute",
+                                  "$schema", "description"};
     for (const char* const* k = lmFieldKeys(); *k; ++k) keys.insert(*k);
     rejectUnknown(j, keys, "");
   }
@@ -123,6 +142,8 @@ CaseSpec parseCase(const json& j) {
     fail("micro_batches", std::to_string(c.microBatches) + " does not divide batch " + std::to_string(c.batch) +
                               " (micro-batches hold whole sequences)");
   parseLmFields(j, c);
+  parseRreluRange(j, c);
+  parseCompute(j, c);
 
   if (!j.contains("blocks")) fail("blocks", "missing (required)");
   const json& bs = j.at("blocks");
@@ -198,6 +219,8 @@ nlohmann::json caseToJson(const CaseSpec& c) {
   if (!c.inputGrad && !isLanguageModel(c)) j["input_grad"] = false;
   printLmFields(c, j);
   if (c.microBatches > 1) j["micro_batches"] = c.microBatches;
+  printRreluRange(c, j);
+  printCompute(c, j);
   json blocks = json::array();
   // Runs of equal blocks print as one entry with "repeat", so a 48-block case stays readable.
   for (size_t i = 0; i < c.blocks.size();) {

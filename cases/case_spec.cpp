@@ -9,6 +9,7 @@ const char* activationName(Activation a) {
     case Activation::kRelu: return "relu";
     case Activation::kGelu: return "gelu";
     case Activation::kTanh: return "tanh";
+    case Activation::kRrelu: return "rrelu";
   }
   return "?";
 }

@@ -15,11 +15,14 @@ using BlockKind = const BlockKindDef*;
 // The first registered kind (mlp), the simplest: what a BlockSpec is until a kind is set.
 BlockKind firstBlockKind();
 
-enum class Activation { kRelu, kGelu, kTanh };
+enum class Activation { kRelu, kGelu, kTanh, kRrelu };
 enum class LossKind { kCrossEntropy, kMse };
 enum class DType { kFloat, kDouble };
 // What feeds x_0 (cases/lm_case.h): a dense random matrix, or token ids through an embedding stem.
 enum class InputKind { kDense, kTokens };
+// The precision of the matrix products (cases/compute_precision.h): the dtype's own, or bfloat16 operands with
+// float accumulation (autocast).
+enum class Compute { kExact, kBf16 };
 
 // A block's fields, of every kind; each kind parses, prints and draws its own (cases/kinds/) and leaves the
 // others at their defaults.
@@ -27,6 +30,9 @@ struct BlockSpec {
   BlockKind kind = firstBlockKind();
   Activation activation = Activation::kGelu;  // mlp only
   int heads = 1;                              // transformer only
+  // Stochastic depth (cases/stochastic_layers.h): the block's residual branch is dropped per sample with this
+  // probability; residual-bn and transformer only.
+  double dropPath = 0;
   // Fields of every kind (cases/param_sharing.h): the block's parameters take no gradient and no update (its
   // input gradient still flows); the block uses block `share`'s parameters (an earlier block of its kind that
   // shares none itself; -1: its own), so their gradients add up over every block that uses them.
@@ -64,6 +70,11 @@ struct CaseSpec {
   int64_t vocab = 0;
   bool tieEmbeddings = false;
   std::vector<int> tokens;
+  // RReLU's slope range (cases/stochastic_layers.h): each element's negative slope is uniform in [lower, upper]
+  // in training, PyTorch's nn.RReLU defaults.
+  double rreluLower = 0.125;
+  double rreluUpper = 1.0 / 3.0;
+  Compute compute = Compute::kExact;
 
   int64_t rows() const { return batch * seq; }
   int64_t microRows() const { return rows() / microBatches; }

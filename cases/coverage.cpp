@@ -6,7 +6,9 @@
 
 #include "cases/block_kind.h"
 #include "cases/lm_case.h"
+#include "cases/compute_precision.h"
 #include "cases/micro_batches.h"
+#include "cases/stochastic_layers.h"
 #include "cases/param_sharing.h"
 
 namespace ckpt {
@@ -68,6 +70,8 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"tokens", "a language-model case (token embedding, LM head)", [](const CaseSpec& c) { return isLanguageModel(c); }},
         {"tied_head", "an LM head tied to the token embedding", [](const CaseSpec& c) { return tiedHead(c); }},
         {"frozen_embedding", "a frozen token embedding", [](const CaseSpec& c) { return isLanguageModel(c) && !c.inputGrad; }},
+        {"drop_path", "a block with drop-path (stochastic depth)", [](const CaseSpec& c) { return anyDropPath(c); }},
+        {"bf16_compute", "matrix products in bfloat16 (autocast)", [](const CaseSpec& c) { return bf16Compute(c); }},
     };
     std::vector<CoverageFeature> all = chain;
     for (const BlockKindDef* d : blockKinds()) all.push_back(d->coverage.at(0));

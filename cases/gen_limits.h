@@ -26,6 +26,10 @@ struct GenLimits {
   bool microBatches = true;
   // Language-model cases (cases/lm_case.h): token inputs, an embedding stem, an LM head, tied or not.
   bool tokens = true;
+  // Stochastic layers (cases/stochastic_layers.h) and bf16 compute (cases/compute_precision.h).
+  bool dropPath = true;
+  bool rrelu = true;
+  bool bf16 = true;
   // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.

@@ -10,12 +10,14 @@
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "cases/case_spec.h"
+#include "cases/compute_precision.h"
 #include "cases/gen_limits.h"
 #include "cases/gen_tuple.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "cases/policy_draw.h"
+#include "cases/stochastic_layers.h"
 
 namespace ckpt {
 
@@ -42,7 +44,8 @@ inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   draws.push_back(rc::gen::map(genChoice(kinds, lim.shrinkChoices),
                                [](BlockKind k) { return BlockSetter([k](BlockSpec& s) { s.kind = k; }); }));
   for (const BlockKindDef* d : blockKinds())
-    for (const BlockField& f : d->fields) draws.push_back(f.draw(lim.shrinkChoices));
+    for (const BlockField& f : d->fields)
+      if (f.draw) draws.push_back(f.draw(lim.shrinkChoices));  // a field without one is drawn case-wide
   return rc::gen::map(dynamicTuple(std::move(draws)), [](const std::vector<BlockSetter>& setters) {
     BlockSpec s;
     for (const BlockSetter& set : setters) set(s);
@@ -91,9 +94,10 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
 // that does not divide the width falls back to one head; a residual-bn block with micro-batches of a single row gets two rows each; a
 // share or an input without gradient a simplification left inconsistent (fixParamFields); micro-batches that no
 // longer divide the batch (fixMicroBatches, first: residual-bn's fix reads the micro-batch rows); inline tokens
-// that no longer match the rows (fixLmFields).
+// that no longer match the rows (fixLmFields); bf16 compute with a double case (fixCompute).
 inline void makeValid(CaseSpec& c) {
   fixMicroBatches(c);
+  fixCompute(c);
   fixLmFields(c);
   for (auto& b : c.blocks) {
     const BlockKindDef& d = *b.kind;
@@ -124,11 +128,13 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      // Last, so the draws before them, and the rest of the cases a seed drew before they
                      // existed, stay as they were: frozen prefix, sharing, input without gradient, micro-batches.
                      genPermille(), genPermille(), genPermille(), genPermille(),
-                     genPermille()),  // language-model cases
+                     genPermille(),   // language-model cases
+                     genPermille(),   // drop-path and RReLU
+                     genPermille()),  // bf16 compute
       [lim](const auto& t) {
         CaseSpec c;
         const auto& [blocks, batch, seq, width, dropoutDraw, rng, dtype, steps, seed, loss, lrDraw, frozenDraw,
-                     shareDraw, inputGradDraw, microDraw, lmDraw] = t;
+                     shareDraw, inputGradDraw, microDraw, lmDraw, stochasticDraw, computeDraw] = t;
         c.name = "random";
         c.blocks = blocks;
         c.batch = batch;
@@ -143,6 +149,8 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
         c.lr = learningRateFrom(lrDraw);
         applyMicroBatchDraw(c, microDraw, lim.microBatches);
         applyLmDraw(c, lmDraw, lim.tokens);
+        applyStochasticDraw(c, stochasticDraw, lim.dropPath, lim.rrelu);
+        applyComputeDraw(c, computeDraw, lim.bf16);
         makeValid(c);
         applyParamDraws(c, frozenDraw, shareDraw, inputGradDraw, lim.frozen, lim.share, lim.noInputGrad);
         return c;

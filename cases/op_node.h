@@ -10,9 +10,11 @@ namespace ckpt {
 struct OpNode {
   std::string name;           // inside the block; parameters are named "b<index>.<name>.weight" and so on
   std::string op;             // "linear", "gelu", ...
-  std::vector<int64_t> dims;  // linear: {in, out}; layernorm, batchnorm: {width}; attention: {heads, seq}
-  double p = 0;               // dropout and attention: the dropout probability
+  std::vector<int64_t> dims;  // linear: {in, out}; layernorm, batchnorm: {width}; attention: {heads, seq};
+                              // drop_path: {seq}
+  double p = 0;               // dropout, attention and drop_path: the drop probability
   std::vector<int> inputs;    // value ids: -1 = the block input, j >= 0 the output of node j
+  double lower = 0, upper = 0;  // rrelu: the slope range
 };
 
 }  // namespace ckpt

@@ -146,14 +146,14 @@ int furtherUpdates(const TensorEvidence& t) {
   return 0;
 }
 
-bool worthDropoutOffRerun(const Diagnosis& d, double dropout) {
-  return d.cls == FindingClass::kSemantic && dropout > 0;
+bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws) {
+  return d.cls == FindingClass::kSemantic && caseDraws;
 }
 
 Diagnosis dropoutOffDiagnosis() {
   return {FindingClass::kRngDesync,
-          "with dropout off the checkpointed run equals the plain run bit for bit: the recompute drew other random "
-          "numbers"};
+          "with the random draws off (dropout, drop-path, RReLU's spread) the checkpointed run equals the plain run "
+          "bit for bit: the recompute drew other random numbers"};
 }
 
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp) {

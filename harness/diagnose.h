@@ -62,11 +62,12 @@ nlohmann::json toJson(const Diagnosis& d);
 // `roundingUlp`: the N of rounding-level.
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp);
 
-// The one re-run a class may ask for: a semantic difference in a case with dropout that vanishes when the same
-// case runs with dropout off came from the random draws (rng-desync), though no generator state or mask showed
+// The one re-run a class may ask for: a semantic difference in a case that draws random numbers (dropout,
+// drop-path, RReLU: drawsRandomNumbers, cases/stochastic_layers.h) that vanishes when the same case runs with
+// them off (randomnessOff) came from the random draws (rng-desync), though no generator state or mask showed
 // it (an engine that draws anew in the recompute and puts the generator back). `validate` re-runs an adapter's
 // case so (harness/adapters/validate_case.cpp), `verify` its engine's policy run (harness/verify/properties.cpp).
-bool worthDropoutOffRerun(const Diagnosis& d, double dropout);
+bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws);
 Diagnosis dropoutOffDiagnosis();  // rng-desync, with that evidence as its why
 
 // max |plain - other| in units of the ULP of max |plain| at t.digits (0 when equal, infinity for NaN or a zero

@@ -58,6 +58,36 @@ struct BlockEnv {
   int block = 0;
   bool updateState = true;
   Numerics numerics;
+  // A random op whose kind() this names draws from a side stream in this env (sideDraw): a generator the
+  // recompute does not restore, as Python's `random` in a hand-written stochastic depth, or noise regenerated
+  // instead of saved. Empty: none. Only engine variants set it (harness/mutants/).
+  std::string redrawOp;
+};
+
+// The side stream of BlockEnv::redrawOp: the op's own subsequence with the top bit set, which no op key (nor the
+// stateful model's subsequence 0) uses, so its numbers are never the ones the first forward drew.
+inline RngDraw sideDraw(const Rng& rng, uint64_t opKey) { return RngDraw{rng.state().seed, (uint64_t{1} << 63) | opKey, 0}; }
+
+// A node's DrawSource under `benv`: NodeDraws, except that an op named by redrawOp is handed the side stream (its
+// normal reservation still happens, so the generator and every other op draw as before).
+class EnvDraws final : public DrawSource {
+ public:
+  template <class O>
+  EnvDraws(const BlockEnv& benv, const O& op, int node, const RngDraw* replay, RngDraw* record)
+      : inner_(benv.rng, makeOpKey(benv.step, benv.block, node), replay, record),
+        side_(!benv.redrawOp.empty() && benv.redrawOp == op.kind()),
+        rng_(benv.rng),
+        opKey_(makeOpKey(benv.step, benv.block, node)) {}
+  RngDraw draw(int64_t n) override {
+    const RngDraw d = inner_.draw(n);
+    return side_ ? sideDraw(*rng_, opKey_) : d;
+  }
+
+ private:
+  NodeDraws inner_;
+  bool side_;
+  Rng* rng_;
+  uint64_t opKey_;
 };
 
 // Keeps module state from moving: copies the buffers of the given nodes' ops and puts them back when it goes
@@ -122,10 +152,11 @@ Tensor<T> blockForward(Block<T>& b, const Tensor<T>& x, BlockTape<T>* tape, cons
     Node<T>& node = b.nodes[k];
     std::vector<Tensor<T>> ins;
     for (int j : node.inputs) ins.push_back(j < 0 ? x : vals[j]);
-    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), nullptr, tape ? &tape->draws[k] : nullptr);
+    EnvDraws draws(benv, *node.op, k, nullptr, tape ? &tape->draws[k] : nullptr);
     const OpEnv env{&draws, benv.numerics};
     const bool save = tape && keeps(keep, k);
     Context<T> ctx;
+    ctx.numerics = benv.numerics;
     vals[k] = node.op->forward(ins, save ? &ctx : nullptr, env);
     if (meter) {
       std::vector<Shape> shapes;
@@ -168,9 +199,10 @@ void recomputeDropped(Block<T>& b, BlockTape<T>& tape, const BlockEnv& benv) {
     std::vector<Tensor<T>> ins;
     for (int j : node.inputs)
       ins.push_back(j < 0 ? tape.input : keeps(tape.keep, j) ? tape.kept[j] : vals[j]);
-    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), &tape.draws[k], nullptr);
+    EnvDraws draws(benv, *node.op, k, &tape.draws[k], nullptr);
     const OpEnv env{&draws, benv.numerics};
     Context<T> ctx;
+    ctx.numerics = benv.numerics;
     vals[k] = node.op->forward(ins, &ctx, env);
     if (meter) {
       std::vector<Shape> shapes;

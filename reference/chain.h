@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cases/case_spec.h"
+#include "cases/compute_precision.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
@@ -18,6 +19,14 @@
 #include "reference/ops/mse.h"
 
 namespace ckpt {
+
+// The numerics every forward and recompute of the case's blocks runs under: its compute precision
+// (cases/compute_precision.h). The stem and the loss (an LM head included) are outside the chain and stay exact.
+inline Numerics caseNumerics(const CaseSpec& c) {
+  Numerics n;
+  n.bf16Inputs = bf16Compute(c);
+  return n;
+}
 
 // Streams for initialisation, apart from every stream dropout can reach (those use subsequences < 2^60).
 inline constexpr uint64_t kInitSubsequence = uint64_t{1} << 62;

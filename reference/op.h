@@ -51,6 +51,10 @@ struct Numerics {
   bool bf16Matmul = false;   // matmul outputs rounded to bfloat16, as under autocast
   bool divideByCount = false;  // LayerNorm statistics as sum / C instead of sum * (1/C): another kernel's choice,
                                // equal to the default exactly when 1/C is exact (C a power of two)
+  // Matrix products take bfloat16-rounded operands and accumulate in T: the case's "compute": "bf16"
+  // (cases/compute_precision.h), as autocast runs a Linear. Unlike the switches above it is the case's own
+  // numerics, set for every forward and recompute; a recompute without it is mutant bf16-recompute-in-float.
+  bool bf16Inputs = false;
   bool operator==(const Numerics&) const = default;
 };
 
@@ -58,6 +62,9 @@ template <class T>
 struct Context {
   std::vector<Tensor<T>> tensors;
   RngDraw draw;  // the stream position a random op used, so an op-level recompute can replay it
+  // The numerics the forward ran under, so the backward differentiates the function the forward computed (a bf16
+  // product's backward multiplies by the same rounded operands). The block runtime records it.
+  Numerics numerics;
 };
 
 struct OpEnv {
@@ -107,6 +114,16 @@ inline T roundToBf16(T v) {
   u &= 0xffff0000u;
   __builtin_memcpy(&f, &u, 4);
   return static_cast<T>(f);
+}
+
+}  // namespace ckpt
+
+namespace ckpt {
+
+// A matrix's values rounded to bfloat16 (a workspace copy: a product's operands under Numerics::bf16Inputs).
+template <class T, class M>
+Mat<T> bf16Copy(const M& m) {
+  return m.unaryExpr([](T v) { return roundToBf16(v); });
 }
 
 }  // namespace ckpt

@@ -6,11 +6,13 @@
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
+#include "reference/ops/drop_path.h"
 #include "reference/ops/dropout.h"
 #include "reference/ops/gelu.h"
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
 #include "reference/ops/relu.h"
+#include "reference/ops/rrelu.h"
 #include "reference/ops/tanh.h"
 
 namespace ckpt {
@@ -76,6 +78,24 @@ const std::vector<OpKindEntry<T>>& opKinds() {
        }},
       {"add", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Add<T>>(); }, none,
        small, small, noAttributes},
+      {"drop_path", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
+         return std::make_unique<DropPath<T>>(n.dims.at(0), n.p);
+       },
+       none, small, small,
+       [](const Op<T>& op, D d) {
+         const auto& dp = static_cast<const DropPath<T>&>(op);
+         d.seq = dp.seq();
+         d.p = dp.p();
+       }},
+      {"rrelu", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
+         return std::make_unique<Rrelu<T>>(n.lower, n.upper);
+       },
+       none, small, small,
+       [](const Op<T>& op, D d) {
+         const auto& r = static_cast<const Rrelu<T>&>(op);
+         d.lower = r.lower();
+         d.upper = r.upper();
+       }},
   };
   return table;
 }

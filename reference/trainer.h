@@ -16,7 +16,7 @@ Tensor<T> referencePass(Chain<T>& c, int step, int m, ActivationMeter& meter, T&
   meter.phase = Phase::kForward;
   Tensor<T> x = c.inputOf(m);
   for (int i = 0; i < n; ++i) {
-    BlockEnv env{&c.rng, microStep(c.spec, step, m), i, true, {}};
+    BlockEnv env{&c.rng, microStep(c.spec, step, m), i, true, caseNumerics(c.spec), {}};
     x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
     ++meter.forwardEvals;
   }

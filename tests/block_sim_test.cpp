@@ -22,7 +22,7 @@ std::vector<Bytes> runReal(Chain<T>& c, int blockIndex, const KeepMask& keep, bo
   ActivationMeter meter;
   MeterScope scope(&meter);
   Block<T>& b = c.blocks[blockIndex];
-  BlockEnv env{&c.rng, 0, blockIndex, true, {}};
+  BlockEnv env{&c.rng, 0, blockIndex, true, {}, {}};
   Tensor<T> x = Tensor<T>::from(c.input);
   BlockTape<T> tape;
   Tensor<T> y = blockForward(b, x, tapeMode ? &tape : nullptr, keep, env);

@@ -15,7 +15,7 @@ inline double chainLoss(Chain<double>& c, const RngState& rng) {
   for (int m = 0; m < c.microBatches(); ++m) {
     Tensor<double> x = c.inputOf(m);
     for (int i = 0; i < c.size(); ++i) {
-      BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, {}};
+      BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, caseNumerics(c.spec), {}};
       x = blockForward<double>(c.blocks[i], x, nullptr, {}, env);
     }
     const double loss = c.lossOf(m).forward(x, nullptr);

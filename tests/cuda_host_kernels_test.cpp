@@ -2,7 +2,8 @@
 // the CPU reference ops (reference/ops/*.h). Bitwise wherever the body performs the reference's operations in
 // the reference's order: every elementwise op (ReLU, tanh, GELU both forms, add, bias add, bf16 rounding, SGD,
 // gradient accumulation), dropout and attention-dropout masks and outputs for both generator models and odd
-// offsets, LayerNorm parameter gradients, cross-entropy and MSE input gradients. Within kHostRtol
+// offsets, drop-path scales and RReLU noise (the same Philox walk), LayerNorm parameter gradients, cross-entropy
+// and MSE input gradients. Linear and attention are also checked under bf16 inputs (Numerics::bf16Inputs). Within kHostRtol
 // (tests/cuda_tolerance.h) where a sum runs in another order (LayerNorm/BatchNorm statistics, softmax sums,
 // column sums, GEMMs, the losses' means). GEMM arguments are also checked against cuBLAS's column-major contract.
 #include <gtest/gtest.h>
@@ -17,12 +18,14 @@
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
+#include "reference/ops/drop_path.h"
 #include "reference/ops/dropout.h"
 #include "reference/ops/gelu.h"
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
 #include "reference/ops/lm_head.h"
 #include "reference/ops/relu.h"
+#include "reference/ops/rrelu.h"
 #include "reference/ops/tanh.h"
 #include "reference/ops/token_stem.h"
 #include "tests/cuda_test_util.h"
@@ -170,6 +173,82 @@ TYPED_TEST(HostKernels, DropoutBodyIsBitwiseTheReference) {
           hx.launch(philoxBlocksFor(offset, len),
                     DropoutForward<T>{out2.data(), nullptr, x.data(), len, DrawPos{77, subsequence, offset}, p, scale});
           ASSERT_TRUE(bitwiseEqual("dropout output without mask, " + at, out2.data(), y.data(), len));
+        }
+      }
+    }
+  }
+}
+
+// Drop-path: per-sample scales and outputs bit for bit, samples of one row and of several, draws at every offset
+// phase mod 4 and sample counts that end mid-block; the backward's scaling too.
+TYPED_TEST(HostKernels, DropPathBodiesAreBitwiseTheReference) {
+  using T = TypeParam;
+  HostExec hx;
+  const int64_t width = 5;
+  for (int64_t seq : {1, 3}) {
+    for (int64_t samples : {1, 3, 4, 5, 31}) {
+      for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{262147}}) {
+        for (uint64_t subsequence : {uint64_t{0}, makeOpKey(2, 5, 3)}) {
+          for (double p : {0.1, 0.5, 0.9}) {
+            const int64_t rows = samples * seq, n = rows * width;
+            DropPath<T> op(seq, p);
+            Mat<T> x = randomMat<T>(rows, width, 7), dy = randomMat<T>(rows, width, 8);
+            const RngDraw draw{77, subsequence, offset};
+            NodeDraws replay(nullptr, 0, &draw, nullptr);
+            const OpEnv env{&replay, {}};
+            Context<T> ctx;
+            std::vector<Tensor<T>> in{tensorOf(x)};
+            Tensor<T> y = op.forward(in, &ctx, env);
+            std::vector<Tensor<T>> din(1);
+            op.backward(ctx, tensorOf(dy), din);
+            Mat<T> scales(samples, 1), out(rows, width), dx(rows, width);
+            hx.launch(philoxBlocksFor(offset, samples),
+                      DropPathScales<T>{scales.data(), samples, DrawPos{77, subsequence, offset}, p,
+                                        T(1) / (T(1) - static_cast<T>(p))});
+            hx.launch(n, ScaleBySample<T>{out.data(), x.data(), scales.data(), seq * width});
+            hx.launch(n, ScaleBySample<T>{dx.data(), dy.data(), scales.data(), seq * width});
+            const std::string at = "seq " + std::to_string(seq) + " samples " + std::to_string(samples) + " offset " +
+                                   std::to_string(offset) + " subsequence " + std::to_string(subsequence) + " p " +
+                                   std::to_string(p);
+            ASSERT_TRUE(bitwiseEqual("drop_path scales, " + at, scales.data(), ctx.tensors[0].data(), samples));
+            ASSERT_TRUE(bitwiseEqual("drop_path output, " + at, out.data(), y.data(), n));
+            ASSERT_TRUE(bitwiseEqual("drop_path dx, " + at, dx.data(), din[0].data(), n));
+          }
+        }
+      }
+    }
+  }
+}
+
+// RReLU: outputs and noise bit for bit (slopes in double, rounded once), zeros of both signs included, for
+// several ranges (a collapsed one: deterministic slopes) and offsets; without a noise pointer the same output.
+TYPED_TEST(HostKernels, RreluBodyIsBitwiseTheReference) {
+  using T = TypeParam;
+  HostExec hx;
+  for (int64_t len : {1, 3, 5, 31, 1000}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{4}, (uint64_t{1} << 40) + 6}) {
+      for (uint64_t subsequence : {uint64_t{0}, makeOpKey(2, 5, 3)}) {
+        for (auto [lower, upper] : {std::pair{0.125, 1.0 / 3.0}, std::pair{0.3, 0.3}, std::pair{0.0, 0.99}}) {
+          Rrelu<T> op(lower, upper);
+          Mat<T> x = randomMat<T>(1, len, 9, 2.0);
+          x(0, 0) = -T(0);
+          if (len > 1) x(0, 1) = T(0);
+          const RngDraw draw{77, subsequence, offset};
+          NodeDraws replay(nullptr, 0, &draw, nullptr);
+          const OpEnv env{&replay, {}};
+          Context<T> ctx;
+          std::vector<Tensor<T>> in{tensorOf(x)};
+          Tensor<T> y = op.forward(in, &ctx, env);
+          Mat<T> out(1, len), noise(1, len), out2(1, len);
+          const DrawPos pos{77, subsequence, offset};
+          hx.launch(philoxBlocksFor(offset, len), RreluForward<T>{out.data(), noise.data(), x.data(), len, pos, lower, upper});
+          hx.launch(philoxBlocksFor(offset, len), RreluForward<T>{out2.data(), nullptr, x.data(), len, pos, lower, upper});
+          const std::string at = "len " + std::to_string(len) + " offset " + std::to_string(offset) + " subsequence " +
+                                 std::to_string(subsequence) + " range " + std::to_string(lower) + ".." +
+                                 std::to_string(upper);
+          ASSERT_TRUE(bitwiseEqual("rrelu output, " + at, out.data(), y.data(), len));
+          ASSERT_TRUE(bitwiseEqual("rrelu noise, " + at, noise.data(), ctx.tensors[0].data(), len));
+          ASSERT_TRUE(bitwiseEqual("rrelu output without noise, " + at, out2.data(), y.data(), len));
         }
       }
     }
@@ -404,9 +483,11 @@ struct OpCase {
   bool bitwise;  // every operation in the reference's order
 };
 
+// `numerics`: the env both ops run under (the reference's Context records it as its block runtime would; the
+// device op records what its backward needs itself).
 template <class T>
 void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::vector<Mat<T>>& inputs,
-                   RngModel model) {
+                   RngModel model, const Numerics& numerics = {}) {
   SCOPED_TRACE(std::string(oc.name) + (model == RngModel::kCounter ? " (counter rng)" : " (stateful rng)"));
   HostExec hx;
   Node<T> node{oc.name, std::move(refOp), {}};
@@ -428,11 +509,12 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
   devRng.reserve(1, 6);
   const uint64_t key = makeOpKey(1, 2, 3);
   NodeDraws refDraws(&refRng, key, nullptr, nullptr), devDraws(&devRng, key, nullptr, nullptr);
-  const OpEnv env{&refDraws, {}};
-  const DEnv denv{&devDraws, false, false};
+  const OpEnv env{&refDraws, numerics};
+  const DEnv denv{&devDraws, numerics.erfGelu, numerics.bf16Matmul, numerics.bf16Inputs};
 
   ActivationMeter refMeter, devMeter;
   Context<T> ctx;
+  ctx.numerics = numerics;
   Tensor<T> y;
   std::vector<Tensor<T>> in;
   for (const auto& m : inputs) in.push_back(Tensor<T>::from(m));
@@ -451,6 +533,9 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
   EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes allocated by forward";
   EXPECT_EQ(devRng.state(), refRng.state()) << "generator after forward";
   EXPECT_EQ(dctx.draw, ctx.draw) << "recorded draw";
+  if (node.op->kind() == "linear" || node.op->kind() == "attention") {  // the ops whose backward reads them
+    EXPECT_EQ(dctx.bf16Inputs, numerics.bf16Inputs) << "the numerics the device context records";
+  }
   auto check = [&](const std::string& what, const T* got, const T* want, int64_t n) {
     if (oc.bitwise) EXPECT_TRUE(bitwiseEqual(what, got, want, n));
     else EXPECT_TRUE(near(what, got, want, n, kHostRtol<T>));
@@ -490,6 +575,12 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
   }
 }
 
+Numerics bf16Inputs() {
+  Numerics n;
+  n.bf16Inputs = true;
+  return n;
+}
+
 TYPED_TEST(HostKernels, DeviceOpsMatchReferenceOps) {
   using T = TypeParam;
   const int64_t rows = 12, w = 16;
@@ -502,6 +593,10 @@ TYPED_TEST(HostKernels, DeviceOpsMatchReferenceOps) {
     checkDeviceOp<T>({"dropout", true}, std::make_unique<Dropout<T>>(0.3), {x}, model);
     checkDeviceOp<T>({"dropout p=0", true}, std::make_unique<Dropout<T>>(0.0), {x}, model);
     checkDeviceOp<T>({"linear", false}, std::make_unique<Linear<T>>("fc", w, 24), {x}, model);
+    checkDeviceOp<T>({"linear, bf16 inputs", false}, std::make_unique<Linear<T>>("fc", w, 24), {x}, model, bf16Inputs());
+    checkDeviceOp<T>({"drop_path", true}, std::make_unique<DropPath<T>>(3, 0.4), {x}, model);  // 4 samples of 3 rows
+    checkDeviceOp<T>({"drop_path, a row a sample", true}, std::make_unique<DropPath<T>>(1, 0.5), {x}, model);
+    checkDeviceOp<T>({"rrelu", true}, std::make_unique<Rrelu<T>>(0.125, 1.0 / 3.0), {x}, model);
     checkDeviceOp<T>({"layernorm", false}, std::make_unique<LayerNorm<T>>("ln", w), {x}, model);
     checkDeviceOp<T>({"batchnorm", false}, std::make_unique<BatchNorm<T>>("bn", w), {x}, model);
   }
@@ -516,6 +611,11 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
     checkDeviceOp<T>({"attention", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.0), {qkv}, model);
     checkDeviceOp<T>({"attention dropout", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {qkv},
                      model);
+    // bf16 inputs: every product's operands rounded, P' after its dropout (with and without).
+    checkDeviceOp<T>({"attention, bf16 inputs", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.0), {qkv},
+                     model, bf16Inputs());
+    checkDeviceOp<T>({"attention dropout, bf16 inputs", false},
+                     std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {qkv}, model, bf16Inputs());
   }
   // The mask bitwise, on its own.
   HostExec hx;
@@ -525,7 +625,7 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   Rng r1(RngModel::kStateful, 3), r2(RngModel::kStateful, 3);
   NodeDraws d1(&r1, 0, nullptr, nullptr), d2(&r2, 0, nullptr, nullptr);
   const OpEnv env{&d1, {}};
-  const DEnv denv{&d2, false, false};
+  const DEnv denv{&d2, false, false, false};
   Context<T> ctx;
   std::vector<Tensor<T>> in{Tensor<T>::from(qkv)};
   (void)node.op->forward(in, &ctx, env);

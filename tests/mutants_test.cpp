@@ -42,6 +42,9 @@ const std::map<std::string, Property> kExpected = {
     {"no-grad-input-segment", Property::kBitwiseEqual},
     {"micro-batch-grads-zeroed", Property::kBitwiseEqual},
     {"tied-head-grad-dropped", Property::kBitwiseEqual},
+    {"drop-path-redrawn", Property::kBitwiseEqual},
+    {"rrelu-slopes-regenerated", Property::kBitwiseEqual},
+    {"bf16-recompute-in-float", Property::kBitwiseEqual},
 };
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {

@@ -18,12 +18,14 @@
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
 #include "reference/ops/cross_entropy.h"
+#include "reference/ops/drop_path.h"
 #include "reference/ops/dropout.h"
 #include "reference/ops/gelu.h"
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
 #include "reference/ops/mse.h"
 #include "reference/ops/relu.h"
+#include "reference/ops/rrelu.h"
 #include "reference/ops/tanh.h"
 #include "tests/gradcheck.h"
 
@@ -35,6 +37,8 @@ template class ckpt::BatchNorm<float>;
 template class ckpt::CausalSelfAttention<float>;
 template class ckpt::CrossEntropyLoss<float>;
 template class ckpt::MseLoss<float>;
+template class ckpt::DropPath<float>;
+template class ckpt::Rrelu<float>;
 
 namespace {
 using namespace ckpt;
@@ -85,6 +89,9 @@ std::vector<OpCase<T>> allOps() {
   add("attention", std::make_unique<CausalSelfAttention<T>>(2, 4, 0.0), {{8, 12}});
   add("attention-p0.3", std::make_unique<CausalSelfAttention<T>>(2, 4, 0.3), {{8, 12}});
   add("attention-1head", std::make_unique<CausalSelfAttention<T>>(1, 3, 0.0), {{6, 9}});
+  add("drop_path", std::make_unique<DropPath<T>>(1, 0.5), {{6, 5}});  // six samples of one row
+  add("drop_path-seq3", std::make_unique<DropPath<T>>(3, 0.4), {{6, 5}});
+  add("rrelu", std::make_unique<Rrelu<T>>(0.125, 1.0 / 3.0), {{6, 5}}, true);
   return v;
 }
 
@@ -161,7 +168,7 @@ TEST(OpsGradcheck, inputAndParameterGradientsMatchFiniteDifferences) {
 TEST(OpsGradcheck, replayedMasksDropSomeElements) {
   std::mt19937_64 g(1);
   for (auto& c : allOps<double>()) {
-    if (c.name != "dropout" && c.name != "attention-p0.3") continue;
+    if (c.name != "dropout" && c.name != "attention-p0.3" && c.name != "drop_path") continue;
     SCOPED_TRACE(c.name);
     auto ins = makeInputs(c, g);
     Context<double> ctx;
@@ -391,7 +398,7 @@ TEST(BatchNorm, theRuntimeKeepsARecomputeFromMovingState) {
       if (std::memcmp(before[i].data(), bufs[i]->value.data(), sizeof(double) * before[i].size()) != 0) return false;
     return true;
   };
-  BlockEnv train{&rng, 0, 0, true, {}};
+  BlockEnv train{&rng, 0, 0, true, {}, {}};
   BlockEnv recompute = train;
   recompute.updateState = false;
   auto before = snapshot();

@@ -63,7 +63,7 @@ TEST(ParamSharing, sharedGradientAddsTheUsesInBackwardOrder) {
   std::vector<BlockTape<double>> tapes(static_cast<size_t>(c.size()));
   Tensor<double> x = Tensor<double>::from(c.input);
   for (int i = 0; i < c.size(); ++i) {
-    BlockEnv env{&c.rng, 0, i, true, {}};
+    BlockEnv env{&c.rng, 0, i, true, {}, {}};
     x = blockForward(c.blocks[i], x, &tapes[static_cast<size_t>(i)], {}, env);
   }
   Context<double> ctx;

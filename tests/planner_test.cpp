@@ -165,7 +165,7 @@ TEST(Selective, attentionProbabilitiesAreNotInTheTape) {
   auto liveAfterForward = [&](ActivationMeter& meter, const KeepMask& mask, BlockTape<double>& tape) {
     MeterScope scope(&meter);
     Tensor<double> x = Tensor<double>::from(chain.input);
-    BlockEnv env{&chain.rng, 0, 0, true, {}};
+    BlockEnv env{&chain.rng, 0, 0, true, {}, {}};
     Tensor<double> y = blockForward(chain.blocks[0], x, &tape, mask, env);
     return meter.live();
   };

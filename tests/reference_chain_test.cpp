@@ -39,7 +39,7 @@ Grads analyticGrads(Chain<double>& c, const RngState& rng) {
     std::vector<BlockTape<double>> tapes(c.size());
     Tensor<double> x = c.inputOf(m);
     for (int i = 0; i < c.size(); ++i) {
-      BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, {}};
+      BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, caseNumerics(c.spec), {}};
       x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
     }
     Context<double> ctx;
@@ -165,7 +165,7 @@ TEST(ReferenceChain, parameterGradientsAccumulateAcrossBackwardPasses) {
   std::vector<BlockTape<double>> tapes(c.size());
   Tensor<double> x = Tensor<double>::from(c.input);
   for (int i = 0; i < c.size(); ++i) {
-    BlockEnv env{&c.rng, 0, i, false, {}};
+    BlockEnv env{&c.rng, 0, i, false, {}, {}};
     x = blockForward(c.blocks[i], x, &tapes[i], {}, env);
   }
   Context<double> ctx;

@@ -1,4 +1,5 @@
-// mlp: x -> Linear(W, W) -> activation -> Dropout. Field: "activation" (relu, gelu or tanh; default gelu).
+// mlp: x -> Linear(W, W) -> activation -> Dropout. Field: "activation" (relu, gelu, tanh or rrelu; default gelu;
+// rrelu's slope range is the case's, cases/stochastic_layers.h, and its draw a case-level one).
 #include "cases/block_kind.h"
 #include "cases/generators.h"
 #include "cases/json_fields.h"
@@ -20,7 +21,8 @@ const BlockField kActivation{
     [](const nlohmann::json& b, const std::string& path, const CaseSpec&, BlockSpec& s) {
       s.activation = json_fields::getEnum<Activation>(
           b, "activation", path, Activation::kGelu,
-          {{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh}});
+          {{"relu", Activation::kRelu}, {"gelu", Activation::kGelu}, {"tanh", Activation::kTanh},
+           {"rrelu", Activation::kRrelu}});
     },
     [](bool shrinks) {
       return rc::gen::map(
@@ -39,6 +41,7 @@ const BlockKindDef& mlpKind() {
       .canonical = [](const BlockSpec& s) {
         BlockSpec r = s;
         r.heads = 1;
+        r.dropPath = 0;
         return r;
       },
       .makeValid = [](BlockSpec&, CaseSpec&) {},
@@ -49,9 +52,12 @@ const BlockKindDef& mlpKind() {
       },
       .program = [](const BlockSpec& s, const CaseSpec& c) {
         const int64_t w = c.width;
-        return std::vector<OpNode>{{"fc", "linear", {w, w}, 0, {-1}},
-                                   {activationName(s.activation), activationName(s.activation), {}, 0, {0}},
-                                   {"dropout", "dropout", {}, c.dropout, {1}}};
+        OpNode act{activationName(s.activation), activationName(s.activation), {}, 0, {0}};
+        if (s.activation == Activation::kRrelu) {
+          act.lower = c.rreluLower;
+          act.upper = c.rreluUpper;
+        }
+        return std::vector<OpNode>{{"fc", "linear", {w, w}, 0, {-1}}, act, {"dropout", "dropout", {}, c.dropout, {1}}};
       },
       .coverage = {{"mlp", "an mlp block", [](const CaseSpec& c) { return hasBlockKind(c, &mlpKind()); }},
                    {"relu", "an mlp block with relu",
@@ -59,7 +65,9 @@ const BlockKindDef& mlpKind() {
                    {"gelu", "an mlp block with gelu",
                     [](const CaseSpec& c) { return hasActivation(c, Activation::kGelu); }},
                    {"tanh", "an mlp block with tanh",
-                    [](const CaseSpec& c) { return hasActivation(c, Activation::kTanh); }}},
+                    [](const CaseSpec& c) { return hasActivation(c, Activation::kTanh); }},
+                   {"rrelu", "an mlp block with rrelu",
+                    [](const CaseSpec& c) { return hasActivation(c, Activation::kRrelu); }}},
       .smoke = nullptr,
       .simpler = {[](BlockSpec& s) { s.activation = Activation::kRelu; }},
       // In place of another kind: relu first (simplest), but relu zeroes half its outputs, which can hide what a

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/compute_precision.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
@@ -154,6 +155,9 @@ GenLimits Capabilities::limits(int maxBlocks, int maxSteps) const {
   l.noInputGrad = paramFeatures.count("no_input_grad");
   l.microBatches = paramFeatures.count("micro_batches");
   l.tokens = inputs.count("tokens");
+  l.dropPath = dropPath;
+  l.rrelu = activations.count("rrelu");
+  l.bf16 = compute.count("bf16");
   return l;
 }
 
@@ -162,9 +166,14 @@ std::string Capabilities::unsupported(const CaseSpec& c) const {
     const BlockKindDef& d = *b.kind;
     if (!blocks.count(d.name)) return std::string("block kind ") + d.name;
     // What the block's fields need: an adapter lists the activations it supports.
-    for (const auto& [what, value] : d.needs(b))
+    for (const auto& [what, value] : d.needs(b)) {
       if (what == "activation" && !activations.count(value)) return what + " " + value;
+      if (what == "drop_path" && !dropPath)
+        return "drop_path (stochastic depth; the adapter's capabilities do not say \"drop_path\": true)";
+    }
   }
+  if (bf16Compute(c) && !compute.count("bf16"))
+    return "bf16 compute (the adapter's capabilities list no \"bf16\" in \"compute\")";
   if (!losses.count(lossKindName(c.loss))) return std::string("loss ") + lossKindName(c.loss);
   if (!dtypes.count(dtypeName(c.dtype))) return std::string("dtype ") + dtypeName(c.dtype);
   if (!rng.count(rngModelName(c.rng))) return std::string("rng ") + rngModelName(c.rng);
@@ -228,6 +237,9 @@ Capabilities parseCapabilities(const json& j) {
   c.inputs = stringSet(j, "inputs", false);  // absent: dense only, as every adapter before token cases
   if (c.inputs.empty()) c.inputs = {"dense"};
   c.dropout = flag(j, "dropout");
+  c.dropPath = flag(j, "drop_path");
+  c.compute = stringSet(j, "compute", false);  // absent: exact only, as every adapter before bf16 compute
+  if (c.compute.empty()) c.compute = {"exact"};
   c.reportsMemory = flag(j, "reports_memory");
   c.reportsForwardCalls = flag(j, "reports_forward_calls");
   c.reportsRngState = flag(j, "reports_rng_state");

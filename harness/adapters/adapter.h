@@ -57,6 +57,10 @@ struct Capabilities {
   // "no_input_grad" in paramFeatures: it is the token case's input without gradient.
   std::set<std::string> inputs;
   bool dropout = false;
+  // Stochastic depth on residual blocks ("drop_path": true) and the precisions of the matrix products the adapter
+  // computes ("compute": ["exact", "bf16"]; absent: exact only). RReLU is an activation ("rrelu" in activations).
+  bool dropPath = false;
+  std::set<std::string> compute;
   bool reportsMemory = false;
   bool reportsForwardCalls = false;
   bool reportsRngState = false;

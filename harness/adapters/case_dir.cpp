@@ -1,8 +1,11 @@
 #include "harness/adapters/case_dir.h"
 
+#include "cases/block_kind.h"
+#include "cases/compute_precision.h"
+
 namespace ckpt {
 
-nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
+nlohmann::json manifestJson(const CaseLayout& l, const CaseSpec& spec) {
   using nlohmann::json;
   auto list = [](const std::vector<TensorLayout>& ts, bool params) {
     json a = json::array();
@@ -26,7 +29,20 @@ nlohmann::json manifestJson(const CaseLayout& l, LossKind loss) {
   } else {
     j["input"] = {{"shape", {l.rows, l.width}}, {"requires_grad", l.inputGrad}};
   }
-  if (loss == LossKind::kCrossEntropy)
+  // Stochastic layers and the compute precision (cases/stochastic_layers.h, cases/compute_precision.h), stated
+  // explicitly so an adapter need not know the case format's defaults: per block its kind's fields as the case
+  // prints them (an mlp's activation, which may be "rrelu"), with "drop_path" always present.
+  json blocks = json::array();
+  for (const BlockSpec& b : spec.blocks) {
+    json o = {{"kind", b.kind->name}};
+    b.kind->print(b, o);
+    o["drop_path"] = b.dropPath;
+    blocks.push_back(o);
+  }
+  j["blocks"] = blocks;
+  j["rrelu_range"] = {spec.rreluLower, spec.rreluUpper};
+  j["compute"] = bf16Compute(spec) ? "bf16" : "exact";
+  if (spec.loss == LossKind::kCrossEntropy)
     j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
   else
     j["target"] = {{"shape", {l.rows, l.width}}};

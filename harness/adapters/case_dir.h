@@ -101,7 +101,9 @@ CaseLayout caseLayout(Chain<T>& chain) {
   return l;
 }
 
-nlohmann::json manifestJson(const CaseLayout& l, LossKind loss);
+// manifest.json (PROTOCOL.md): the layout's tensors, and the case's blocks one object each (repeats expanded:
+// the kind's own fields, "drop_path" always, 0 when off), "rrelu_range" and "compute" with their defaults filled in.
+nlohmann::json manifestJson(const CaseLayout& l, const CaseSpec& spec);
 
 // Writes case.json, manifest.json, params/, state/, input.npy (a token case: tokens.npy, int64 (rows,)) and
 // labels.npy or target.npy into `dir` (created; an existing directory is emptied first).
@@ -116,7 +118,7 @@ void writeCaseDir(const std::string& dir, Chain<T>& chain) {
     std::ofstream f(fs::path(dir) / "case.json");
     f << caseToJson(chain.spec).dump(2) << "\n";
     std::ofstream m(fs::path(dir) / "manifest.json");
-    m << manifestJson(layout, chain.spec.loss).dump(1) << "\n";
+    m << manifestJson(layout, chain.spec).dump(1) << "\n";
     if (!f || !m) throw std::runtime_error("case directory '" + dir + "': cannot be written");
   }
   size_t k = 0;

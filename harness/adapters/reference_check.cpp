@@ -18,7 +18,7 @@ void conditionPass(Chain<double>& c, int m, FloatConditioning& out) {
   for (int i = 0; i < L; ++i) {
     auto& block = c.blocks[static_cast<size_t>(i)];
     auto& tape = tapes[static_cast<size_t>(i)];
-    BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, {}};
+    BlockEnv env{&c.rng, microStep(c.spec, 0, m), i, false, {}, {}};
     x = blockForward(block, x, &tape, {}, env);
     // A normalisation over values that are all equal (a column of identical rows for BatchNorm, a row of equal
     // features for LayerNorm) outputs exactly its bias; rounding makes it +-1/sqrt(eps) times an ULP instead, on

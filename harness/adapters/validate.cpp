@@ -6,10 +6,12 @@
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
+#include "cases/compute_precision.h"
 #include "cases/coverage.h"
 #include "cases/generators.h"
 #include "cases/lm_case.h"
 #include "cases/param_sharing.h"
+#include "cases/stochastic_layers.h"
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
@@ -65,7 +67,31 @@ std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
     makeValid(d);  // e.g. seq 1 with batch 1 leaves a residual-bn block a single row: batch 2 then
     if (!(d == c)) out.push_back(d);
   };
+  // Every random draw off at once (cases/stochastic_layers.h), then each source alone: dropout, drop-path, RReLU
+  // (back to relu, the simplest activation); and bf16 compute back to exact.
+  with([](CaseSpec& d) {
+    const CaseSpec off = randomnessOff(d);
+    const double lower = d.rreluLower, upper = d.rreluUpper;
+    d = off;
+    if (!anyRrelu(d)) {  // no RReLU: its range means nothing, so it stays as it was
+      d.rreluLower = lower;
+      d.rreluUpper = upper;
+    }
+  });
   with([](CaseSpec& d) { d.dropout = 0; });
+  with([](CaseSpec& d) {
+    for (BlockSpec& b : d.blocks) b.dropPath = 0;
+  });
+  with([](CaseSpec& d) {
+    for (BlockSpec& b : d.blocks)
+      if (b.activation == Activation::kRrelu) b.activation = Activation::kRelu;
+  });
+  with([](CaseSpec& d) { d.compute = Compute::kExact; });
+  if (!anyRrelu(c))
+    with([](CaseSpec& d) {  // an RReLU range left by a simplification, back to its default (not printed)
+      d.rreluLower = CaseSpec().rreluLower;
+      d.rreluUpper = CaseSpec().rreluUpper;
+    });
   const auto& kinds = blockKinds();
   const auto simplest = std::find_if(kinds.begin(), kinds.end(), [&](BlockKind k) { return lim.allows(k); });
   for (size_t i = 0; i < c.blocks.size(); ++i) {
@@ -224,17 +250,21 @@ class ValidateRun {
     if (kinds.empty())
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if (o_.params) {
-      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "tokens", "none"};
+      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "tokens",
+                                              "drop_path", "rrelu", "bf16", "none"};
       for (const auto& f : *o_.params)
         if (std::find(known.begin(), known.end(), f) == known.end())
           throw InputError("validate --params: unknown feature '" + f +
-                           "' (frozen, shared, no_input_grad, micro_batches, tokens, none)");
+                           "' (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, rrelu, bf16, none)");
       auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
       lim.frozen = lim.frozen && wants("frozen");
       lim.share = lim.share && wants("shared");
       lim.noInputGrad = lim.noInputGrad && wants("no_input_grad");
       lim.microBatches = lim.microBatches && wants("micro_batches");
       lim.tokens = lim.tokens && wants("tokens");
+      lim.dropPath = lim.dropPath && wants("drop_path");
+      lim.rrelu = lim.rrelu && wants("rrelu");
+      lim.bf16 = lim.bf16 && wants("bf16");
     }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
@@ -244,7 +274,8 @@ class ValidateRun {
                          {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng},
                          {"frozen", lim.frozen},           {"shared", lim.share},
                          {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches},
-                         {"tokens", lim.tokens}};
+                         {"tokens", lim.tokens},           {"drop_path", lim.dropPath},
+                         {"rrelu", lim.rrelu},             {"bf16", lim.bf16}};
     return lim;
   }
 
@@ -461,7 +492,7 @@ class ValidateRun {
                               ? "on " + std::to_string(passed) + " case(s)"
                               : "no violation in " + std::to_string(session_->evaluations) + " evaluated case(s)";
     add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
-    add(kReference, true, "plain within tolerance of the reference (dropout off) " + n);
+    add(kReference, true, "plain within tolerance of the reference (random draws off) " + n);
     add(kForwardCalls, caps_->reportsForwardCalls, "forward calls per block as the mode implies " + n);
     add(kSavedBytes, caps_->reportsMemory, "checkpoint saves activation bytes within the plan (saved_bytes_plan.h) " + n);
     add(kAdapter, true, "every run followed the protocol");

@@ -10,9 +10,11 @@
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
+#include "cases/compute_precision.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
+#include "cases/stochastic_layers.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
 #include "harness/adapters/saved_bytes_plan.h"
@@ -34,10 +36,10 @@ std::string fmt(double v) {
 
 namespace {
 
-// Check 2 on `off` (the case with dropout off, in the dtype check 2 runs in): one plain adapter run against the
-// reference trainer. `reuse` is the plain run of the case itself when that already is `off`. The gradients flowing
-// through each block (in double) are measured too: a near-zero parameter gradient is judged by them
-// (reference_check.h).
+// Check 2 on `off` (the case with its random draws off and exact compute, in the dtype check 2 runs in): one
+// plain adapter run against the reference trainer. `reuse` is the plain run of the case itself when that already
+// is `off`. The gradients flowing through each block (in double) are measured too: a near-zero parameter gradient
+// is judged by them (reference_check.h).
 struct ReferenceOutcome {
   RefError error;
   bool deadGradients = false;  // every reference gradient of the first step is exactly zero
@@ -93,7 +95,7 @@ std::string blockSummary(const CaseSpec& c) {
   }
   s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
     << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss)
-    << caseParamText(c) << lmText(c) << microBatchText(c);
+    << caseParamText(c) << lmText(c) << microBatchText(c) << stochasticText(c) << computeText(c);
   return s.str();
 }
 
@@ -150,15 +152,15 @@ std::optional<std::string> savedBytesAgainstPlan(Session& s, const CaseSpec& spe
   return savedBytesViolation(plain, ck, plan, partial);
 }
 
-// The protocol shows no dropout masks, and a recompute that draws from a fresh generator leaves the framework's
-// own generator where the plain run left it, so a redrawn mask can look like any other difference. The case once
-// more with dropout off, plain and checkpointed (two adapter runs, only for a difference no class explained):
-// when those agree bit for bit, the difference came from the random draws (dropoutOffDiagnosis, diagnose.h).
+// The protocol shows no dropout masks, drop-path decisions or RReLU slopes, and a recompute that draws from a
+// fresh generator leaves the framework's own generator where the plain run left it, so a redrawn mask can look
+// like any other difference. The case once more with every random draw off, plain and checkpointed (two adapter
+// runs, only for a difference no class explained): when those agree bit for bit, the difference came from the
+// random draws (dropoutOffDiagnosis, diagnose.h). randomnessOff keeps the compute precision: a recompute under
+// another precision than its first forward is no random draw, and must not be classed as one.
 template <class T>
-bool agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
-                                                const CaseLayout& layout) {
-  CaseSpec off = spec;
-  off.dropout = 0;
+bool agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir, const CaseLayout& layout) {
+  const CaseSpec off = randomnessOff(spec);
   Chain<T> chain = buildChain<T>(off);
   const fs::path d = dir / "dropout-off";
   const std::string caseDir = (d / "case").string();
@@ -197,8 +199,10 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     // An adapter that runs float only is compared on the first step only: the rounding its ill-conditioned
     // gradients are allowed (reference_check.h) moves the parameters the later steps start from, which BatchNorm
     // over a few rows then amplifies past any tolerance; in double the update rule is checked over every step.
-    CaseSpec off = spec;
-    off.dropout = 0;
+    // The case with its random draws off (cases/stochastic_layers.h: dropout and drop-path 0, RReLU's range its
+    // midpoint) and exact compute: the reference does not model autocast's rounding of outputs.
+    CaseSpec off = randomnessOff(spec);
+    off.compute = Compute::kExact;
     const bool inDouble = s.caps.dtypes.count("double") > 0;
     if (inDouble) off.dtype = DType::kDouble;
     else off.steps = 1;
@@ -224,7 +228,7 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
       o.verdict = Verdict::kFault;
       o.check = kReference;
       o.deadGradients = r.deadGradients;
-      o.message = std::string("the adapter's plain run (dropout off, ") + dtypeName(off.dtype) +
+      o.message = std::string("the adapter's plain run (random draws off, ") + dtypeName(off.dtype) +
                   ") is not the case's model: " + e.describe(tol) + "; " + fmt(e.ratio) + " x the allowance";
       return o;
     }
@@ -245,7 +249,7 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
     std::vector<NamedMat<T>> initial;  // the buffers before step 0: what a second update is judged from
     for (const auto* b : chain.buffers()) initial.push_back({b->name, b->value});
     o.diagnosis = diagnoseSteps(plain, ck, initial, kRoundingLevelUlp, spec.microBatches);
-    if (o.diagnosis && worthDropoutOffRerun(*o.diagnosis, spec.dropout) &&
+    if (o.diagnosis && worthDropoutOffRerun(*o.diagnosis, drawsRandomNumbers(spec)) &&
         agreesWithDropoutOff<T>(s, spec, dir, layout))
       o.diagnosis = dropoutOffDiagnosis();
     o.message = "checkpointed run differs from the plain run: " + toText(c.differences.front()) + " (" +

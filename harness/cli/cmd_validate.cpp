@@ -39,7 +39,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")
       ->delimiter(',');
   cmd->add_option("--params", o->params,
-                  "Draw only these model and training features (frozen, shared, no_input_grad, micro_batches, tokens; none: plain cases only)")
+                  "Draw only these model and training features (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, "
+                  "rrelu, bf16; none: plain cases only)")
       ->delimiter(',');
   cmd->add_option("--case", o->casePath, "Check exactly this case file instead of random ones (replay a finding)");
   cmd->add_option("--out", o->outDir,

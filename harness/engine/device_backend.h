@@ -56,10 +56,18 @@ class DeviceBackend {
   }
 
  private:
-  // The device ops know the two numerics switches recompute variants flip; a third would be silently ignored.
+  // Every field of BlockEnv the device runtime honours; a numerics switch the device ops lack
+  // (divideByCount) is refused rather than silently ignored.
   static gpu::DBlockEnv deviceEnv(const BlockEnv& e) {
     if (e.numerics.divideByCount) throw std::logic_error("the device ops have no divide-by-count LayerNorm numerics");
-    return gpu::DBlockEnv{e.rng, e.step, e.block, e.updateState, e.numerics.erfGelu, e.numerics.bf16Matmul};
+    return gpu::DBlockEnv{e.rng,
+                          e.step,
+                          e.block,
+                          e.updateState,
+                          e.numerics.erfGelu,
+                          e.numerics.bf16Matmul,
+                          e.numerics.bf16Inputs,
+                          e.redrawOp};
   }
   gpu::DeviceChain<T>& c_;
 };

@@ -173,7 +173,7 @@ class StepRunner final : public StepView {
 
   void forward(int i, bool withTape) {
     const bool recompute = forwarded_[at(i)] != 0;
-    BlockEnv env{&b_.rng(), passStep_, i, true, {}};
+    BlockEnv env = blockEnv(i);
     if (recompute) env = v_.recomputeEnv(env);
     v_.beforeForward(i, recompute, *this);
     const Act& input = heldBoundary(v_.forwardInput(i, recompute, *this));
@@ -204,6 +204,9 @@ class StepRunner final : public StepView {
     v_.afterForward(i, recompute, *this);
   }
 
+  // Where block i runs in this pass: the case's numerics, state updates on (a recompute's env is the variant's).
+  BlockEnv blockEnv(int i) { return BlockEnv{&b_.rng(), passStep_, i, true, caseNumerics(b_.spec()), {}}; }
+
   void runLoss() {
     g_[at(n_)] = b_.loss(x_[at(n_)], *meter_, micro_);
     x_[at(n_)].reset();
@@ -218,7 +221,7 @@ class StepRunner final : public StepView {
     if (dropped) {
       meter_->phase = Phase::kRecompute;
       Stopwatch watch(times_);
-      b_.recomputeDropped(i, tape, v_.recomputeEnv(BlockEnv{&b_.rng(), passStep_, i, true, {}}));
+      b_.recomputeDropped(i, tape, v_.recomputeEnv(blockEnv(i)));
     }
     meter_->phase = Phase::kBackward;
     g_[at(i)] = b_.backward(i, std::move(tape), std::move(g_[at(i) + 1]));

@@ -23,6 +23,9 @@ Mutant frozenParamsUpdated();
 Mutant microBatchGradsZeroed();
 Mutant noGradInputSegment();
 Mutant tiedHeadGradDropped();
+Mutant dropPathRedrawn();
+Mutant rreluSlopesRegenerated();
+Mutant bf16RecomputeInFloat();
 }  // namespace mutants
 
 const std::vector<Mutant>& mutantCatalog() {
@@ -35,7 +38,8 @@ const std::vector<Mutant>& mutantCatalog() {
       mutants::contextBeforeFilled(),     mutants::inputGradDropped(),
       mutants::sharedGradsForwardOrder(), mutants::frozenParamsUpdated(),
       mutants::noGradInputSegment(),      mutants::microBatchGradsZeroed(),
-      mutants::tiedHeadGradDropped(),
+      mutants::tiedHeadGradDropped(),       mutants::dropPathRedrawn(),
+      mutants::rreluSlopesRegenerated(),    mutants::bf16RecomputeInFloat(),
   };
   return all;
 }

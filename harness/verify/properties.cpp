@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cases/stochastic_layers.h"
 #include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
@@ -70,13 +71,32 @@ std::vector<NamedMat<T>> initialBuffers(Chain<T>& c) {
   return out;
 }
 
-// The case once more with dropout off: its reference and `schedule` under `engine`, equal bit for bit? The
-// schedule still fits: every block keeps its dropout ops whatever p is (cases/kinds/), so only the draws change.
-// A run that throws explains nothing (false).
+// `s` for the case without its nodes of kind `op`: their entries leave the keep masks (block-level schedules have
+// none), so every other node keeps or drops its context as before.
+Schedule maskWithout(const Schedule& s, const CaseSpec& spec, const std::string& op) {
+  if (s.keep.empty()) return s;
+  const ChainCost cc = caseChainCost(spec);
+  Schedule out = s;
+  for (size_t b = 0; b < out.keep.size() && b < cc.programOf.size(); ++b) {
+    if (out.keep[b].empty()) continue;
+    const auto& nodes = cc.programs[static_cast<size_t>(cc.programOf[b])].nodes;
+    KeepMask kept;
+    for (size_t k = 0; k < nodes.size() && k < s.keep[b].size(); ++k)
+      if (nodes[k].kind != op) kept.push_back(s.keep[b][k]);
+    out.keep[b] = kept;
+  }
+  return out;
+}
+
+// The case once more with its randomness off (randomnessOff, cases/stochastic_layers.h: dropout, drop-path,
+// RReLU's spread): its reference and `schedule` under `engine`, equal bit for bit? The schedule still fits: every
+// block keeps its dropout and rrelu ops whatever their draws (cases/kinds/); a drop-path node goes with its
+// probability, so an op-level schedule loses those nodes' entries (maskWithout). A run that throws explains
+// nothing (false).
 template <class T>
-bool equalWithDropoutOff(const CaseSpec& spec, const Schedule& schedule, const EngineVariant& engine, Device device) {
-  CaseSpec off = spec;
-  off.dropout = 0;
+bool equalWithDropoutOff(const CaseSpec& spec, const Schedule& original, const EngineVariant& engine, Device device) {
+  const CaseSpec off = randomnessOff(spec);
+  const Schedule schedule = maskWithout(original, spec, "drop_path");
   try {
     if (device != Device::kCpu)
       return compareSteps(deviceSteps<T>(device, off, storeAllSchedule(caseChainCost(off)), off.steps),
@@ -115,7 +135,7 @@ void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, const std
     r.comparison = compareSteps(reference, got);
     if (!r.comparison.bitwiseEqual) {
       r.diagnosis = diagnoseSteps(reference, got, initial, kRoundingLevelUlp, t.spec.microBatches);
-      if (r.diagnosis && worthDropoutOffRerun(*r.diagnosis, t.spec.dropout) &&
+      if (r.diagnosis && worthDropoutOffRerun(*r.diagnosis, drawsRandomNumbers(t.spec)) &&
           equalWithDropoutOff<T>(t.spec, r.schedule, engine, device))
         r.diagnosis = dropoutOffDiagnosis();
     }

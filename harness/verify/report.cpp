@@ -4,9 +4,11 @@
 #include <sstream>
 
 #include "cases/block_kind.h"
+#include "cases/compute_precision.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
+#include "cases/stochastic_layers.h"
 #include "cases/case_json.h"
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
@@ -49,7 +51,8 @@ std::string describeCase(const CaseSpec& c) {
   return std::to_string(c.blocks.size()) + (c.blocks.size() == 1 ? " block (" : " blocks (") + kinds + "), width " +
          std::to_string(c.width) + ", batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", " +
          std::to_string(c.steps) + (c.steps == 1 ? " step, " : " steps, ") + dtypeName(c.dtype) + ", " +
-         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c) + lmText(c) + microBatchText(c);
+         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c) + lmText(c) + microBatchText(c) +
+         stochasticText(c) + computeText(c);
 }
 
 FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const std::string& dir) {

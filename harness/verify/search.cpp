@@ -172,6 +172,12 @@ std::vector<VerifyCase> catalogueShrinks(const VerifyCase& c) {
   };
   with([](CaseSpec& d) { d.steps = 1; });
   with([](CaseSpec& d) { d.dropout = 0; });
+  with([](CaseSpec& d) { for (BlockSpec& b : d.blocks) b.dropPath = 0; });
+  with([](CaseSpec& d) { d.compute = Compute::kExact; });
+  with([](CaseSpec& d) {
+    for (BlockSpec& b : d.blocks)
+      if (b.activation == Activation::kRrelu) b.activation = Activation::kRelu;
+  });
   with([](CaseSpec& d) { d.batch = std::max<int64_t>(2, d.batch / 2); });
   with([](CaseSpec& d) { d.seq = std::max<int64_t>(1, d.seq / 2); });
   with([](CaseSpec& d) { d.width = std::max<int64_t>(2, d.width / 2); });

@@ -65,6 +65,33 @@ class DStateGuard {
   std::vector<std::pair<DBuffer<T>*, DTensor<T>>> saved_;
 };
 
+// reference/block.h's EnvDraws: node k's NodeDraws, except that an op whose kind() is DBlockEnv::redrawOp is handed
+// the side stream (reference/block.h's sideDraw: the generator's seed, the op key with the top bit set, offset 0)
+// after its normal reservation or replay, so the generator and every other op draw as they would without it.
+class DEnvDraws final : public DrawSource {
+ public:
+  DEnvDraws(const DBlockEnv& benv, const std::string& opKind, int node, const RngDraw* replay, RngDraw* record)
+      : inner_(benv.rng, makeOpKey(benv.step, benv.block, node), replay, record),
+        side_(!benv.redrawOp.empty() && benv.redrawOp == opKind),
+        rng_(benv.rng),
+        opKey_(makeOpKey(benv.step, benv.block, node)) {}
+  RngDraw draw(int64_t n) override {
+    const RngDraw d = inner_.draw(n);
+    return side_ ? RngDraw{rng_->state().seed, (uint64_t{1} << 63) | opKey_, 0} : d;
+  }
+
+ private:
+  NodeDraws inner_;
+  bool side_;
+  Rng* rng_;
+  uint64_t opKey_;
+};
+
+// The env node k's op runs under. The op records in its context what its backward depends on (bf16Inputs).
+inline DEnv nodeEnv(DrawSource& draws, const DBlockEnv& benv) {
+  return DEnv{&draws, benv.erfGelu, benv.bf16Matmul, benv.bf16Inputs};
+}
+
 template <class T, class X>
 DTensor<T> deviceBlockForward(X& exec, DBlock<T, X>& b, const DTensor<T>& x, DBlockTape<T>* tape,
                               const DKeepMask& keep, const DBlockEnv& benv) {
@@ -84,9 +111,8 @@ DTensor<T> deviceBlockForward(X& exec, DBlock<T, X>& b, const DTensor<T>& x, DBl
     DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
     std::vector<DTensor<T>> ins;
     for (int j : node.inputs) ins.push_back(j < 0 ? x : vals[static_cast<size_t>(j)]);
-    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), nullptr,
-                    tape ? &tape->draws[static_cast<size_t>(k)] : nullptr);
-    const DEnv env{&draws, benv.erfGelu, benv.bf16Matmul};
+    DEnvDraws draws(benv, node.opKind, k, nullptr, tape ? &tape->draws[static_cast<size_t>(k)] : nullptr);
+    const DEnv env = nodeEnv(draws, benv);
     const bool save = tape && keepsNode(keep, k);
     DContext<T> ctx;
     vals[static_cast<size_t>(k)] = node.op->forward(ins, save ? &ctx : nullptr, env);
@@ -125,8 +151,8 @@ void deviceRecomputeDropped(X& exec, DBlock<T, X>& b, DBlockTape<T>& tape, const
     for (int j : node.inputs)
       ins.push_back(j < 0 ? tape.input
                           : keepsNode(tape.keep, j) ? tape.kept[static_cast<size_t>(j)] : vals[static_cast<size_t>(j)]);
-    NodeDraws draws(benv.rng, makeOpKey(benv.step, benv.block, k), &tape.draws[static_cast<size_t>(k)], nullptr);
-    const DEnv env{&draws, benv.erfGelu, benv.bf16Matmul};
+    DEnvDraws draws(benv, node.opKind, k, &tape.draws[static_cast<size_t>(k)], nullptr);
+    const DEnv env = nodeEnv(draws, benv);
     DContext<T> ctx;
     vals[static_cast<size_t>(k)] = node.op->forward(ins, &ctx, env);
     if (meter) meter->countFlops(node.forwardFlops);

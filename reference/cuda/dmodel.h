@@ -31,8 +31,9 @@ struct DNodeDesc {
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
   // Attributes, set by the op's line in reference/op_table.cpp.
-  double p = 0;                 // dropout, attention-probability dropout
-  int64_t heads = 0, seq = 0;   // attention
+  double p = 0;                 // dropout, attention-probability dropout, drop_path
+  int64_t heads = 0, seq = 0;   // attention; seq also drop_path (rows per sample)
+  double lower = 0, upper = 0;  // rrelu's slope range
   double eps = 0, momentum = 0; // layernorm, batchnorm
   int64_t inFeatures = 0, outFeatures = 0;  // linear
   std::vector<HostMatrix<T>> params;   // reference op's params() order

@@ -26,6 +26,7 @@ struct DEnv {
   DrawSource* draws = nullptr;
   bool erfGelu = false;
   bool bf16Matmul = false;
+  bool bf16Inputs = false;  // Numerics::bf16Inputs: matrix products take bfloat16-rounded operands
 
   RngDraw draw(int64_t n) const {
     if (!draws) throw std::logic_error("a random device op ran without a DrawSource in its DEnv");

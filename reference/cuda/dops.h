@@ -11,12 +11,14 @@
 #include "reference/cuda/dops/add.h"
 #include "reference/cuda/dops/attention.h"
 #include "reference/cuda/dops/batchnorm.h"
+#include "reference/cuda/dops/drop_path.h"
 #include "reference/cuda/dops/dropout.h"
 #include "reference/cuda/dops/gelu.h"
 #include "reference/cuda/dops/layernorm.h"
 #include "reference/cuda/dops/linear.h"
 #include "reference/cuda/dops/lm_head.h"
 #include "reference/cuda/dops/relu.h"
+#include "reference/cuda/dops/rrelu.h"
 #include "reference/cuda/dops/tanh.h"
 #include "reference/cuda/kernels/loss.cuh"
 
@@ -44,6 +46,8 @@ const std::vector<DeviceOpEntry<T, X>>& deviceOps() {
       {"layernorm", [](X& x, D d) -> P { return std::make_unique<DLayerNorm<T, X>>(x, d); }},
       {"attention", [](X& x, D d) -> P { return std::make_unique<DAttention<T, X>>(x, d); }},
       {"add", [](X& x, D) -> P { return std::make_unique<DAdd<T, X>>(x); }},
+      {"drop_path", [](X& x, D d) -> P { return std::make_unique<DDropPath<T, X>>(x, d); }},
+      {"rrelu", [](X& x, D d) -> P { return std::make_unique<DRrelu<T, X>>(x, d); }},
   };
   return table;
 }

@@ -3,6 +3,7 @@
 // executor in harness/ can hold tapes without compiling a device op.
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "reference/cuda/dtensor.h"
@@ -29,6 +30,9 @@ struct DBlockEnv {
   bool updateState = true;  // false: the forward leaves module state as it found it (DStateGuard)
   bool erfGelu = false;
   bool bf16Matmul = false;
+  bool bf16Inputs = false;
+  // BlockEnv::redrawOp: random ops of this kind() draw from a side stream the generator does not track ("" none).
+  std::string redrawOp;
 };
 
 }  // namespace ckpt::gpu

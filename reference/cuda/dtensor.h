@@ -72,6 +72,9 @@ template <class T>
 struct DContext {
   std::vector<DTensor<T>> tensors;
   RngDraw draw;
+  // The numerics the forward ran under that its backward depends on (reference/op.h's Context::numerics): the
+  // backward differentiates the function the forward computed, whatever env a later call runs in.
+  bool bf16Inputs = false;
 };
 
 template <class T>

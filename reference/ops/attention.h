@@ -4,6 +4,9 @@
 // dropout with probability p on P (element i of the (B, H, T, T) array kept iff u_i > p, as reference/ops/
 // dropout.h; p = 0 draws nothing), then out = P' v, written to columns h*hd.. of out (B*T, C).
 // Saves its input plus the pre-dropout probabilities (B*H*T, T) and, when p > 0, the scaled mask (same shape).
+// Under Numerics::bf16Inputs both products (q k^T and P' v) and the backward's four take bf16-rounded q, k, v and
+// P' (the incoming gradients stay as they are), as autocast runs matmul: q, k and v come from a rounded copy of
+// the input (a workspace), so the code path is the same with and without.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -57,7 +60,8 @@ class CausalSelfAttention final : public Op<T> {
     if (p_ > 0) draw = env.draw(n);
     const T keepScale = T(1) / (T(1) - static_cast<T>(p_));
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
-    const auto x = qkv.map();
+    const Mat<T> rounded = env.numerics.bf16Inputs ? bf16Copy<T>(qkv.map()) : Mat<T>();
+    const auto x = operands(qkv, rounded);
     auto y = out.map();
     Mat<T> att(seq_, seq_), kept(seq_, seq_);  // workspace: one head's P and its dropped-out P'
     std::vector<float> u(p_ > 0 ? static_cast<size_t>(seq_ * seq_) : 0);  // workspace: one head's uniforms
@@ -87,6 +91,7 @@ class CausalSelfAttention final : public Op<T> {
           kept = att;
         }
         if (ctx) std::copy(att.data(), att.data() + seq_ * seq_, probs.data() + base);
+        if (env.numerics.bf16Inputs) kept = bf16Copy<T>(kept);
         y.block(r0, h * d.hd, seq_, d.hd).noalias() = kept * v;
       }
     }
@@ -104,7 +109,8 @@ class CausalSelfAttention final : public Op<T> {
     const Tensor<T>& qkv = s.qkv;
     const Dims d = dims({qkv.rows(), qkv.cols()});
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
-    const auto x = qkv.map();
+    const Mat<T> rounded = ctx.numerics.bf16Inputs ? bf16Copy<T>(qkv.map()) : Mat<T>();
+    const auto x = operands(qkv, rounded);
     const auto dy = dout.map();
     din[0] = Tensor<T>::empty(qkv.rows(), qkv.cols());
     auto dx = din[0].map();
@@ -125,6 +131,7 @@ class CausalSelfAttention final : public Op<T> {
         } else {
           kept = att;
         }
+        if (ctx.numerics.bf16Inputs) kept = bf16Copy<T>(kept);
         dx.block(r0, 2 * d.c + h * d.hd, seq_, d.hd).noalias() = kept.transpose() * g;
         const Eigen::Matrix<T, Eigen::Dynamic, 1> rowDot = dp.cwiseProduct(att).rowwise().sum();
         ds = (att.array() * (dp.colwise() - rowDot).array() * scale).matrix();
@@ -144,6 +151,11 @@ class CausalSelfAttention final : public Op<T> {
   struct Dims {
     int64_t batch, c, hd;
   };
+  // The q, k, v the products read: the input's storage, or its bf16-rounded copy `rounded` when that is not empty.
+  static typename Tensor<T>::ConstMap operands(const Tensor<T>& qkv, const Mat<T>& rounded) {
+    if (rounded.size() == 0) return qkv.map();
+    return typename Tensor<T>::ConstMap(rounded.data(), rounded.rows(), rounded.cols());
+  }
   Dims dims(Shape in) const {
     if (in.cols % 3 != 0 || (in.cols / 3) % heads_ != 0 || in.rows % seq_ != 0)
       throw std::invalid_argument("attention: input must be (B*" + std::to_string(seq_) + ", 3C) with C divisible by " +

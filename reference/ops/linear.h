@@ -1,4 +1,5 @@
-// Linear: y = x W^T + b, x (N, in), W (out, in), b (1, out). Saves its input.
+// Linear: y = x W^T + b, x (N, in), W (out, in), b (1, out). Saves its input. Under Numerics::bf16Inputs the
+// products take bf16-rounded x and W (forward and backward; dy and the bias stay as they are), as autocast's.
 #pragma once
 #include "reference/op.h"
 #include "reference/saved_fields.h"
@@ -28,7 +29,10 @@ class Linear final : public Op<T> {
 
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     auto y = Tensor<T>::empty(in[0].rows(), outFeatures());
-    y.map().noalias() = in[0].map() * w_.value.transpose();
+    if (env.numerics.bf16Inputs)
+      y.map().noalias() = bf16Copy<T>(in[0].map()) * bf16Copy<T>(w_.value).transpose();
+    else
+      y.map().noalias() = in[0].map() * w_.value.transpose();
     y.map().rowwise() += b_.value.row(0);
     if (env.numerics.bf16Matmul) y.map() = y.map().unaryExpr([](T v) { return roundToBf16(v); });
     if (ctx) saveFields(*ctx, Saved{in[0]});
@@ -37,9 +41,14 @@ class Linear final : public Op<T> {
 
   void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
     const Tensor<T> x = loadFields<Saved>(ctx).x;
-    w_.grad.noalias() += dout.map().transpose() * x.map();
     b_.grad += dout.map().colwise().sum();
     din[0] = Tensor<T>::empty(x.rows(), x.cols());
+    if (ctx.numerics.bf16Inputs) {
+      w_.grad.noalias() += dout.map().transpose() * bf16Copy<T>(x.map());
+      din[0].map().noalias() = dout.map() * bf16Copy<T>(w_.value);
+      return;
+    }
+    w_.grad.noalias() += dout.map().transpose() * x.map();
     din[0].map().noalias() = dout.map() * w_.value;
   }
 

@@ -45,6 +45,22 @@ CKPT_HD inline int64_t philoxBlocksFor(uint64_t offset, int64_t n) {
   return n <= 0 ? 0 : static_cast<int64_t>(((offset & 3) + static_cast<uint64_t>(n) + 3) >> 2);
 }
 
+// Body call j of a draw over n elements (philoxBlocksFor): calls f(i, bits) for each element i of Philox block
+// offset / 4 + j that lies inside [offset, offset + n), with that element's 32 random bits. The bodies of the
+// other random ops (drop_path.cuh, rrelu.cuh) walk their draws through it.
+template <class F>
+CKPT_HD inline void forEachDrawOfBlock(const DrawPos& draw, int64_t n, int64_t j, const F& f) {
+  const uint64_t block = (draw.offset >> 2) + static_cast<uint64_t>(j);
+  const Philox4 r = philoxBlock(draw.seed, draw.subsequence, block);
+  for (int lane = 0; lane < 4; ++lane) {
+    const uint64_t pos = block * 4 + static_cast<uint64_t>(lane);
+    if (pos < draw.offset) continue;
+    const int64_t i = static_cast<int64_t>(pos - draw.offset);
+    if (i >= n) break;
+    f(i, r.v[lane]);
+  }
+}
+
 // out = inp * m, m = scale or 0; mask (optional) receives m. Index: Philox block j (philoxBlocksFor).
 template <class T>
 struct DropoutForward {
@@ -56,17 +72,16 @@ struct DropoutForward {
   double p;
   T scale;
   CKPT_HD void operator()(int64_t j) const {
-    const uint64_t block = (draw.offset >> 2) + static_cast<uint64_t>(j);
-    const Philox4 r = philoxBlock(draw.seed, draw.subsequence, block);
-    for (int lane = 0; lane < 4; ++lane) {
-      const uint64_t pos = block * 4 + static_cast<uint64_t>(lane);
-      if (pos < draw.offset) continue;
-      const int64_t i = static_cast<int64_t>(pos - draw.offset);
-      if (i >= n) break;
-      const T m = static_cast<double>(uniformFromBits(r.v[lane])) > p ? scale : T(0);
-      out[i] = inp[i] * m;
-      if (mask) mask[i] = m;
-    }
+    T* o = out;
+    T* mk = mask;
+    const T* x = inp;
+    const double pp = p;
+    const T sc = scale;
+    forEachDrawOfBlock(draw, n, j, [o, mk, x, pp, sc](int64_t i, uint32_t bits) {
+      const T m = static_cast<double>(uniformFromBits(bits)) > pp ? sc : T(0);
+      o[i] = x[i] * m;
+      if (mk) mk[i] = m;
+    });
   }
 };
 

@@ -162,6 +162,15 @@ struct RoundToBf16 {
   CKPT_HD void operator()(int64_t i) const { out[i] = hdRoundToBf16(out[i]); }
 };
 
+// Numerics::bf16Inputs: a matrix product's operand, rounded to bfloat16 into workspace (the operand itself, an
+// activation or a parameter, stays as it is, as autocast's casts leave the float tensors alone).
+template <class T>
+struct RoundedToBf16 {
+  T* out;
+  const T* inp;
+  CKPT_HD void operator()(int64_t i) const { out[i] = hdRoundToBf16(inp[i]); }
+};
+
 // Plain SGD as reference/step.h: w -= lr * grad.
 template <class T>
 struct SgdUpdate {
