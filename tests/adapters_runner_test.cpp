@@ -300,5 +300,63 @@ TEST(Capabilities, restrictTheGeneratorAndCheckOptions) {
   EXPECT_THROW(parseCapabilities(bad), AdapterError);
 }
 
+// Stochastic layers and bf16 compute (cases/stochastic_layers.h, cases/compute_precision.h): the manifest states
+// them per block and per case, defaults filled in; capabilities that do not advertise them keep them out of random
+// cases and refuse a case that needs them.
+TEST(CaseDir, manifestStatesStochasticLayersAndCompute) {
+  const fs::path d = tempDir("casedir-stochastic");
+  CaseSpec c = smallCase(LossKind::kCrossEntropy);
+  c.blocks[0].activation = Activation::kRrelu;
+  c.blocks[2].dropPath = 0.25;
+  c.rreluLower = 0.1;
+  c.rreluUpper = 0.2;
+  c.compute = Compute::kBf16;
+  Chain<float> chain = buildChain<float>(c);
+  writeCaseDir((d / "case").string(), chain);
+  EXPECT_EQ(loadCase((d / "case" / "case.json").string()), chain.spec);
+  const auto m = nlohmann::json::parse(slurp(d / "case" / "manifest.json"));
+  ASSERT_EQ(m["blocks"].size(), 3u);
+  EXPECT_EQ(m["blocks"][0]["kind"], "mlp");
+  EXPECT_EQ(m["blocks"][0]["activation"], "rrelu");
+  EXPECT_EQ(m["blocks"][0]["drop_path"], 0.0);
+  EXPECT_EQ(m["blocks"][1]["drop_path"], 0.0);
+  EXPECT_EQ(m["blocks"][2]["drop_path"], 0.25);
+  EXPECT_EQ(m["blocks"][2]["heads"], 2);
+  EXPECT_EQ(m["rrelu_range"], nlohmann::json::array({0.1, 0.2}));
+  EXPECT_EQ(m["compute"], "bf16");
+  Chain<float> plain = buildChain<float>(smallCase(LossKind::kCrossEntropy));
+  writeCaseDir((d / "plain").string(), plain);
+  const auto p = nlohmann::json::parse(slurp(d / "plain" / "manifest.json"));
+  EXPECT_EQ(p["compute"], "exact");
+  EXPECT_EQ(p["rrelu_range"], nlohmann::json::array({0.125, 1.0 / 3.0}));
+}
+
+TEST(Capabilities, stochasticLayersAndComputeOnlyWhereAdvertised) {
+  auto j = nlohmann::json::parse(R"({"protocol": 1, "blocks": ["mlp", "residual-bn", "transformer"],
+      "dtypes": ["float"], "dropout": true})");
+  const Capabilities none = parseCapabilities(j);
+  const GenLimits ln = none.limits(5, 2);
+  EXPECT_FALSE(ln.dropPath || ln.rrelu || ln.bf16);
+  EXPECT_EQ(none.compute, (std::set<std::string>{"exact"}));
+  CaseSpec c = smallCase(LossKind::kMse);
+  EXPECT_EQ(none.unsupported(c), "");
+  CaseSpec dp = c;
+  dp.blocks[1].dropPath = 0.5;
+  EXPECT_EQ(none.unsupported(dp).rfind("drop_path", 0), 0u) << none.unsupported(dp);
+  CaseSpec rr = c;
+  rr.blocks[0].activation = Activation::kRrelu;
+  EXPECT_EQ(none.unsupported(rr), "activation rrelu");
+  CaseSpec bf = c;
+  bf.compute = Compute::kBf16;
+  EXPECT_EQ(none.unsupported(bf).rfind("bf16 compute", 0), 0u) << none.unsupported(bf);
+  j["drop_path"] = true;
+  j["activations"] = {"relu", "gelu", "tanh", "rrelu"};
+  j["compute"] = {"exact", "bf16"};
+  const Capabilities all = parseCapabilities(j);
+  const GenLimits la = all.limits(5, 2);
+  EXPECT_TRUE(la.dropPath && la.rrelu && la.bf16);
+  for (const CaseSpec& x : {dp, rr, bf}) EXPECT_EQ(all.unsupported(x), "");
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -8,6 +8,12 @@ FAULT:
   crash       the checkpointed run raises                                                    -> adapter fault
   hang        the checkpointed run never ends (the harness must kill it)                     -> adapter fault
   float64     gradients written as float64 whatever the case's dtype                         -> adapter fault
+  drop-path-redrawn         a recompute's drop_path draws from a side stream (a hand-written stochastic depth
+                            on Python's `random`, which checkpointing does not restore)  -> finding
+  rrelu-slopes-regenerated  a recompute's RReLU slopes come from a side stream           -> finding
+  bf16-recompute-in-float   compute bf16: a recompute's matrix products run in float     -> finding
+The last three keep the generator's own draws as they are, so every other random op is unaffected (the mutants of
+the same names in harness/mutants/ do the same to ckptcheck's engine).
 """
 import os
 import sys
@@ -51,6 +57,19 @@ elif FAULT == "fresh-rng":
     npad.StatefulRng.restored = lambda self, snapshot: npad.StatefulRng(seed=int(snapshot["state"]["counter"][0]) + 12345)
 elif FAULT == "wrong-gelu":
     npad.GELU_KAPPA = 0.05
+elif FAULT in ("drop-path-redrawn", "rrelu-slopes-regenerated"):
+    side = np.random.Generator(np.random.Philox(key=987654321))
+    name = "drop_path_uniforms" if FAULT == "drop-path-redrawn" else "rrelu_uniforms"
+    real_draw = getattr(npad.sto, name)
+
+    def redrawn(env, shape, key):
+        u = real_draw(env, shape, key)  # the generator advances as usual
+        return u if env.update_state else side.random(u.shape)  # a recompute: other numbers
+
+    setattr(npad.sto, name, redrawn)
+elif FAULT == "bf16-recompute-in-float":
+    real_rounding = npad.sto.rounding
+    npad.sto.rounding = lambda case, update_state: real_rounding(case, True) if update_state else npad.sto.exact
 
 if __name__ == "__main__":
     main(Faulty)

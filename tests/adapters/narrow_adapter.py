@@ -15,6 +15,8 @@ A narrow restriction of a correct adapter, which must hold (exit 0):
   float-only      advertises float only, so validate's check 2 runs in float
   dense-only      advertises no "inputs" (an adapter older than token cases): validate must send it no token
                   case, and refuses a token case file with exit 2
+  exact-only      advertises neither drop_path, nor rrelu, nor bf16 compute (an adapter older than them):
+                  validate must send it no such case, and refuses a case file that needs one with exit 2
 """
 import math
 import os
@@ -63,11 +65,17 @@ class Narrow(npad.NumpyAdapter):
             caps["dtypes"] = ["float"]
         if VARIANT == "dense-only":
             del caps["inputs"]
+        if VARIANT == "exact-only":
+            del caps["drop_path"], caps["compute"]
+            caps["activations"] = [a for a in caps["activations"] if a != "rrelu"]
         return caps
 
     def run(self, case, out, mode, options):
         if VARIANT == "dense-only" and case.tokens_input:
             raise RuntimeError("dense-only adapter was sent a token case")
+        if VARIANT == "exact-only" and (any(b["drop_path"] > 0 or b["activation"] == "rrelu" for b in case.blocks)
+                                        or case.compute != "exact"):
+            raise RuntimeError("exact-only adapter was sent a case with drop_path, rrelu or bf16 compute")
         return self._run(case, out, mode, options)
 
     def _run(self, case, out, mode, options):
@@ -90,6 +98,6 @@ class Narrow(npad.NumpyAdapter):
 
 if __name__ == "__main__":
     if VARIANT not in ("smoke-only", "small-dropout", "odd-width", "third-segment", "odd-batch", "lr-not-default",
-                       "float-only", "dense-only"):
+                       "float-only", "dense-only", "exact-only"):
         sys.exit("narrow_adapter.py: unknown variant %r" % VARIANT)
     main(Narrow)

@@ -51,8 +51,18 @@ class Case:
         for b in s["blocks"]:
             share = int(b["share"][1:]) if "share" in b else None
             one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
-                   "share": share}
+                   "share": share, "drop_path": float(b.get("drop_path", 0.0))}
             self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
+        # Stochastic layers and the compute precision (PROTOCOL.md, "Stochastic depth, RReLU, bf16"): the
+        # manifest states them expanded, one object per block, with every default filled in.
+        for i, mb in enumerate(self.manifest.get("blocks", [])):
+            self.blocks[i]["drop_path"] = float(mb.get("drop_path", 0.0))
+            self.blocks[i]["activation"] = mb.get("activation", self.blocks[i]["activation"])
+        lower, upper = self.manifest.get("rrelu_range", s.get("rrelu_range", [0.125, 1.0 / 3.0]))
+        self.rrelu_lower, self.rrelu_upper = float(lower), float(upper)
+        self.compute = self.manifest.get("compute", s.get("compute", "exact"))
+        if self.compute not in ("exact", "bf16"):
+            raise ValueError("case directory: compute %r (exact or bf16)" % self.compute)
         # Whether dL/d(input) is reported: false when the input is data the model must not differentiate, and
         # for token ids (the manifest says so either way).
         self.input_grad = bool(self.manifest["input"].get("requires_grad", s.get("input_grad", True)))

@@ -27,6 +27,12 @@ outside every checkpoint segment. The embedding backward scatter-adds g_0's rows
 order, so a token used twice adds both rows); a tied head reads and accumulates into emb.weight's arrays, head
 first, as backward reaches it first. A frozen embedding skips the stem's backward.
 
+Stochastic depth, RReLU and bf16 compute (PROTOCOL.md; np_stochastic.py): a block's `drop_path` drops its residual
+branch per sample (residual-bn after the ReLU, transformer after each branch's dropout, as timm's ViT block), mlp
+`rrelu` multiplies negative elements by slopes drawn in [lower, upper], both from the generator below and restored
+with it for a recompute; backward uses the saved scales and slopes. `compute` bf16 rounds every matrix product's
+operands in a block to bfloat16 and accumulates in float32, in the first forward and every recompute alike.
+
 Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
 op) through its own Philox key (JAX-like), so recompute needs no snapshot.
@@ -37,8 +43,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
+import np_stochastic as sto  # noqa: E402  (numpy/np_stochastic.py)
 from ckpt_adapter import BadRequest, main  # noqa: E402
+from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
 
 GELU_BETA = math.sqrt(2.0 / math.pi)
 GELU_KAPPA = 0.044715
@@ -101,6 +110,7 @@ class Env:
         self.step = step
         self.update_state = update_state
         self.calls = calls
+        self.rd = sto.rounding(case, update_state)  # matmul operands: bf16-rounded under compute bf16
 
 
 def dropout(x, p, env, block, node):
@@ -112,14 +122,15 @@ def dropout(x, p, env, block, node):
     return x * mask, mask
 
 
-def linear(x, w, b):
-    return x @ w.T + b
+def linear(x, w, b, rd=sto.exact):
+    return rd(x) @ rd(w).T + b
 
 
-def linear_back(x, w, dy, gw, gb):
-    gw += dy.T @ x
+def linear_back(x, w, dy, gw, gb, rd=sto.exact):
+    """`rd`: the forward's operand rounding (bf16 compute rounds x and w again, never dy)."""
+    gw += dy.T @ rd(x)
     gb += dy.sum(axis=0)
-    return dy @ w
+    return dy @ rd(w)
 
 
 def act_fwd(kind, h):
@@ -171,23 +182,26 @@ class Params:
 
 # ---------------------------------------------------------------- blocks
 def mlp_forward(i, spec, P, x, env):
-    h = linear(x, P["fc.weight"], P["fc.bias"])
-    a = act_fwd(spec["activation"], h)
+    h = linear(x, P["fc.weight"], P["fc.bias"], env.rd)
+    if spec["activation"] == "rrelu":  # training-mode RReLU: its slopes drawn, then saved for backward
+        a, noise = sto.rrelu(h, env.case.rrelu_lower, env.case.rrelu_upper, env, op_key(env.step, i, 1))
+    else:
+        a, noise = act_fwd(spec["activation"], h), None
     y, mask = dropout(a, env.case.dropout, env, i, 2)
-    return y, (x, h, a, mask)
+    return y, (x, h, a, noise, mask, env.rd)
 
 
 def mlp_backward(i, spec, P, tape, dy):
-    x, h, a, mask = tape
+    x, h, a, noise, mask, rd = tape
     da = dy * mask if mask is not None else dy
-    dh = act_back(spec["activation"], h, a, da)
-    return linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"))
+    dh = da * noise if noise is not None else act_back(spec["activation"], h, a, da)
+    return linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"), rd)
 
 
 def bn_forward(i, spec, P, x, env):
     dt = x.dtype.type
     n = x.shape[0]
-    h = linear(x, P["fc.weight"], P["fc.bias"])
+    h = linear(x, P["fc.weight"], P["fc.bias"], env.rd)
     mean = h.sum(axis=0) * (dt(1) / dt(n))
     c = h - mean
     sumsq = (c * c).sum(axis=0)
@@ -199,20 +213,22 @@ def bn_forward(i, spec, P, x, env):
         st[pre + "running_mean"] = (dt(1) - m) * st[pre + "running_mean"] + m * mean
         st[pre + "running_var"] = (dt(1) - m) * st[pre + "running_var"] + m * (sumsq * (dt(1) / dt(n - 1)))
         st[pre + "num_batches_tracked"] = st[pre + "num_batches_tracked"] + 1
-    return x + r, (x, xhat, rstd, r)
+    d, scale = sto.drop_path(r, spec["drop_path"], env.case.seq, env, op_key(env.step, i, 3))
+    return x + d, (x, xhat, rstd, r, scale, env.rd)
 
 
 def bn_backward(i, spec, P, tape, dy):
-    x, xhat, rstd, r = tape
-    dbn = np.where(r > 0, dy, dy.dtype.type(0))
+    x, xhat, rstd, r, scale, rd = tape
+    dbn = np.where(r > 0, sto.drop_path_back(scale, dy), dy.dtype.type(0))
     P.grad("bn.weight")[...] += (dbn * xhat).sum(axis=0)
     P.grad("bn.bias")[...] += dbn.sum(axis=0)
     dn = dbn * P["bn.weight"]
     dh = rstd * (dn - dn.mean(axis=0) - xhat * (dn * xhat).mean(axis=0))
-    return dy + linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"))
+    return dy + linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"), rd)
 
 
 def attention(qkv, heads, seq, p, env, i):
+    rd = env.rd
     dt = qkv.dtype.type
     rows, c3 = qkv.shape
     c = c3 // 3
@@ -223,29 +239,29 @@ def attention(qkv, heads, seq, p, env, i):
         return qkv[:, k * c:(k + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3)
 
     q, k, v = split(0), split(1), split(2)
-    s = (q @ k.transpose(0, 1, 3, 2)) * (dt(1) / np.sqrt(dt(hd)))
+    s = (rd(q) @ rd(k).transpose(0, 1, 3, 2)) * (dt(1) / np.sqrt(dt(hd)))
     future = np.triu(np.ones((seq, seq), dtype=bool), 1)
     s = np.where(future, -np.inf, s)
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     probs = e / e.sum(axis=-1, keepdims=True)
     kept, mask = dropout(probs, p, env, i, 2)
-    out = (kept @ v).transpose(0, 2, 1, 3).reshape(rows, c)
-    return out, (q, k, v, probs, kept, mask)
+    out = (rd(kept) @ rd(v)).transpose(0, 2, 1, 3).reshape(rows, c)
+    return out, (q, k, v, probs, kept, mask, rd)
 
 
 def attention_back(ctx, dout, heads, seq):
-    q, k, v, probs, kept, mask = ctx
+    q, k, v, probs, kept, mask, rd = ctx
     dt = q.dtype.type
     b, _, _, hd = q.shape
     c = heads * hd
     g = dout.reshape(b, seq, heads, hd).transpose(0, 2, 1, 3)
-    dv = kept.transpose(0, 1, 3, 2) @ g
-    dp = g @ v.transpose(0, 1, 3, 2)
+    dv = rd(kept).transpose(0, 1, 3, 2) @ g
+    dp = g @ rd(v).transpose(0, 1, 3, 2)
     if mask is not None:
         dp = dp * mask
     ds = probs * (dp - (dp * probs).sum(axis=-1, keepdims=True)) * (dt(1) / np.sqrt(dt(hd)))
-    dq = ds @ k
-    dk = ds.transpose(0, 1, 3, 2) @ q
+    dq = ds @ rd(k)
+    dk = ds.transpose(0, 1, 3, 2) @ rd(q)
 
     def merge(t):
         return t.transpose(0, 2, 1, 3).reshape(b * seq, c)
@@ -254,33 +270,37 @@ def attention_back(ctx, dout, heads, seq):
 
 
 def transformer_forward(i, spec, P, x, env):
-    case, p = env.case, env.case.dropout
+    case, p, dp, rd = env.case, env.case.dropout, spec["drop_path"], env.rd
     a1, ln1 = layernorm(x, P["ln1.weight"], P["ln1.bias"])
-    qkv = linear(a1, P["qkv.weight"], P["qkv.bias"])
+    qkv = linear(a1, P["qkv.weight"], P["qkv.bias"], rd)
     att, actx = attention(qkv, spec["heads"], case.seq, p, env, i)
-    pr = linear(att, P["proj.weight"], P["proj.bias"])
+    pr = linear(att, P["proj.weight"], P["proj.bias"], rd)
     d1, m1 = dropout(pr, p, env, i, 4)
+    d1, s1 = sto.drop_path(d1, dp, case.seq, env, op_key(env.step, i, 5))  # timm: after the branch's dropout
     h = x + d1
     a2, ln2 = layernorm(h, P["ln2.weight"], P["ln2.bias"])
-    f1 = linear(a2, P["fc1.weight"], P["fc1.bias"])
+    f1 = linear(a2, P["fc1.weight"], P["fc1.bias"], rd)
     gl = act_fwd("gelu", f1)
-    f2 = linear(gl, P["fc2.weight"], P["fc2.bias"])
+    f2 = linear(gl, P["fc2.weight"], P["fc2.bias"], rd)
     d2, m2 = dropout(f2, p, env, i, 10)
-    return h + d2, (x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2)
+    d2, s2 = sto.drop_path(d2, dp, case.seq, env, op_key(env.step, i, 12))
+    return h + d2, (x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2, s1, s2, rd)
 
 
 def transformer_backward(i, spec, P, tape, dy):
-    x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2 = tape
+    x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2, s1, s2, rd = tape
     seq = actx[0].shape[2]
-    df2 = dy * m2 if m2 is not None else dy
-    dgl = linear_back(gl, P["fc2.weight"], df2, P.grad("fc2.weight"), P.grad("fc2.bias"))
+    df2 = sto.drop_path_back(s2, dy)
+    df2 = df2 * m2 if m2 is not None else df2
+    dgl = linear_back(gl, P["fc2.weight"], df2, P.grad("fc2.weight"), P.grad("fc2.bias"), rd)
     df1 = act_back("gelu", f1, gl, dgl)
-    da2 = linear_back(a2, P["fc1.weight"], df1, P.grad("fc1.weight"), P.grad("fc1.bias"))
+    da2 = linear_back(a2, P["fc1.weight"], df1, P.grad("fc1.weight"), P.grad("fc1.bias"), rd)
     dh = dy + layernorm_back(ln2, P["ln2.weight"], da2, P.grad("ln2.weight"), P.grad("ln2.bias"))
-    dpr = dh * m1 if m1 is not None else dh
-    datt = linear_back(att, P["proj.weight"], dpr, P.grad("proj.weight"), P.grad("proj.bias"))
+    dpr = sto.drop_path_back(s1, dh)
+    dpr = dpr * m1 if m1 is not None else dpr
+    datt = linear_back(att, P["proj.weight"], dpr, P.grad("proj.weight"), P.grad("proj.bias"), rd)
     dqkv = attention_back(actx, datt, spec["heads"], seq)
-    da1 = linear_back(a1, P["qkv.weight"], dqkv, P.grad("qkv.weight"), P.grad("qkv.bias"))
+    da1 = linear_back(a1, P["qkv.weight"], dqkv, P.grad("qkv.weight"), P.grad("qkv.bias"), rd)
     return dh + layernorm_back(ln1, P["ln1.weight"], da1, P.grad("ln1.weight"), P.grad("ln1.bias"))
 
 
@@ -350,47 +370,6 @@ def lm_loss_backward(case, values, grads, ctx, mb):
                           grads["head.ln.bias"])
 
 
-# ---------------------------------------------------------------- training
-def array_bytes(objs):
-    """Bytes of the distinct arrays among objs (nested tuples), counting each buffer once."""
-    seen = {}
-
-    def walk(o):
-        if isinstance(o, np.ndarray):
-            base = o
-            while base.base is not None and isinstance(base.base, np.ndarray):
-                base = base.base
-            seen[id(base)] = base.nbytes
-        elif isinstance(o, (tuple, list)):
-            for e in o:
-                walk(e)
-
-    walk(objs)
-    return sum(seen.values())
-
-
-def segment_bounds(n, k):
-    return [(j * n // k, (j + 1) * n // k) for j in range(k)]
-
-
-def recursive_recompute_counts(n):
-    """How often the recursive scheme recomputes each block, from its definition alone (no tensors)."""
-    counts = [0] * n
-
-    def walk(a, b):
-        if b - a == 1:
-            counts[a] += 1  # the forward with tape
-            return
-        m = (a + b) // 2
-        for i in range(a, m):
-            counts[i] += 1  # advancing to the midpoint
-        walk(m, b)
-        walk(a, m)
-
-    walk(0, n)
-    return counts
-
-
 class NumpyAdapter:
     name = "numpy"
     version = np.__version__
@@ -398,7 +377,9 @@ class NumpyAdapter:
     def capabilities(self):
         return {
             "blocks": ["mlp", "residual-bn", "transformer"],
-            "activations": ["relu", "gelu", "tanh"],
+            "activations": ["relu", "gelu", "tanh", "rrelu"],
+            "drop_path": True,
+            "compute": ["exact", "bf16"],
             "losses": ["cross_entropy", "mse"],
             "dtypes": ["float", "double"],
             "rng": ["stateful", "counter"],

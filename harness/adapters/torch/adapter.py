@@ -28,6 +28,10 @@ nn.Embedding(seq, width) for the positions before the chain, nn.LayerNorm and nn
 with F.cross_entropy after it, both outside every checkpoint (the chain's blocks are wrapped exactly as in a dense
 case). Tied: head.weight = emb.weight by assignment, as GPT-2 ties them. A frozen embedding: requires_grad_(False) on
 both embeddings, so x_0 requires no gradient (reentrant checkpoint's missing-gradient setting again).
+Stochastic depth, RReLU, bf16 (PROTOCOL.md): a block's drop_path is timm's DropPath (one Bernoulli draw per sample
+from the global generator, kept samples scaled by 1/(1-p)) on the residual branch, after the branch's dropout;
+mlp "rrelu" is nn.RReLU(lower, upper); compute "bf16" runs the chain's forward under
+torch.autocast("cpu", dtype=torch.bfloat16) with float master weights, the loss (and an LM head) in float.
 """
 import contextlib
 import functools
@@ -62,11 +66,31 @@ class Counted(nn.Module):
         self._counts[self._index] += 1
 
 
+class DropPath(nn.Module):
+    """timm's DropPath (timm.layers.drop_path, scale_by_keep) on x viewed as (samples, seq, width): one Bernoulli
+    draw per sample from torch's generator, the kept samples scaled by 1 / (1 - p)."""
+
+    def __init__(self, p, seq):
+        super().__init__()
+        self.p, self.seq = p, seq
+
+    def forward(self, x):
+        if self.p == 0.0 or not self.training:
+            return x
+        keep = 1 - self.p
+        xs = x.reshape(-1, self.seq, x.shape[-1])
+        random_tensor = xs.new_empty((xs.shape[0], 1, 1)).bernoulli_(keep)
+        if keep > 0.0:
+            random_tensor.div_(keep)
+        return (xs * random_tensor).reshape(x.shape)
+
+
 class MlpBlock(Counted):
-    def __init__(self, counts, index, width, activation, p):
+    def __init__(self, counts, index, width, activation, p, rrelu_range):
         super().__init__(counts, index)
         self.fc = nn.Linear(width, width)
-        self.act = {"relu": nn.ReLU(), "tanh": nn.Tanh(), "gelu": nn.GELU(approximate="tanh")}[activation]
+        self.act = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": lambda: nn.GELU(approximate="tanh"),
+                    "rrelu": lambda: nn.RReLU(*rrelu_range)}[activation]()
         self.dropout = nn.Dropout(p)
 
     def forward(self, x):
@@ -75,18 +99,19 @@ class MlpBlock(Counted):
 
 
 class ResidualBnBlock(Counted):
-    def __init__(self, counts, index, width):
+    def __init__(self, counts, index, width, drop_path, seq):
         super().__init__(counts, index)
         self.fc = nn.Linear(width, width)
         self.bn = nn.BatchNorm1d(width, eps=1e-5, momentum=0.1)
+        self.drop_path = DropPath(drop_path, seq)
 
     def forward(self, x):
         self.count()
-        return x + F.relu(self.bn(self.fc(x)))
+        return x + self.drop_path(F.relu(self.bn(self.fc(x))))
 
 
 class TransformerBlock(Counted):
-    def __init__(self, counts, index, width, heads, seq, p):
+    def __init__(self, counts, index, width, heads, seq, p, drop_path):
         super().__init__(counts, index)
         self.heads, self.seq, self.p = heads, seq, p
         self.ln1 = nn.LayerNorm(width, eps=1e-5)
@@ -98,6 +123,8 @@ class TransformerBlock(Counted):
         self.gelu = nn.GELU(approximate="tanh")
         self.fc2 = nn.Linear(4 * width, width)
         self.drop2 = nn.Dropout(p)
+        self.drop_path1 = DropPath(drop_path, seq)  # timm's ViT Block: after the branch's dropout, before the add
+        self.drop_path2 = DropPath(drop_path, seq)
 
     def attention(self, qkv):
         rows, c3 = qkv.shape
@@ -113,8 +140,8 @@ class TransformerBlock(Counted):
 
     def forward(self, x):
         self.count()
-        h = x + self.drop1(self.proj(self.attention(self.qkv(self.ln1(x)))))
-        return h + self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h)))))
+        h = x + self.drop_path1(self.drop1(self.proj(self.attention(self.qkv(self.ln1(x))))))
+        return h + self.drop_path2(self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h))))))
 
 
 class LmHead(nn.Module):
@@ -155,11 +182,12 @@ def build(case, counts):
     blocks = []
     for i, b in enumerate(case.blocks):
         if b["kind"] == "mlp":
-            blocks.append(MlpBlock(counts, i, case.width, b["activation"], case.dropout))
+            blocks.append(MlpBlock(counts, i, case.width, b["activation"], case.dropout,
+                                   (case.rrelu_lower, case.rrelu_upper)))
         elif b["kind"] == "residual-bn":
-            blocks.append(ResidualBnBlock(counts, i, case.width))
+            blocks.append(ResidualBnBlock(counts, i, case.width, b["drop_path"], case.seq))
         else:
-            blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout))
+            blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout, b["drop_path"]))
     lm = Lm(case.vocab, case.seq, case.width) if case.tokens_input else None
     model = Model(nn.Sequential(*blocks), lm).to(torch.float32 if case.dtype == np.float32 else torch.float64)
     # Shared parameters by assignment (ALBERT-style tying): the sharing block's module attribute becomes the
@@ -237,7 +265,9 @@ class TorchAdapter:
         modes = ["checkpoint", "sequential"] + (["selective"] if HAS_SAC else [])
         return {
             "blocks": ["mlp", "residual-bn", "transformer"],
-            "activations": ["relu", "gelu", "tanh"],
+            "activations": ["relu", "gelu", "tanh", "rrelu"],
+            "drop_path": True,
+            "compute": ["exact", "bf16"],
             "losses": ["cross_entropy", "mse"],
             "dtypes": ["float", "double"],
             "rng": ["stateful"],
@@ -269,6 +299,7 @@ class TorchAdapter:
             raise BadRequest("mode=selective needs use_reentrant=0 (selective checkpointing is non-reentrant only)")
         if how == "selective" and not HAS_SAC:
             raise BadRequest("mode=selective: this torch has no create_selective_checkpoint_contexts")
+        bf16 = case.compute == "bf16"
         torch.manual_seed(case.seed)
         counts = [0] * L
         root = build(case, counts)
@@ -323,7 +354,12 @@ class TorchAdapter:
             # out of the later steps, which are the ones `--timing-case` times.
             with (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter
                   else contextlib.nullcontext()):
-                loss = criterion(forward(x if lm is None else lm.stem(mb)), mb)
+                x_0 = x if lm is None else lm.stem(mb)
+                # compute bf16: the chain's forward (and so each checkpoint's recompute, which restores the
+                # autocast state it ran under) under CPU autocast; float master weights, the loss in float.
+                with (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()):
+                    y = forward(x_0)
+                loss = criterion(y.float() if bf16 else y, mb)
                 if mb.count > 1:
                     loss = loss / mb.count
             # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may

@@ -1,0 +1,68 @@
+"""The numpy adapter's stochastic depth, RReLU and bf16 compute (PROTOCOL.md, "Stochastic depth, RReLU, bf16";
+the reference's semantics in reference/ops/drop_path.h, rrelu.h and op.h's roundToBf16).
+
+Both random ops draw from the adapter's own generator (`env.rng`: the stateful stream in execution order, or a
+counter-based draw keyed by the op), so their numbers need not match ckptcheck's; what checkpointing must keep is
+that a recompute draws the same numbers as the first forward, which the restored generator gives. Backward uses
+what the forward saved: the per-sample scales of drop_path, the per-element slopes of RReLU.
+
+bf16 compute rounds the operands of every matrix product in a block to bfloat16 (round to nearest even, on the
+float32 bits) and accumulates in float32, as the reference does; the backward rounds the forward's operands again
+(never the incoming gradient), so it differentiates the function the forward computed.
+"""
+import numpy as np
+
+
+def to_bf16(a):
+    """float32 -> the nearest bfloat16 value (ties to even), kept as float32."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    return r.astype(np.uint32).view(np.float32).reshape(np.shape(a))
+
+
+def exact(a):
+    return a
+
+
+def rounding(case, update_state):
+    """The operand rounding of a forward (first or recompute) of this case. `update_state` is False for a
+    recompute, which a broken scheme may run otherwise (tests/adapters/faulty_adapter.py)."""
+    return to_bf16 if case.compute == "bf16" else exact
+
+
+def drop_path_uniforms(env, samples, key):
+    """One uniform per sample from the adapter's generator (a recompute's is the restored one)."""
+    return env.rng.uniform((samples,), key)
+
+
+def drop_path(x, p, seq, env, key):
+    """timm's DropPath on x viewed as (samples, seq, width): sample s kept iff u_s > p (as the reference), scaled by 1/(1-p).
+    Returns the output and the per-sample scales (samples, 1, 1) backward needs (None when p == 0)."""
+    if p == 0:
+        return x, None
+    dt = x.dtype.type
+    samples = x.shape[0] // seq
+    u = drop_path_uniforms(env, samples, key)
+    scale = ((u > p).astype(x.dtype) * (dt(1) / (dt(1) - dt(p)))).reshape(samples, 1, 1)
+    return (x.reshape(samples, seq, -1) * scale).reshape(x.shape), scale
+
+
+def drop_path_back(scale, dy):
+    if scale is None:
+        return dy
+    return (dy.reshape(scale.shape[0], -1, dy.shape[1]) * scale).reshape(dy.shape)
+
+
+def rrelu_uniforms(env, shape, key):
+    """One uniform per element, whatever its sign (as the reference draws)."""
+    return env.rng.uniform(shape, key)
+
+
+def rrelu(h, lower, upper, env, key):
+    """Training-mode RReLU: a negative element times a slope uniform in [lower, upper]; returns the output and
+    the noise (slope where h <= 0, else 1) backward multiplies by."""
+    dt = h.dtype.type
+    u = rrelu_uniforms(env, h.shape, key)
+    slope = (lower + (upper - lower) * u).astype(h.dtype)
+    noise = np.where(h <= dt(0), slope, dt(1))
+    return h * noise, noise
