@@ -31,6 +31,12 @@ std::string blockKindNames() {
   return s;
 }
 
+bool takesField(const BlockKindDef& d, const std::string& field) {
+  for (const BlockField& f : d.fields)
+    if (field == f.name) return true;
+  return false;
+}
+
 bool hasBlockKind(const CaseSpec& c, BlockKind k) {
   return std::any_of(c.blocks.begin(), c.blocks.end(), [&](const BlockSpec& b) { return b.kind == k; });
 }

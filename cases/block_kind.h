@@ -82,5 +82,7 @@ BlockSpec blockOf(BlockKind k, const BlockSetter& set = {});
 std::string blockKindNames();
 
 bool hasBlockKind(const CaseSpec& c, BlockKind k);
+// Whether kind `d` takes the block field named `field` (a field several kinds share, drop_path, is in each).
+bool takesField(const BlockKindDef& d, const std::string& field);
 
 }  // namespace ckpt

@@ -56,12 +56,6 @@ void rejectUnknown(const json& obj, const std::set<std::string>& known, const st
 }
 
 // The keys a block object may hold: kind, repeat and every registered kind's fields.
-bool takesField(const BlockKindDef& d, const std::string& name) {
-  for (const BlockField& f : d.fields)
-    if (name == f.name) return true;
-  return false;
-}
-
 // "residual-bn and transformer": the kinds that take field `name` (a field several kinds share, as drop_path).
 std::string fieldOwners(const std::string& name) {
   std::vector<std::string> owners;

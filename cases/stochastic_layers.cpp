@@ -17,12 +17,6 @@ std::string number(double v) {
   return buf;
 }
 
-bool takesDropPath(const BlockSpec& s) {
-  for (const BlockField& f : s.kind->fields)
-    if (std::string(f.name) == dropPathField().name) return true;
-  return false;
-}
-
 }  // namespace
 
 const BlockField& dropPathField() {
@@ -103,7 +97,7 @@ void applyStochasticDraw(CaseSpec& c, int draw, bool dropPath, bool rrelu) {
   const double rate = 0.1 + 0.5 * ((std::min(draw, 999) % 250) / 250.0);
   for (int i = 0; i < n; ++i) {
     BlockSpec& b = c.blocks[static_cast<size_t>(i)];
-    b.dropPath = wantsDropPath && takesDropPath(b) ? rate * (i + 1) / n : 0.0;
+    b.dropPath = wantsDropPath && takesField(*b.kind, dropPathField().name) ? rate * (i + 1) / n : 0.0;
     // Kinds without an activation field put it back to their default (canonical, in makeValid).
     if (wantsRrelu) b.activation = Activation::kRrelu;
   }

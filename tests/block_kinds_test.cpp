@@ -68,12 +68,6 @@ TEST(BlockKinds, blocksAreBuiltFromTheirKindsPrograms) {
     }
 }
 
-bool takes(const BlockKindDef& d, const std::string& field) {
-  for (const BlockField& f : d.fields)
-    if (field == f.name) return true;
-  return false;
-}
-
 // A field on a block of a kind that does not take it is refused, naming the field and the kinds that take it (a
 // field several kinds share, drop_path, names them all); a kind that takes it parses it.
 TEST(BlockKinds, aFieldOfOneKindIsRefusedOnAnother) {
@@ -82,12 +76,12 @@ TEST(BlockKinds, aFieldOfOneKindIsRefusedOnAnother) {
     for (const BlockField& f : owner->fields) {
       std::vector<std::string> owners;
       for (const BlockKindDef* d : blockKinds())
-        if (takes(*d, f.name)) owners.push_back(d->name);
+        if (takesField(*d, f.name)) owners.push_back(d->name);
       std::string names = owners[0];
       for (size_t k = 1; k < owners.size(); ++k) names += (k + 1 == owners.size() ? " and " : ", ") + owners[k];
       shared += owners.size() > 1;
       for (const BlockKindDef* other : blockKinds()) {
-        if (takes(*other, f.name)) continue;
+        if (takesField(*other, f.name)) continue;
         nlohmann::json j = {{"batch", 2}, {"width", 8}, {"blocks", {{{"kind", other->name}, {f.name, 1}}}}};
         try {
           parseCase(j);

@@ -91,15 +91,8 @@ struct PhiloxDraws {
   int64_t n;
   DrawPos draw;
   CKPT_HD void operator()(int64_t j) const {
-    const uint64_t block = (draw.offset >> 2) + static_cast<uint64_t>(j);
-    const Philox4 r = philoxBlock(draw.seed, draw.subsequence, block);
-    for (int lane = 0; lane < 4; ++lane) {
-      const uint64_t pos = block * 4 + static_cast<uint64_t>(lane);
-      if (pos < draw.offset) continue;
-      const int64_t i = static_cast<int64_t>(pos - draw.offset);
-      if (i >= n) break;
-      out[i] = r.v[lane];
-    }
+    uint32_t* o = out;
+    forEachDrawOfBlock(draw, n, j, [o](int64_t i, uint32_t bits) { o[i] = bits; });
   }
 };
 
