@@ -68,6 +68,9 @@ struct BlockKindDef {
   // The blocks of this kind tried in place of a block of another kind, when this is the simplest kind the
   // adapter runs (the first in the table); none: blocks of other kinds are not replaced.
   std::vector<BlockSetter> standIns;
+  // The generators' kind choice skips it: a case-level draw appended after the older ones places it (moe), so the
+  // cases a seed drew before the kind existed stay as they were.
+  bool drawnByCase = false;
 };
 
 // The registered kinds, in table order (which is also the generators' choice order; the first is the simplest).

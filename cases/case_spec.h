@@ -33,6 +33,14 @@ struct BlockSpec {
   // Stochastic depth (cases/stochastic_layers.h): the block's residual branch is dropped per sample with this
   // probability; residual-bn and transformer only.
   double dropPath = 0;
+  // Mixture of experts (moe only, cases/kinds/moe.cpp): experts, how many each token goes to, each expert's buffer
+  // size as a multiple of its fair share, the router's multiplicative input jitter and the load-balancing loss's
+  // coefficient.
+  int experts = 4;
+  int topK = 1;
+  double capacityFactor = 1.25;
+  double routerJitter = 0;
+  double auxLossCoef = 0.01;
   // Fields of every kind (cases/param_sharing.h): the block's parameters take no gradient and no update (its
   // input gradient still flows); the block uses block `share`'s parameters (an earlier block of its kind that
   // shares none itself; -1: its own), so their gradients add up over every block that uses them.

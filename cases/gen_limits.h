@@ -30,6 +30,8 @@ struct GenLimits {
   bool dropPath = true;
   bool rrelu = true;
   bool bf16 = true;
+  // Mixture-of-experts blocks (cases/moe_case.h), placed by a case-level draw.
+  bool moe = true;
   // Every choice (block kind, activation, heads, dropout, generator model, dtype, loss) also shrinks, toward its
   // first option: mlp, relu, one head, dropout off, stateful, double, cross-entropy. Off, a choice never shrinks
   // (RapidCheck's elementOf); the cases a seed generates differ between the two settings.

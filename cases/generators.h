@@ -12,6 +12,7 @@
 #include "cases/case_spec.h"
 #include "cases/compute_precision.h"
 #include "cases/gen_limits.h"
+#include "cases/moe_case.h"
 #include "cases/gen_tuple.h"
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
@@ -38,7 +39,7 @@ rc::Gen<T> genChoice(std::vector<T> values, bool shrinks) {
 inline rc::Gen<BlockSpec> genBlock(const GenLimits& lim) {
   std::vector<BlockKind> kinds;
   for (BlockKind k : blockKinds())
-    if (lim.allows(k)) kinds.push_back(k);
+    if (lim.allows(k) && !k->drawnByCase) kinds.push_back(k);
   std::vector<rc::Gen<BlockSetter>> draws;
   draws.push_back(rc::gen::just(BlockSetter([](BlockSpec&) {})));
   draws.push_back(rc::gen::map(genChoice(kinds, lim.shrinkChoices),
@@ -130,11 +131,12 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      genPermille(), genPermille(), genPermille(), genPermille(),
                      genPermille(),   // language-model cases
                      genPermille(),   // drop-path and RReLU
-                     genPermille()),  // bf16 compute
+                     genPermille(),   // bf16 compute
+                     genPermille()),  // moe blocks
       [lim](const auto& t) {
         CaseSpec c;
         const auto& [blocks, batch, seq, width, dropoutDraw, rng, dtype, steps, seed, loss, lrDraw, frozenDraw,
-                     shareDraw, inputGradDraw, microDraw, lmDraw, stochasticDraw, computeDraw] = t;
+                     shareDraw, inputGradDraw, microDraw, lmDraw, stochasticDraw, computeDraw, moeDraw] = t;
         c.name = "random";
         c.blocks = blocks;
         c.batch = batch;
@@ -149,6 +151,7 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
         c.lr = learningRateFrom(lrDraw);
         applyMicroBatchDraw(c, microDraw, lim.microBatches);
         applyLmDraw(c, lmDraw, lim.tokens);
+        applyMoeDraw(c, moeDraw, lim.moe && lim.allows(moeKind()));
         applyStochasticDraw(c, stochasticDraw, lim.dropPath, lim.rrelu);
         applyComputeDraw(c, computeDraw, lim.bf16);
         makeValid(c);

@@ -1,10 +1,17 @@
 #include "cases/json_fields.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace ckpt::json_fields {
 
 using nlohmann::json;
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 void fail(const std::string& field, const std::string& what) {
   throw InputError("case field '" + field + "': " + what);

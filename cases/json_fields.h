@@ -16,6 +16,8 @@ namespace ckpt::json_fields {
 inline constexpr int64_t kMaxDim = 1 << 16;
 
 [[noreturn]] void fail(const std::string& field, const std::string& what);
+// A number as an error message or a case text shows it: "%g" (0.25, 1e-06).
+std::string number(double v);
 
 int64_t getInt(const nlohmann::json& obj, const std::string& key, const std::string& field, int64_t lo, int64_t hi,
                std::optional<int64_t> def);

@@ -1,23 +1,14 @@
 #include "cases/stochastic_layers.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "cases/json_fields.h"
+#include "cases/moe_case.h"
 
 namespace ckpt {
 
 using json_fields::fail;
-
-namespace {
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
+using json_fields::number;
 
 const BlockField& dropPathField() {
   static const BlockField f{
@@ -71,14 +62,17 @@ void printRreluRange(const CaseSpec& c, nlohmann::json& j) {
 CaseSpec randomnessOff(const CaseSpec& c) {
   CaseSpec off = c;
   off.dropout = 0;
-  for (BlockSpec& b : off.blocks) b.dropPath = 0;
+  for (BlockSpec& b : off.blocks) {
+    b.dropPath = 0;
+    b.routerJitter = 0;
+  }
   const double mid = (c.rreluLower + c.rreluUpper) / 2;
   off.rreluLower = off.rreluUpper = mid;
   return off;
 }
 
 bool drawsRandomNumbers(const CaseSpec& c) {
-  return c.dropout > 0 || anyDropPath(c) || (anyRrelu(c) && c.rreluLower < c.rreluUpper);
+  return c.dropout > 0 || anyDropPath(c) || (anyRrelu(c) && c.rreluLower < c.rreluUpper) || anyRouterJitter(c);
 }
 
 std::string stochasticText(const CaseSpec& c) {

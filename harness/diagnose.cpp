@@ -152,7 +152,7 @@ bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws) {
 
 Diagnosis dropoutOffDiagnosis() {
   return {FindingClass::kRngDesync,
-          "with the random draws off (dropout, drop-path, RReLU's spread) the checkpointed run equals the plain run "
+          "with the random draws off (dropout, drop-path, RReLU's spread, router jitter) the checkpointed run equals the plain run "
           "bit for bit: the recompute drew other random numbers"};
 }
 

@@ -62,6 +62,9 @@ struct BlockEnv {
   // recompute does not restore, as Python's `random` in a hand-written stochastic depth, or noise regenerated
   // instead of saved. Empty: none. Only engine variants set it (harness/mutants/).
   std::string redrawOp;
+  // With updateState false, the buffers of the ops whose kind() this names still move: a recompute that records
+  // one layer's side effects again (mutant moe-aux-loss-recorded-twice). Empty: none. Only engine variants set it.
+  std::string stateOp = {};
 };
 
 // The side stream of BlockEnv::redrawOp: the op's own subsequence with the top bit set, which no op key (nor the
@@ -147,7 +150,9 @@ Tensor<T> blockForward(Block<T>& b, const Tensor<T>& x, BlockTape<T>* tape, cons
     tape->input.reset();
   }
   ActivationMeter* meter = currentMeter();
-  const StateGuard<T> state(b, !benv.updateState);
+  std::vector<bool> guarded(static_cast<size_t>(n), true);
+  for (int k = 0; k < n; ++k) guarded[static_cast<size_t>(k)] = b.nodes[k].op->kind() != benv.stateOp;
+  const StateGuard<T> state(b, !benv.updateState, guarded);
   for (int k = 0; k < n; ++k) {
     Node<T>& node = b.nodes[k];
     std::vector<Tensor<T>> ins;
@@ -191,7 +196,8 @@ void recomputeDropped(Block<T>& b, BlockTape<T>& tape, const BlockEnv& benv) {
   std::vector<Tensor<T>> vals(n);
   ActivationMeter* meter = currentMeter();
   std::vector<bool> dropped(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) dropped[static_cast<size_t>(k)] = !keeps(tape.keep, k);
+  for (int k = 0; k < n; ++k)
+    dropped[static_cast<size_t>(k)] = !keeps(tape.keep, k) && b.nodes[k].op->kind() != benv.stateOp;
   const StateGuard<T> state(b, true, dropped);
   for (int k = 0; k < n; ++k) {
     if (keeps(tape.keep, k)) continue;

@@ -103,6 +103,19 @@ struct Chain {
         for (auto* p : n.op->buffers()) bs.push_back(p);
     return bs;
   }
+  // The loss trackers (reference/aux_loss.h: an moe block's auxiliary loss), model order; they
+  // join each pass's loss (MicroBatchSums::add) and start each pass at zero (zeroGrads).
+  std::vector<Buffer<T>*> auxLossBuffers() {
+    std::vector<Buffer<T>*> bs;
+    for (auto* b : buffers())
+      if (isAuxLossBuffer(b->name)) bs.push_back(b);
+    return bs;
+  }
+  // `loss` plus every tracker, added in model order (as it is without any).
+  T withAuxLoss(T loss) {
+    for (auto* b : auxLossBuffers()) loss = loss + b->value(0, 0);
+    return loss;
+  }
   std::vector<BlockProgram> programs() const {
     std::vector<BlockProgram> ps;
     for (const auto& b : blocks) ps.push_back(blockProgram(b, boundaryShape()));

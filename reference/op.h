@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/aux_loss.h"
 #include "reference/rng.h"
 #include "reference/tensor.h"
 

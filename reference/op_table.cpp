@@ -11,6 +11,7 @@
 #include "reference/ops/gelu.h"
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
+#include "reference/ops/moe.h"
 #include "reference/ops/relu.h"
 #include "reference/ops/rrelu.h"
 #include "reference/ops/tanh.h"
@@ -95,6 +96,32 @@ const std::vector<OpKindEntry<T>>& opKinds() {
          const auto& r = static_cast<const Rrelu<T>&>(op);
          d.lower = r.lower();
          d.upper = r.upper();
+       }},
+      // Router (W -> E) and E GELU mlps (W -> H -> W); the largest tensor is the saved hidden activations of every
+      // expert's buffer, E * C * H with C <= cf * rows * k / E + 1.
+      {"moe", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
+         return std::make_unique<Moe<T>>(name, n.dims.at(2), static_cast<int>(n.dims.at(0)),
+                                         static_cast<int>(n.dims.at(1)), n.dims.at(3), n.capacityFactor, n.p,
+                                         n.auxCoef);
+       },
+       [](N n) {
+         const int64_t e = n.dims.at(0), w = n.dims.at(2), h = n.dims.at(3);
+         return w * e + e + e * (w * h + h + h * w + w);
+       },
+       [](N n, R, R rows) {
+         const R e = static_cast<R>(n.dims.at(0)), k = static_cast<R>(n.dims.at(1));
+         return (static_cast<R>(n.capacityFactor) * rows * k + e) * static_cast<R>(n.dims.at(3));
+       },
+       small,
+       [](const Op<T>& op, D d) {
+         const auto& m = static_cast<const Moe<T>&>(op);
+         d.experts = m.experts();
+         d.topK = m.topK();
+         d.width = m.width();
+         d.hidden = m.hidden();
+         d.capacityFactor = m.capacityFactor();
+         d.jitter = m.jitter();
+         d.auxCoef = m.auxCoef();
        }},
   };
   return table;

@@ -29,9 +29,11 @@ struct StepResult {
   int64_t forwardEvals = 0;
 };
 
+// A pass starts: every gradient and every loss tracker (an moe block's auxiliary loss) at zero.
 template <class T>
 void zeroGrads(Chain<T>& c) {
   for (auto* p : c.params()) p->grad.setZero();
+  for (auto* b : c.auxLossBuffers()) b->value.setZero();
 }
 
 // Adds the gradients of parameters several blocks use into block `owner`'s, in the order `users` lists the blocks
@@ -71,7 +73,9 @@ class MicroBatchSums {
   bool active() const { return c_.microBatches() > 1; }
 
   // dx is released into the sums (a host copy) with micro-batches; without, it stays the caller's.
+  // The pass's loss is `loss` (the loss function's) plus the chain's auxiliary losses of the pass.
   void add(int m, T loss, Tensor<T>& dx) {
+    loss = c_.withAuxLoss(loss);
     loss_ = m == 0 ? loss : loss_ + loss;
     if (!active()) return;
     const auto ps = c_.trainedParams();

@@ -40,8 +40,9 @@ TEST(BlockKinds, tableNamesEachKindOnce) {
 }
 
 TEST(BlockKinds, opTableNamesEachOpByItsKindAndCountsItsParameters) {
-  // dims {2, 4}: linear 2 -> 4, norms over 2 columns, attention with 2 heads over sequences of 4.
-  const OpNode node{"x", "", {2, 4}, 0.25, {-1}};
+  // dims {2, 4, 3, 5}: linear 2 -> 4, norms over 2 columns, attention with 2 heads over sequences of 4, moe with 2
+  // experts of width 3 and hidden width 5 (its top_k, 4, is only stored: nothing runs here).
+  const OpNode node{"x", "", {2, 4, 3, 5}, 0.25, {-1}};
   for (const auto& e : opKinds<double>()) {
     const auto op = e.make(node, "x");
     EXPECT_EQ(op->kind(), e.kind);

@@ -45,6 +45,8 @@ const std::map<std::string, Property> kExpected = {
     {"drop-path-redrawn", Property::kBitwiseEqual},
     {"rrelu-slopes-regenerated", Property::kBitwiseEqual},
     {"bf16-recompute-in-float", Property::kBitwiseEqual},
+    {"moe-jitter-redrawn", Property::kBitwiseEqual},
+    {"moe-aux-loss-recorded-twice", Property::kBitwiseEqual},
 };
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {

@@ -67,7 +67,7 @@ TEST(PolicyParse, namesEachMistake) {
   EXPECT_EQ(error("a+b+c"), "policy 'a+b+c': at most one block policy and one selective part can be composed");
   EXPECT_EQ(error("selective:recompute=atention"),
             "policy 'selective:recompute=atention': selective: unknown op kind 'atention' (known: linear, gelu, relu, "
-            "tanh, dropout, batchnorm, layernorm, attention, add, drop_path, rrelu)");
+            "tanh, dropout, batchnorm, layernorm, attention, add, drop_path, rrelu, moe)");
   EXPECT_EQ(error("uniform+"), "policy 'uniform+': empty policy name");
   EXPECT_EQ(error("schedule"),
             "policy 'schedule': needs schedule:FILE (a schedule JSON as `ckptcheck plan --schedule --json` prints it)");

@@ -65,6 +65,12 @@ const std::map<std::string, std::string> kExpectedClass = {
     // A float recompute of a bf16 forward: up to a bf16 ULP (2^-8 relative) apart, far beyond rounding-level's
     // 64 float ULPs.
     {"bf16-recompute-in-float", "semantic"},
+    // Other jitter in the recompute routes tokens differently; with the jitter off (randomnessOff) the runs agree.
+    {"moe-jitter-redrawn", "rng-desync"},
+    // The expert counts and the aux-loss tracker moved again by the recompute: the loss that reads the tracker
+    // differs too, and counts that move by whole tokens per expert are no momentum update, so no narrower class
+    // than semantic fits (the report still names the loss and the buffers that differ).
+    {"moe-aux-loss-recorded-twice", "semantic"},
 };
 
 std::string expectedClass(const std::string& mutant) {

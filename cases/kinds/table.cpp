@@ -7,6 +7,7 @@ namespace ckpt {
 const BlockKindDef& mlpKind();
 const BlockKindDef& residualBnKind();
 const BlockKindDef& transformerKind();
+const BlockKindDef& moeKindDef();
 
 const std::vector<const BlockKindDef*>& blockKinds() {
   static const std::vector<const BlockKindDef*> table = [] {
@@ -14,6 +15,7 @@ const std::vector<const BlockKindDef*>& blockKinds() {
         &mlpKind(),
         &residualBnKind(),
         &transformerKind(),
+        &moeKindDef(),
     };
   }();
   return table;

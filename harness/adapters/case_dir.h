@@ -76,7 +76,8 @@ CaseLayout caseLayout(Chain<T>& chain) {
     const auto owners = chain.blockParams(owner);
     size_t k = 0;
     for (auto& n : chain.blocks[static_cast<size_t>(i)].nodes) {
-      const bool linear = n.op->kind() == "linear";
+      // Every ".weight" of an moe op is a Linear's (router (E, W), fc1 (4W, W), fc2 (W, 4W)).
+      const bool linear = n.op->kind() == "linear" || n.op->kind() == "moe";
       for (auto* p : n.op->params()) {
         const bool matrix = linear && p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
         l.params.push_back(paramLayout(*p, matrix, owner == i ? "" : owners[k]->name, owner == i && blockTrains(spec, i)));

@@ -26,6 +26,8 @@ Mutant tiedHeadGradDropped();
 Mutant dropPathRedrawn();
 Mutant rreluSlopesRegenerated();
 Mutant bf16RecomputeInFloat();
+Mutant moeJitterRedrawn();
+Mutant moeAuxLossRecordedTwice();
 }  // namespace mutants
 
 const std::vector<Mutant>& mutantCatalog() {
@@ -40,6 +42,7 @@ const std::vector<Mutant>& mutantCatalog() {
       mutants::noGradInputSegment(),      mutants::microBatchGradsZeroed(),
       mutants::tiedHeadGradDropped(),       mutants::dropPathRedrawn(),
       mutants::rreluSlopesRegenerated(),    mutants::bf16RecomputeInFloat(),
+      mutants::moeJitterRedrawn(),          mutants::moeAuxLossRecordedTwice(),
   };
   return all;
 }
