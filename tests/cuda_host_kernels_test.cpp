@@ -3,11 +3,13 @@
 // the reference's order: every elementwise op (ReLU, tanh, GELU both forms, add, bias add, bf16 rounding, SGD,
 // gradient accumulation), dropout and attention-dropout masks and outputs for both generator models and odd
 // offsets, drop-path scales and RReLU noise (the same Philox walk), LayerNorm parameter gradients, cross-entropy
-// and MSE input gradients. Linear and attention are also checked under bf16 inputs (Numerics::bf16Inputs). Within kHostRtol
+// and MSE input gradients, moe's routing (on dyadic inputs, where the router's products are exact). Linear,
+// attention and moe are also checked under bf16 inputs (Numerics::bf16Inputs). Within kHostRtol
 // (tests/cuda_tolerance.h) where a sum runs in another order (LayerNorm/BatchNorm statistics, softmax sums,
 // column sums, GEMMs, the losses' means). GEMM arguments are also checked against cuBLAS's column-major contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "reference/ops/layernorm.h"
 #include "reference/ops/linear.h"
 #include "reference/ops/lm_head.h"
+#include "reference/ops/moe.h"
 #include "reference/ops/relu.h"
 #include "reference/ops/rrelu.h"
 #include "reference/ops/tanh.h"
@@ -481,6 +484,10 @@ TYPED_TEST(HostKernels, CublasArgumentMappingIsTheRowMajorProduct) {
 struct OpCase {
   const char* name;
   bool bitwise;  // every operation in the reference's order
+  // Context tensors and buffers (by position) that are bitwise even when the rest is within kHostRtol: what
+  // depends on a GEMM only through a decision (moe's routing) or not at all (moe's jitter multipliers).
+  std::vector<size_t> exactContext = {};
+  std::vector<size_t> exactState = {};
 };
 
 // `numerics`: the env both ops run under (the reference's Context records it as its block runtime would; the
@@ -533,12 +540,15 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
   EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes allocated by forward";
   EXPECT_EQ(devRng.state(), refRng.state()) << "generator after forward";
   EXPECT_EQ(dctx.draw, ctx.draw) << "recorded draw";
-  if (node.op->kind() == "linear" || node.op->kind() == "attention") {  // the ops whose backward reads them
+  if (node.op->kind() == "linear" || node.op->kind() == "attention" || node.op->kind() == "moe") {  // the ops whose backward reads them
     EXPECT_EQ(dctx.bf16Inputs, numerics.bf16Inputs) << "the numerics the device context records";
   }
-  auto check = [&](const std::string& what, const T* got, const T* want, int64_t n) {
-    if (oc.bitwise) EXPECT_TRUE(bitwiseEqual(what, got, want, n));
+  auto check = [&](const std::string& what, const T* got, const T* want, int64_t n, bool exact = false) {
+    if (oc.bitwise || exact) EXPECT_TRUE(bitwiseEqual(what, got, want, n));
     else EXPECT_TRUE(near(what, got, want, n, kHostRtol<T>));
+  };
+  auto listed = [](const std::vector<size_t>& list, size_t i) {
+    return std::find(list.begin(), list.end(), i) != list.end();
   };
   ASSERT_TRUE(sameShape<T>("output", dy.rows(), dy.cols(), y.rows(), y.cols()));
   check("output", dy.data(), y.data(), y.size());
@@ -547,7 +557,7 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
     const std::string what = "context tensor " + std::to_string(t);
     ASSERT_TRUE(sameShape<T>(what, dctx.tensors[t].rows(), dctx.tensors[t].cols(), ctx.tensors[t].rows(),
                              ctx.tensors[t].cols()));
-    check(what, dctx.tensors[t].data(), ctx.tensors[t].data(), ctx.tensors[t].size());
+    check(what, dctx.tensors[t].data(), ctx.tensors[t].data(), ctx.tensors[t].size(), listed(oc.exactContext, t));
   }
 
   const Mat<T> dout = randomMat<T>(y.rows(), y.cols(), 32);
@@ -571,7 +581,8 @@ void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::ve
   }
   for (size_t i = 0; i < node.op->buffers().size(); ++i) {
     const auto* b = node.op->buffers()[i];
-    check("state " + b->name, dop->buffers()[i]->value.data(), b->value.data(), b->value.size());
+    check("state " + b->name, dop->buffers()[i]->value.data(), b->value.data(), b->value.size(),
+          listed(oc.exactState, i));
   }
 }
 
@@ -633,6 +644,78 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("qkv", qkv))};
   (void)dop->forward(din, &dctx, denv);
   EXPECT_TRUE(bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
+}
+
+// Mixture of experts (reference/ops/moe.h) as a whole device op: top-1 and top-2, a capacity that fits every
+// assignment and one that drops some (capacity factor 0.5), router jitter (a random op: its multipliers, context
+// tensor 8, bit for bit, and the recorded draw), bf16 inputs. The routing (token table 2, shares 4, expert_counts)
+// is bitwise: it depends on the GEMMs only through decisions, which these inputs leave far from ties.
+TYPED_TEST(HostKernels, DeviceMoeMatchesReference) {
+  using T = TypeParam;
+  const int64_t rows = 12, w = 16, h = 24;
+  const Mat<T> x = randomMat<T>(rows, w, 43, 2.0);
+  auto moe = [&](int experts, int topK, double cf, double jitter) {
+    return std::make_unique<Moe<T>>("moe", w, experts, topK, h, cf, jitter, 0.25);
+  };
+  for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
+    checkDeviceOp<T>({"moe top-1", false, {2, 4}, {0}}, moe(4, 1, 1.25, 0.0), {x}, model);
+    checkDeviceOp<T>({"moe top-2, capacity 0.5, jitter", false, {2, 4, 8}, {0}}, moe(4, 2, 0.5, 0.1), {x}, model);
+    checkDeviceOp<T>({"moe top-2, 3 experts, capacity 2", false, {2, 4}, {0}}, moe(3, 2, 2.0, 0.0), {x}, model);
+    checkDeviceOp<T>({"moe top-1, capacity 0.5, bf16 inputs", false, {2, 4}, {0}}, moe(4, 1, 0.5, 0.0), {x}, model,
+                     bf16Inputs());
+    checkDeviceOp<T>({"moe top-2, jitter, bf16 inputs", false, {2, 4, 8}, {0}}, moe(2, 2, 1.0, 0.3), {x}, model,
+                     bf16Inputs());
+  }
+}
+
+// The routing bodies against the CPU op, bit for bit: with dyadic inputs and weights every product before the
+// GELU is exact, so logits, probabilities, choices (ties included: two experts with the same router row, and a
+// zero row that ties all four), slots, gates, shares, the experts' pre-activations and activations and the
+// token counts are the reference's bits, for top-1 and top-2 and capacities that drop assignments.
+TYPED_TEST(HostKernels, MoeRoutingIsBitwiseTheReference) {
+  using T = TypeParam;
+  const int64_t rows = 10, w = 8, h = 12;
+  Mat<T> x(rows, w);
+  for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>((i * 7 % 5) - 2) * T(0.5);
+  x.row(0).setZero();
+  for (int topK : {1, 2}) {
+    for (double cf : {0.5, 1.0, 4.0}) {
+      SCOPED_TRACE("top-" + std::to_string(topK) + ", capacity factor " + std::to_string(cf));
+      Node<T> node{"moe", std::make_unique<Moe<T>>("moe", w, 4, topK, h, cf, 0.0, 0.5), {}};
+      const auto ps = node.op->params();
+      for (size_t q = 0; q < ps.size(); ++q) {
+        Mat<T>& v = ps[q]->value;
+        for (int64_t i = 0; i < v.rows(); ++i)
+          for (int64_t j = 0; j < v.cols(); ++j) {
+            const int64_t row = q == 0 && i == 1 ? 0 : i;  // router rows 0 and 1 alike: a tie wherever they lead
+            v(i, j) = q == 1 ? T(0) : static_cast<T>(((row * 5 + j * 3 + static_cast<int64_t>(q)) % 5) - 2) * T(0.125);
+          }
+      }
+      HostExec hx;
+      const std::vector<Shape> shapes{{rows, w}};
+      const DNodeDesc<T> desc = describeNode(node, shapes);
+      auto dop = makeDeviceOp<T>(hx, desc);
+      const OpEnv env{nullptr, {}};
+      const DEnv denv{};
+      Context<T> ctx;
+      std::vector<Tensor<T>> in{Tensor<T>::from(x)};
+      (void)node.op->forward(in, &ctx, env);
+      DContext<T> dctx;
+      std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("x", x))};
+      (void)dop->forward(din, &dctx, denv);
+      ASSERT_EQ(dctx.tensors.size(), ctx.tensors.size());
+      const char* names[] = {"x", "probs", "token", "gate", "frac", "z1", "act"};
+      for (size_t t = 1; t < 7; ++t)
+        EXPECT_TRUE(bitwiseEqual(names[t], dctx.tensors[t].data(), ctx.tensors[t].data(), ctx.tensors[t].size()));
+      const auto* counts = node.op->buffers()[0];
+      EXPECT_TRUE(bitwiseEqual("expert_counts", dop->buffers()[0]->value.data(), counts->value.data(), 4));
+      // The ties went to the lower expert: row 0 (all four tied) took expert 0 first.
+      EXPECT_EQ(ctx.tensors[2].map()(0, 0), T(0)) << "the zero row's first choice";
+      if (cf < 1) {
+        EXPECT_LT(counts->value.sum(), static_cast<T>(rows * topK)) << "no assignment was dropped";
+      }
+    }
+  }
 }
 
 // The token stem (reference/ops/token_stem.h): the gather-and-add and the in-order scatter-add perform the

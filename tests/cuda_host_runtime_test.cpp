@@ -3,11 +3,12 @@
 // launch and cuBLAS. What CI proves here without a GPU:
 //  - every policy's schedule gives the store-all schedule's loss, gradients, BatchNorm state and generator bit
 //    for bit on the device runtime, for both generator models, over several steps (compareSteps), drop-path,
-//    RReLU and bf16 compute included;
+//    RReLU, bf16 compute and moe blocks (top-2, tight capacity, router jitter, aux-loss trackers) included;
 //  - measured activation peak, per-phase FLOPs and forward evaluations equal the planner's exactly;
 //  - device store-all agrees with the CPU reference trainer within kHostRtol (GEMM summation order), with the
 //    generator state, FLOPs and activation peak equal exactly (a bf16 case's later steps: kBf16LaterStepRtol);
-//  - recompute envs that redraw an op from the side stream or drop bf16 compute run as on the CPU engine;
+//  - recompute envs that redraw an op from the side stream, move moe's state again or drop bf16 compute run as on
+//    the CPU engine;
 //  - nothing leaks: the pool's live bytes return to their level before the step.
 #include <gtest/gtest.h>
 
@@ -284,10 +285,12 @@ TEST(HostDeviceRuntime, StochasticLayersAndBf16AgreeWithTheReferenceTrainer) {
 // mutants drop-path-redrawn, rrelu-slopes-regenerated and bf16-recompute-in-float set it.
 class RecomputeEnvVariant final : public EngineVariant {
  public:
-  RecomputeEnvVariant(std::string redrawOp, bool exactRecompute) : redrawOp_(std::move(redrawOp)), exact_(exactRecompute) {}
+  RecomputeEnvVariant(std::string redrawOp, bool exactRecompute, std::string stateOp = "")
+      : redrawOp_(std::move(redrawOp)), exact_(exactRecompute), stateOp_(std::move(stateOp)) {}
   BlockEnv recomputeEnv(BlockEnv env) const override {
     env.updateState = false;
     env.redrawOp = redrawOp_;
+    env.stateOp = stateOp_;
     if (exact_) env.numerics.bf16Inputs = false;
     return env;
   }
@@ -295,6 +298,7 @@ class RecomputeEnvVariant final : public EngineVariant {
  private:
   std::string redrawOp_;
   bool exact_;
+  std::string stateOp_;
 };
 
 // The device honours those envs as the CPU engine does: the same side-stream draws (replacing both a block-level
@@ -321,6 +325,64 @@ TEST(HostDeviceRuntime, RecomputeEnvVariantsRunAsOnTheCpu) {
       checkVariantAgainstCpu<float>(dp, policy, RecomputeEnvVariant("drop_path", false));
       checkVariantAgainstCpu<double>(rr, policy, RecomputeEnvVariant("rrelu", false));
       checkVariantAgainstCpu<float>(tf, policy, RecomputeEnvVariant("", true));
+    }
+  }
+}
+
+// Mixture-of-experts blocks (reference/ops/moe.h) on smallCase's shapes: top-k, the capacity factor (0.5 drops
+// assignments), router jitter (a random op), micro-batches (each pass's loss takes its own aux-loss trackers,
+// zeroed at the pass's start) and, in float, bf16 compute.
+CaseSpec moeCase(RngModel rng, DType dtype, int topK, double capacityFactor, double jitter, int64_t microBatches,
+                 bool bf16 = false) {
+  CaseSpec c = smallCase(blockKind("moe"), rng, dtype);
+  c.name += "-top" + std::to_string(topK) + "-cf" + std::to_string(capacityFactor) +
+            (jitter > 0 ? "-jitter" : "") + (microBatches > 1 ? "-m" + std::to_string(microBatches) : "") +
+            (bf16 ? "-bf16" : "");
+  c.batch = 4;  // 12 rows: micro-batches of 6
+  c.microBatches = microBatches;
+  if (bf16) c.compute = Compute::kBf16;
+  for (size_t i = 0; i < c.blocks.size(); ++i) {
+    BlockSpec& b = c.blocks[i];
+    b.experts = i % 2 == 0 ? 4 : 3;
+    b.topK = topK;
+    b.capacityFactor = capacityFactor;
+    b.routerJitter = jitter;
+    b.auxLossCoef = 0.05 * static_cast<double>(i + 1);
+  }
+  return c;
+}
+
+std::vector<CaseSpec> moeCases(RngModel rng, DType dtype) {
+  return {moeCase(rng, dtype, 2, 0.5, 0.1, 1), moeCase(rng, dtype, 1, 1.25, 0.0, 2),
+          moeCase(rng, dtype, 2, 1.0, 0.2, 3, dtype == DType::kFloat)};
+}
+
+TEST(HostDeviceRuntime, EveryPolicyIsBitwiseStoreAllWithMoe) {
+  for (const CaseSpec& c : moeCases(RngModel::kStateful, DType::kDouble)) EXPECT_TRUE(holdsOp(c, "moe")) << c.name;
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    for (const CaseSpec& c : moeCases(rng, DType::kFloat)) checkEveryPolicy<float>(c);
+    for (const CaseSpec& c : moeCases(rng, DType::kDouble)) checkEveryPolicy<double>(c);
+  }
+}
+
+TEST(HostDeviceRuntime, MoeAgreesWithTheReferenceTrainer) {
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    for (const CaseSpec& c : moeCases(rng, DType::kFloat)) checkAgainstReference<float>(c);
+    for (const CaseSpec& c : moeCases(rng, DType::kDouble)) checkAgainstReference<double>(c);
+  }
+}
+
+// The moe recompute envs the mutants set: jitter redrawn from the side stream, and a recompute that moves the
+// moe's state again (BlockEnv::stateOp: its aux-loss tracker counted twice, its token counts too), in a
+// block-level (uniform) and an op-level (selective, the moe op dropped) recompute: the device's broken step is the
+// CPU's.
+TEST(HostDeviceRuntime, MoeRecomputeEnvVariantsRunAsOnTheCpu) {
+  for (RngModel rng : {RngModel::kStateful, RngModel::kCounter}) {
+    const CaseSpec f = moeCase(rng, DType::kFloat, 2, 0.5, 0.1, 1);
+    const CaseSpec d = moeCase(rng, DType::kDouble, 1, 1.25, 0.1, 2);
+    for (const char* policy : {"uniform", "selective:recompute=moe"}) {
+      checkVariantAgainstCpu<float>(f, policy, RecomputeEnvVariant("moe", false));
+      checkVariantAgainstCpu<double>(d, policy, RecomputeEnvVariant("", false, "moe"));
     }
   }
 }

@@ -67,7 +67,8 @@ class DeviceBackend {
                           e.numerics.erfGelu,
                           e.numerics.bf16Matmul,
                           e.numerics.bf16Inputs,
-                          e.redrawOp};
+                          e.redrawOp,
+                          e.stateOp};
   }
   gpu::DeviceChain<T>& c_;
 };

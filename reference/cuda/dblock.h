@@ -40,7 +40,8 @@ std::vector<int> deviceLastConsumers(const DBlock<T, X>& b) {
 }
 
 // reference/block.h's StateGuard: copies the buffers of the given nodes' ops (device to device, untracked) and
-// puts them back when it goes out of scope, so a recompute leaves module state as it found it.
+// puts them back when it goes out of scope, so a recompute leaves module state as it found it. The runtime leaves
+// out the nodes of DBlockEnv::stateOp's kind, as reference/block.h does for BlockEnv::stateOp.
 template <class T, class X>
 class DStateGuard {
  public:
@@ -106,7 +107,9 @@ DTensor<T> deviceBlockForward(X& exec, DBlock<T, X>& b, const DTensor<T>& x, DBl
     tape->input.reset();
   }
   ActivationMeter* meter = currentMeter();
-  const DStateGuard<T, X> state(exec, b, !benv.updateState);
+  std::vector<bool> guarded(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) guarded[static_cast<size_t>(k)] = b.nodes[static_cast<size_t>(k)].opKind != benv.stateOp;
+  const DStateGuard<T, X> state(exec, b, !benv.updateState, guarded);
   for (int k = 0; k < n; ++k) {
     DNode<T, X>& node = b.nodes[static_cast<size_t>(k)];
     std::vector<DTensor<T>> ins;
@@ -142,7 +145,8 @@ void deviceRecomputeDropped(X& exec, DBlock<T, X>& b, DBlockTape<T>& tape, const
   std::vector<DTensor<T>> vals(static_cast<size_t>(n));
   ActivationMeter* meter = currentMeter();
   std::vector<bool> dropped(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) dropped[static_cast<size_t>(k)] = !keepsNode(tape.keep, k);
+  for (int k = 0; k < n; ++k)
+    dropped[static_cast<size_t>(k)] = !keepsNode(tape.keep, k) && b.nodes[static_cast<size_t>(k)].opKind != benv.stateOp;
   const DStateGuard<T, X> state(exec, b, true, dropped);
   for (int k = 0; k < n; ++k) {
     if (keepsNode(tape.keep, k)) continue;

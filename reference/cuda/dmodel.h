@@ -36,6 +36,8 @@ struct DNodeDesc {
   double lower = 0, upper = 0;  // rrelu's slope range
   double eps = 0, momentum = 0; // layernorm, batchnorm
   int64_t inFeatures = 0, outFeatures = 0;  // linear
+  int64_t experts = 0, topK = 0, width = 0, hidden = 0;  // moe
+  double capacityFactor = 0, jitter = 0, auxCoef = 0;    // moe: capacity factor, router jitter, aux-loss coef
   std::vector<HostMatrix<T>> params;   // reference op's params() order
   std::vector<HostMatrix<T>> buffers;  // reference op's buffers() order
 };

@@ -17,6 +17,7 @@
 #include "reference/cuda/dops/layernorm.h"
 #include "reference/cuda/dops/linear.h"
 #include "reference/cuda/dops/lm_head.h"
+#include "reference/cuda/dops/moe.h"
 #include "reference/cuda/dops/relu.h"
 #include "reference/cuda/dops/rrelu.h"
 #include "reference/cuda/dops/tanh.h"
@@ -48,6 +49,7 @@ const std::vector<DeviceOpEntry<T, X>>& deviceOps() {
       {"add", [](X& x, D) -> P { return std::make_unique<DAdd<T, X>>(x); }},
       {"drop_path", [](X& x, D d) -> P { return std::make_unique<DDropPath<T, X>>(x, d); }},
       {"rrelu", [](X& x, D d) -> P { return std::make_unique<DRrelu<T, X>>(x, d); }},
+      {"moe", [](X& x, D d) -> P { return std::make_unique<DMoe<T, X>>(x, d); }},
   };
   return table;
 }

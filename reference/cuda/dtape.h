@@ -33,6 +33,9 @@ struct DBlockEnv {
   bool bf16Inputs = false;
   // BlockEnv::redrawOp: random ops of this kind() draw from a side stream the generator does not track ("" none).
   std::string redrawOp;
+  // BlockEnv::stateOp: with updateState false, the buffers of ops of this kind() still move (DStateGuard leaves
+  // them alone, in a forward and in an op-level recompute) ("" none). Only engine variants set it.
+  std::string stateOp = {};
 };
 
 }  // namespace ckpt::gpu

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "reference/aux_loss.h"
 #include "reference/cuda/dblock.h"
 #include "reference/cuda/device_chain.h"
 #include "reference/cuda/dops/token_stem.h"
@@ -26,7 +27,7 @@ class ExecChain : public DeviceChain<T> {
   ExecChain(X& x, const DeviceModel<T>& m)
       : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed),
         rows_(m.spec.microRows()), cols_(m.spec.width), reportsInputGrad_(m.reportsInputGrad),
-        lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)) {
+        lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)), passLoss_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     rng_.setState(m.rng);
     if (m.tokens) {
       stem_ = std::make_unique<DTokenStem<T, X>>(x, m.stem);
@@ -49,6 +50,8 @@ class ExecChain : public DeviceChain<T> {
         for (auto* p : n.op->params()) params_.push_back(p);
         for (auto* s : n.op->buffers()) buffers_.push_back(s);
       }
+    for (auto* b : buffers_)
+      if (isAuxLossBuffer(b->name)) auxLoss_.push_back(b);
     for (auto* p : headParams()) params_.push_back(p);
     // Allocated once, so a step hands the pool back what it took (deviceSteps checks).
     if (spec_.microBatches > 1)
@@ -63,8 +66,10 @@ class ExecChain : public DeviceChain<T> {
     x_->copy(c.data(), input_.data() + microBatchFirstRow(spec_, m) * cols_, c.size());
     return c;
   }
+  // reference/step.h's zeroGrads: a pass starts with every gradient and every loss tracker at zero.
   void zeroGrads() override {
     for (auto* p : params_) x_->launch(p->grad.size(), Fill<T>{p->grad.data(), T(0)});
+    for (auto* b : auxLoss_) x_->launch(b->value.size(), Fill<T>{b->value.data(), T(0)});
   }
   DTensor<T> forward(int block, const DTensor<T>& x, DBlockTape<T>* tape, const DKeepMask& keep,
                      const DBlockEnv& env) override {
@@ -88,9 +93,16 @@ class ExecChain : public DeviceChain<T> {
     return g;
   }
   void endMicroBatch(int m, DTensor<T>& dx) override {
-    const DTensor<T>& loss = losses_.at(at(m))->value();
-    if (m == 0) x_->launch(1, Copy<T>{lossSum_.data(), loss.data()});
-    else x_->launch(1, AccumulateInto<T>{lossSum_.data(), loss.data()});
+    // The pass's loss: the loss function's value plus each loss tracker, model order (reference/chain.h's
+    // withAuxLoss), then added into the step's.
+    const T* loss = losses_.at(at(m))->value().data();
+    if (!auxLoss_.empty()) {
+      x_->launch(1, Copy<T>{passLoss_.data(), loss});
+      for (auto* b : auxLoss_) x_->launch(1, AccumulateInto<T>{passLoss_.data(), b->value.data()});
+      loss = passLoss_.data();
+    }
+    if (m == 0) x_->launch(1, Copy<T>{lossSum_.data(), loss});
+    else x_->launch(1, AccumulateInto<T>{lossSum_.data(), loss});
     if (spec_.microBatches == 1) return;
     const auto ps = trainedParams();
     for (size_t k = 0; k < ps.size(); ++k)
@@ -233,11 +245,13 @@ class ExecChain : public DeviceChain<T> {
   std::vector<std::unique_ptr<DLoss<T, X>>> losses_;  // one per micro-batch
   std::vector<std::pair<int64_t, int64_t>> lossFlops_;  // per micro-batch: forward, backward FLOPs
   DTensor<T> lossSum_;                    // the step's loss: the micro-batches' values added in order
+  DTensor<T> passLoss_;                   // a pass's loss with its loss trackers (scratch)
   std::vector<DTensor<T>> sums_;          // micro-batches: the step's gradient sums, trainedParams() order
   HostMatrix<T> inputGrad_;               // micro-batches: the step's input gradient, stacked
   DTensor<T> input_;
   std::vector<DParam<T>*> params_;
   std::vector<DBuffer<T>*> buffers_;
+  std::vector<DBuffer<T>*> auxLoss_;      // the loss trackers among buffers_ (moe's aux_loss), model order
   std::chrono::steady_clock::time_point start_;
 };
 
