@@ -251,11 +251,11 @@ class ValidateRun {
       throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if (o_.params) {
       const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "tokens",
-                                              "drop_path", "rrelu", "bf16", "none"};
+                                              "drop_path", "rrelu", "bf16", "moe", "none"};
       for (const auto& f : *o_.params)
         if (std::find(known.begin(), known.end(), f) == known.end())
           throw InputError("validate --params: unknown feature '" + f +
-                           "' (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, rrelu, bf16, none)");
+                           "' (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, rrelu, bf16, moe, none)");
       auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
       lim.frozen = lim.frozen && wants("frozen");
       lim.share = lim.share && wants("shared");
@@ -265,6 +265,14 @@ class ValidateRun {
       lim.dropPath = lim.dropPath && wants("drop_path");
       lim.rrelu = lim.rrelu && wants("rrelu");
       lim.bf16 = lim.bf16 && wants("bf16");
+      lim.moe = lim.moe && wants("moe");
+      // Not wanted: no moe block anywhere, the fixed first case's included (its kind is placed by a case-level
+      // draw, which lim.moe turns off, but the first case takes every kind the limits allow).
+      if (const BlockKind moe = findBlockKind("moe"); !lim.moe && moe && lim.allows(moe)) {
+        lim.excludedKinds.push_back(moe);
+        kinds.erase(std::remove(kinds.begin(), kinds.end(), moe->name), kinds.end());
+        if (kinds.empty()) throw InputError("validate: --blocks moe needs moe in --params");
+      }
     }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
@@ -275,7 +283,8 @@ class ValidateRun {
                          {"frozen", lim.frozen},           {"shared", lim.share},
                          {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches},
                          {"tokens", lim.tokens},           {"drop_path", lim.dropPath},
-                         {"rrelu", lim.rrelu},             {"bf16", lim.bf16}};
+                         {"rrelu", lim.rrelu},             {"bf16", lim.bf16},
+                         {"moe", lim.moe}};
     return lim;
   }
 

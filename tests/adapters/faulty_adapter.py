@@ -12,8 +12,15 @@ FAULT:
                             on Python's `random`, which checkpointing does not restore)  -> finding
   rrelu-slopes-regenerated  a recompute's RReLU slopes come from a side stream           -> finding
   bf16-recompute-in-float   compute bf16: a recompute's matrix products run in float     -> finding
-The last three keep the generator's own draws as they are, so every other random op is unaffected (the mutants of
+  moe-jitter-redrawn        a recompute's router jitter comes from a side stream        -> finding (rng-desync)
+  moe-counts-twice          a recompute moves a moe block's expert_counts and aux_loss tracker again (a module
+                            that updates its buffers in forward, unguarded)          -> finding (state-updated-twice)
+  moe-aux-grad-dropped      a recomputed moe block's backward leaves out the load-balancing loss's gradient (an
+                            aux loss recorded only in the first forward, as under reentrant checkpoint) -> finding
+The last six keep the generator's own draws as they are, so every other random op is unaffected (the mutants of
 the same names in harness/mutants/ do the same to ckptcheck's engine).
+Only the moe variants advertise the "moe" block kind: the others advertise the blocks the numpy adapter did before
+it, so their tests draw the cases they drew then.
 """
 import os
 import sys
@@ -29,6 +36,12 @@ FAULT = sys.argv.pop(1)
 
 
 class Faulty(npad.NumpyAdapter):
+    def capabilities(self):
+        caps = super().capabilities()
+        if not FAULT.startswith("moe-"):
+            caps["blocks"] = [b for b in caps["blocks"] if b != "moe"]
+        return caps
+
     def run(self, case, out, mode, options):
         if FAULT == "crash" and mode == "checkpoint":
             raise RuntimeError("deliberate crash")
@@ -67,6 +80,38 @@ elif FAULT in ("drop-path-redrawn", "rrelu-slopes-regenerated"):
         return u if env.update_state else side.random(u.shape)  # a recompute: other numbers
 
     setattr(npad.sto, name, redrawn)
+elif FAULT == "moe-jitter-redrawn":
+    side = np.random.Generator(np.random.Philox(key=987654321))
+    real_jitter = npad.moe.moe_jitter_uniforms
+
+    def redrawn_jitter(env, shape, key):
+        u = real_jitter(env, shape, key)
+        return u if env.update_state else side.random(u.shape)
+
+    npad.moe.moe_jitter_uniforms = redrawn_jitter
+elif FAULT == "moe-counts-twice":
+    real_moe_forward = npad.moe.moe_forward
+
+    def moe_forward_twice(h, spec, P, env, key, prefix, ops):
+        if env.update_state:
+            return real_moe_forward(h, spec, P, env, key, prefix, ops)
+        env.update_state = True  # the recompute's buffer updates, unguarded
+        try:
+            return real_moe_forward(h, spec, P, env, key, prefix, ops)
+        finally:
+            env.update_state = False
+
+    npad.moe.moe_forward = moe_forward_twice
+elif FAULT == "moe-aux-grad-dropped":
+    real_moe_forward = npad.moe.moe_forward
+
+    def moe_forward_no_aux(h, spec, P, env, key, prefix, ops):
+        out, ctx = real_moe_forward(h, spec, P, env, key, prefix, ops)
+        if not env.update_state:  # a recompute: its tape without the aux loss's coefficient
+            ctx = ctx[:5] + (0.0,) + ctx[6:]
+        return out, ctx
+
+    npad.moe.moe_forward = moe_forward_no_aux
 elif FAULT == "bf16-recompute-in-float":
     real_rounding = npad.sto.rounding
     npad.sto.rounding = lambda case, update_state: real_rounding(case, True) if update_state else npad.sto.exact

@@ -17,6 +17,9 @@ A narrow restriction of a correct adapter, which must hold (exit 0):
                   case, and refuses a token case file with exit 2
   exact-only      advertises neither drop_path, nor rrelu, nor bf16 compute (an adapter older than them):
                   validate must send it no such case, and refuses a case file that needs one with exit 2
+Every variant advertises the blocks the numpy adapter did before "moe" (an adapter older than it), so the tests
+above draw the cases they drew then: validate must send it no moe block (not even in its fixed first case), and
+refuses a case file with one with exit 2.
 """
 import math
 import os
@@ -61,6 +64,7 @@ def fires(case, options, step):
 class Narrow(npad.NumpyAdapter):
     def capabilities(self):
         caps = super().capabilities()
+        caps["blocks"] = [b for b in caps["blocks"] if b != "moe"]
         if VARIANT == "float-only":
             caps["dtypes"] = ["float"]
         if VARIANT == "dense-only":
@@ -71,6 +75,8 @@ class Narrow(npad.NumpyAdapter):
         return caps
 
     def run(self, case, out, mode, options):
+        if any(b["kind"] == "moe" for b in case.blocks):
+            raise RuntimeError("narrow adapter (no moe in its capabilities) was sent a moe block")
         if VARIANT == "dense-only" and case.tokens_input:
             raise RuntimeError("dense-only adapter was sent a token case")
         if VARIANT == "exact-only" and (any(b["drop_path"] > 0 or b["activation"] == "rrelu" for b in case.blocks)

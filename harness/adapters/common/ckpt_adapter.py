@@ -16,6 +16,8 @@ import traceback
 import numpy as np
 
 PROTOCOL = 1
+# A moe block's fields and their defaults (cases/kinds/moe.cpp); the manifest states every one.
+MOE_FIELDS = {"experts": 4, "top_k": 1, "capacity_factor": 1.25, "router_jitter": 0.0, "aux_loss_coef": 0.01}
 
 
 class BadRequest(Exception):
@@ -52,12 +54,16 @@ class Case:
             share = int(b["share"][1:]) if "share" in b else None
             one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
                    "share": share, "drop_path": float(b.get("drop_path", 0.0))}
+            one.update({f: b.get(f, d) for f, d in MOE_FIELDS.items()})
             self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
         # Stochastic layers and the compute precision (PROTOCOL.md, "Stochastic depth, RReLU, bf16"): the
         # manifest states them expanded, one object per block, with every default filled in.
         for i, mb in enumerate(self.manifest.get("blocks", [])):
             self.blocks[i]["drop_path"] = float(mb.get("drop_path", 0.0))
             self.blocks[i]["activation"] = mb.get("activation", self.blocks[i]["activation"])
+            for f in MOE_FIELDS:  # a moe block's fields (cases/kinds/moe.cpp), every one stated
+                if f in mb:
+                    self.blocks[i][f] = mb[f]
         lower, upper = self.manifest.get("rrelu_range", s.get("rrelu_range", [0.125, 1.0 / 3.0]))
         self.rrelu_lower, self.rrelu_upper = float(lower), float(upper)
         self.compute = self.manifest.get("compute", s.get("compute", "exact"))

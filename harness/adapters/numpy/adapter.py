@@ -33,6 +33,9 @@ branch per sample (residual-bn after the ReLU, transformer after each branch's d
 with it for a recompute; backward uses the saved scales and slopes. `compute` bf16 rounds every matrix product's
 operands in a block to bfloat16 and accumulates in float32, in the first forward and every recompute alike.
 
+Mixture of experts (np_moe.py): a moe block's router jitter draws from the generator below like dropout; its
+expert_counts and aux_loss buffers move in the first forward only, and each pass's loss adds the aux_loss trackers.
+
 Generators (the case's `rng`): stateful — one numpy Philox generator seeded from the case, advanced by every
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
 op) through its own Philox key (JAX-like), so recompute needs no snapshot.
@@ -45,6 +48,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
+import np_moe as moe  # noqa: E402  (numpy/np_moe.py)
 import np_stochastic as sto  # noqa: E402  (numpy/np_stochastic.py)
 from ckpt_adapter import BadRequest, main  # noqa: E402
 from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
@@ -304,8 +308,26 @@ def transformer_backward(i, spec, P, tape, dy):
     return dh + layernorm_back(ln1, P["ln1.weight"], da1, P.grad("ln1.weight"), P.grad("ln1.bias"))
 
 
+def moe_block_forward(i, spec, P, x, env):
+    """y = x + DropPath(Dropout(MoE(LayerNorm x))) (np_moe.py); nodes ln 0, moe 1, drop 2, drop_path 3."""
+    hn, ln = layernorm(x, P["ln.weight"], P["ln.bias"])
+    m, mctx = moe.moe_forward(hn, spec, P, env, op_key(env.step, i, 1), "b%d." % i, MOE_OPS)
+    d, mask = dropout(m, env.case.dropout, env, i, 2)
+    d, scale = sto.drop_path(d, spec["drop_path"], env.case.seq, env, op_key(env.step, i, 3))
+    return x + d, (ln, mctx, mask, scale)
+
+
+def moe_block_backward(i, spec, P, tape, dy):
+    ln, mctx, mask, scale = tape
+    dm = sto.drop_path_back(scale, dy)
+    dm = dm * mask if mask is not None else dm
+    dh = moe.moe_backward(mctx, dm, P, P.grad, MOE_OPS)
+    return dy + layernorm_back(ln, P["ln.weight"], dh, P.grad("ln.weight"), P.grad("ln.bias"))
+
+
+MOE_OPS = (linear, linear_back, act_fwd, act_back)
 BLOCKS = {"mlp": (mlp_forward, mlp_backward), "residual-bn": (bn_forward, bn_backward),
-          "transformer": (transformer_forward, transformer_backward)}
+          "transformer": (transformer_forward, transformer_backward), "moe": (moe_block_forward, moe_block_backward)}
 
 
 # ---------------------------------------------------------------- loss
@@ -376,7 +398,7 @@ class NumpyAdapter:
 
     def capabilities(self):
         return {
-            "blocks": ["mlp", "residual-bn", "transformer"],
+            "blocks": ["mlp", "residual-bn", "transformer", "moe"],
             "activations": ["relu", "gelu", "tanh", "rrelu"],
             "drop_path": True,
             "compute": ["exact", "bf16"],
@@ -451,7 +473,15 @@ class NumpyAdapter:
     def _pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
         """One micro-batch's forward and backward (the whole step's without micro-batches), accumulating into
         `grads`; returns its loss, dL/d(its input rows) (None for a token case, whose stem consumes it) and the
-        bytes its forward left for the backward."""
+        bytes its forward left for the backward. The moe blocks' aux_loss trackers start the pass at zero and end
+        in its loss (np_moe.py)."""
+        moe.reset_trackers(case, state)
+        loss, g, saved = NumpyAdapter._model_pass(case, mode, scheme, segments, values, grads, state, rng, mb,
+                                                  counts)
+        return moe.add_trackers(case, state, loss), g, saved
+
+    @staticmethod
+    def _model_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
         if not case.tokens_input:
             return NumpyAdapter._chain_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts,
                                             mb.input, lambda x: loss_forward(case, x, mb),

@@ -32,7 +32,10 @@ Stochastic depth, RReLU, bf16 (PROTOCOL.md): a block's drop_path is timm's DropP
 from the global generator, kept samples scaled by 1/(1-p)) on the residual branch, after the branch's dropout;
 mlp "rrelu" is nn.RReLU(lower, upper); compute "bf16" runs the chain's forward under
 torch.autocast("cpu", dtype=torch.bfloat16) with float master weights, the loss (and an LM head) in float.
+Mixture of experts (MoE below): router jitter from torch's generator (as dropout), the expert_counts and aux_loss
+buffers updated in forward, coef * aux recorded on the side and added to each pass's loss (coef = aux_loss_coef / M).
 """
+import collections
 import contextlib
 import functools
 import math
@@ -144,6 +147,101 @@ class TransformerBlock(Counted):
         return h + self.drop_path2(self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h))))))
 
 
+class MoE(nn.Module):
+    """Switch-Transformer-style mixture of experts written with torch ops, as Megatron-LM's and OLMo-core's MoE
+    layers are: a router nn.Linear (HF SwitchTransformers' multiplicative jitter on its input, uniform in
+    [1 - eps, 1 + eps] from torch's generator in training), softmax, top-k by a stable descending sort (ties to the
+    smaller expert index; torch.topk does not promise an order for ties), capacity-limited dispatch (first choices
+    of every token, then second choices; an assignment to a full expert dropped), experts nn.Sequential(Linear,
+    GELU tanh, Linear) over their capacity-padded buffers, the gate-weighted sum back per token. Side effects, as in
+    those libraries: the tokens per expert go into the `expert_counts` buffer and coef * aux into the `aux_loss`
+    tracker buffer, and coef * aux (with its graph) is appended to `aux_losses`, a list the training loop sets before
+    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (README's findings).
+    Two options show the fixes: moe_state=guarded moves the buffers only outside a backward pass (where every
+    checkpoint recompute runs); moe_aux=attach records the aux loss detached (for the reported loss only) and
+    attaches its gradient to the layer's output, as Megatron-LM's MoEAuxLossAutoScaler does."""
+
+    guarded = False
+    attach = False
+
+    def __init__(self, width, spec, micro_batches):
+        super().__init__()
+        self.E, self.k = int(spec["experts"]), int(spec["top_k"])
+        # The aux loss is divided by the micro-batches like the main loss (a gradient-accumulation loop's loss / M).
+        self.cf, self.jitter, self.coef = (float(spec["capacity_factor"]), float(spec["router_jitter"]),
+                                           float(spec["aux_loss_coef"]) / micro_batches)
+        self.router = nn.Linear(width, self.E)
+        for e in range(self.E):
+            setattr(self, "expert%d" % e, nn.Sequential(collections.OrderedDict(
+                fc1=nn.Linear(width, 4 * width), gelu=nn.GELU(approximate="tanh"), fc2=nn.Linear(4 * width, width))))
+        self.register_buffer("expert_counts", torch.zeros(1, self.E))
+        self.register_buffer("aux_loss", torch.zeros(1, 1))
+        self.aux_losses = []
+
+    def forward(self, h):
+        rows, E, k = h.shape[0], self.E, self.k
+        a = h
+        if self.training and self.jitter > 0:
+            a = h * torch.empty_like(h).uniform_(1.0 - self.jitter, 1.0 + self.jitter)
+        probs = self.router(a).softmax(dim=-1)
+        # The routing decision is not differentiated: sorting probs itself would build a SortBackward node that
+        # saves its indices and dies with the unused sorted values, a save the first step's byte count would see.
+        choice = torch.sort(probs.detach(), dim=-1, descending=True, stable=True).indices[:, :k]
+        cap = min(rows, max(1, math.ceil(((self.cf * rows) * k) / E)))
+        expert = choice.t().reshape(-1)  # rank-major: every token's first choice, then every second choice
+        onehot = F.one_hot(expert, E)
+        slot = ((onehot.cumsum(0) - 1) * onehot).sum(1)  # the assignment's place in its expert's buffer
+        token = torch.arange(rows).repeat(k)
+        keep = slot < cap
+        expert, slot, token = expert[keep], slot[keep], token[keep]
+        f = onehot.sum(0).to(probs.dtype) / (rows * k)  # top-k share per expert, before capacity
+        aux = E * (f * (probs.sum(0) / rows)).sum()
+        if self.training:
+            if not self.guarded or torch._C._current_graph_task_id() == -1:
+                with torch.no_grad():
+                    counts = torch.bincount(expert, minlength=E).to(self.expert_counts.dtype).reshape(1, E)
+                    self.expert_counts += counts
+                    self.aux_loss += self.coef * aux.to(self.aux_loss.dtype)
+            self.aux_losses.append((self.coef * aux).detach() if self.attach else self.coef * aux)
+        where = expert * cap + slot
+        buffers = h.new_zeros(E * cap, h.shape[1]).index_put((where,), h[token])
+        z = torch.cat([getattr(self, "expert%d" % e)(buffers[e * cap:(e + 1) * cap]) for e in range(E)])
+        gate = probs[token, expert]
+        contrib = gate[:, None] * z[where]
+        out = torch.zeros(rows, h.shape[1], dtype=contrib.dtype).index_add(0, token, contrib)
+        return AuxLossAutoScaler.apply(out, self.coef * aux) if self.attach and self.training else out
+
+
+class AuxLossAutoScaler(torch.autograd.Function):
+    """Megatron-LM's MoEAuxLossAutoScaler: the output unchanged; backward gives the aux loss the gradient 1, so it
+    trains through the graph of whichever forward built this node (a recompute's, under reentrant checkpoint)."""
+
+    @staticmethod
+    def forward(ctx, output, aux_loss):
+        ctx.save_for_backward(aux_loss)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (aux_loss,) = ctx.saved_tensors
+        return grad_output, torch.ones_like(aux_loss)
+
+
+class MoeBlock(Counted):
+    """y = x + DropPath(Dropout(MoE(LayerNorm x)))."""
+
+    def __init__(self, counts, index, width, spec, p, seq, micro_batches):
+        super().__init__(counts, index)
+        self.ln = nn.LayerNorm(width, eps=1e-5)
+        self.moe = MoE(width, spec, micro_batches)
+        self.drop = nn.Dropout(p)
+        self.drop_path = DropPath(spec["drop_path"], seq)
+
+    def forward(self, x):
+        self.count()
+        return x + self.drop_path(self.drop(self.moe(self.ln(x))))
+
+
 class LmHead(nn.Module):
     """GPT-2's final LayerNorm and LM head: logits = LN(x) W^T, no bias."""
 
@@ -178,12 +276,24 @@ class Model(nn.Module):
         self.lm = lm
 
 
+def start_moe_pass(moe_blocks):
+    """A pass (micro-batch) starts: each moe block's aux_loss tracker zeroed (with the gradients, per pass) and the
+    list its forward records coef * aux into, returned."""
+    aux_losses = []
+    for blk in moe_blocks:
+        blk.moe.aux_losses = aux_losses
+        blk.moe.aux_loss.zero_()
+    return aux_losses
+
+
 def build(case, counts):
     blocks = []
     for i, b in enumerate(case.blocks):
         if b["kind"] == "mlp":
             blocks.append(MlpBlock(counts, i, case.width, b["activation"], case.dropout,
                                    (case.rrelu_lower, case.rrelu_upper)))
+        elif b["kind"] == "moe":
+            blocks.append(MoeBlock(counts, i, case.width, b, case.dropout, case.seq, case.micro_batches))
         elif b["kind"] == "residual-bn":
             blocks.append(ResidualBnBlock(counts, i, case.width, b["drop_path"], case.seq))
         else:
@@ -200,9 +310,11 @@ def build(case, counts):
     with torch.no_grad():
         for name in case.param_names:
             if name not in case.shared_with:
-                named[torch_name(name)].copy_(torch.from_numpy(case.params[name]))
+                t = named[torch_name(name)]
+                t.copy_(torch.from_numpy(case.params[name]).reshape(t.shape))
         for name in case.state_names:
-            buffers[torch_name(name)].copy_(torch.from_numpy(case.state[name]))
+            t = buffers[torch_name(name)]
+            t.copy_(torch.from_numpy(case.state[name]).reshape(t.shape))
     if len(named) != len(case.param_names) - len(case.shared_with):
         raise ValueError("model has %d parameters, the case %d" % (len(named), len(case.param_names)))
     trained = set(case.trained_param_names)
@@ -264,7 +376,7 @@ class TorchAdapter:
     def capabilities(self):
         modes = ["checkpoint", "sequential"] + (["selective"] if HAS_SAC else [])
         return {
-            "blocks": ["mlp", "residual-bn", "transformer"],
+            "blocks": ["mlp", "residual-bn", "transformer", "moe"],
             "activations": ["relu", "gelu", "tanh", "rrelu"],
             "drop_path": True,
             "compute": ["exact", "bf16"],
@@ -280,6 +392,11 @@ class TorchAdapter:
                 "mode": {"values": modes, "default": "checkpoint",
                          "doc": "checkpoint: every block; sequential: checkpoint_sequential; selective: SAC, matmuls saved"},
                 "segments": {"values": "int", "default": "sqrt", "doc": "segments of mode=sequential"},
+                "moe_state": {"values": ["unguarded", "guarded"], "default": "unguarded",
+                              "doc": "moe buffers: moved on every training forward, or only outside backward"},
+                "moe_aux": {"values": ["side", "attach"], "default": "side",
+                            "doc": "moe aux loss: recorded during forward and added to the loss, or its gradient "
+                                   "attached to the output (Megatron's MoEAuxLossAutoScaler)"},
             },
             "reports_memory": True,
             "reports_forward_calls": True,
@@ -300,6 +417,7 @@ class TorchAdapter:
         if how == "selective" and not HAS_SAC:
             raise BadRequest("mode=selective: this torch has no create_selective_checkpoint_contexts")
         bf16 = case.compute == "bf16"
+        MoE.guarded, MoE.attach = options.get("moe_state") == "guarded", options.get("moe_aux") == "attach"
         torch.manual_seed(case.seed)
         counts = [0] * L
         root = build(case, counts)
@@ -313,6 +431,7 @@ class TorchAdapter:
         target = torch.from_numpy(case.target) if case.target is not None else None
         lr = float(case.lr)
         blocks = list(model)
+        moe_blocks = [b for b in blocks if isinstance(b, MoeBlock)]
 
         if mode == "plain":
             recomputed = []
@@ -352,6 +471,7 @@ class TorchAdapter:
             meter = SavedBytes(params) if step == 0 else None
             # Measured in the first step only (every step saves the same tensors), so the hooks' own cost stays
             # out of the later steps, which are the ones `--timing-case` times.
+            aux_losses = start_moe_pass(moe_blocks)
             with (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter
                   else contextlib.nullcontext()):
                 x_0 = x if lm is None else lm.stem(mb)
@@ -362,6 +482,8 @@ class TorchAdapter:
                 loss = criterion(y.float() if bf16 else y, mb)
                 if mb.count > 1:
                     loss = loss / mb.count
+                for aux in list(aux_losses):  # block order; each already coef / M times its aux
+                    loss = loss + aux
             # Under reentrant checkpoint with an input that requires no gradient, the checkpoints' outputs may
             # require none either (transformers issue 21381): then nothing can be differentiated and every
             # gradient is missing, which is reported (missing_grads.json), not a crash.
