@@ -48,9 +48,9 @@ TEST(PolicyParse, composesABlockPolicyWithSelective) {
 }
 
 TEST(PolicyParse, namesEachMistake) {
-  EXPECT_EQ(error(""), "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, selective, schedule)");
+  EXPECT_EQ(error(""), "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, segments, selective, schedule)");
   EXPECT_EQ(error("uniformm"),
-            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, selective, schedule)");
+            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, segments, selective, schedule)");
   EXPECT_EQ(error("revolve"), "policy 'revolve': needs slots=C (C >= 1)");
   EXPECT_EQ(error("revolve:slots="), "policy 'revolve:slots=': needs slots=C (C >= 1)");
   EXPECT_EQ(error("revolve:slots=0"), "policy 'revolve:slots=0': revolve: slots must be an integer >= 1 and <= 2^30 (got '0')");

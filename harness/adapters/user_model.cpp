@@ -26,7 +26,8 @@ double median(std::vector<double> v) {
 
 class Checker {
  public:
-  Checker(const UserModelSpec& spec, const UserModelOptions& o) : spec_(spec), o_(o) {}
+  Checker(const UserModelSpec& spec, const UserModelOptions& o, const PlacementFile* plan)
+      : spec_(spec), o_(o), plan_(plan) {}
 
   // Plain and checkpointed runs of one seed, compared; a difference is confirmed against a second plain run.
   SeedOutcome check(int seed, int steps, int batch, bool zeroBatch, const std::string& dir) {
@@ -66,7 +67,9 @@ class Checker {
     }
     if (!compare(plain, ckpt, dir, r)) return r;
     checkMemory(r);
-    r.status = r.bitwiseFinding() || r.memoryFinding ? SeedOutcome::Status::kFinding : SeedOutcome::Status::kHolds;
+    if (!checkPlacement(plain, ckpt, r)) return r;
+    r.status = r.bitwiseFinding() || r.memoryFinding || r.planFinding() ? SeedOutcome::Status::kFinding
+                                                                         : SeedOutcome::Status::kHolds;
     return r;
   }
 
@@ -83,6 +86,7 @@ class Checker {
     q.mode = mode;
     q.dir = dir;
     q.timeoutSeconds = o_.timeoutSeconds;
+    if (plan_) q.plan = plan_->path;
     return runDriver(spec_, q);
   }
 
@@ -156,8 +160,27 @@ class Checker {
     }
   }
 
+  // --plan: the prediction is for the batch it was profiled at, so a shrink trial at another batch is not held to it.
+  bool checkPlacement(const RunDump& plain, const RunDump& ckpt, SeedOutcome& r) const {
+    if (!plan_ || plain.batchSize != plan_->batchSize) return true;
+    if (!ckpt.planRecord) {
+      r.status = SeedOutcome::Status::kFault;
+      r.error = "the checkpointed run applied the placement but wrote no plan record";
+      return false;
+    }
+    try {
+      r.plan = checkPlan(*plan_, *ckpt.planRecord, r.secondsPlain, r.secondsCheckpoint);
+    } catch (const std::exception& e) {
+      r.status = SeedOutcome::Status::kFault;
+      r.error = std::string("unreadable plan record: ") + e.what();
+      return false;
+    }
+    return true;
+  }
+
   const UserModelSpec& spec_;
   const UserModelOptions& o_;
+  const PlacementFile* plan_;
   int runs_ = 0;
   bool zero_ = false;  // the batch values of the check in progress
 };
@@ -201,20 +224,28 @@ SeedOutcome shrink(Checker& checker, SeedOutcome f, const UserModelOptions& o, c
 
 int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostream& err) {
   UserModelReport rep;
-  rep.options = &o;
+  UserModelOptions opts = o;  // --plan sets the batch
+  rep.options = &opts;
   try {
     rep.spec = parseUserModelSpec(o.adapter, o.options);
+    if (!o.planPath.empty()) {
+      rep.placement = loadPlacementFile(o.planPath);
+      if (o.batchSize > 0 && o.batchSize != rep.placement->batchSize)
+        throw InputError("--batch-size " + std::to_string(o.batchSize) + ": the placement '" + o.planPath +
+                         "' was planned at batch " + std::to_string(rep.placement->batchSize));
+      opts.batchSize = static_cast<int>(rep.placement->batchSize);
+    }
     fs::create_directories(o.outDir);
   } catch (const std::exception& e) {
     err << "ckptcheck: " << e.what() << "\n";
     return kExitBadInput;
   }
-  Checker checker(rep.spec, o);
+  Checker checker(rep.spec, opts, rep.placement ? &*rep.placement : nullptr);
   const std::string work = (fs::path(o.outDir) / "work").string();
   for (int i = 0; i < o.seeds; ++i) {
     const int seed = o.firstSeed + i;
     rep.seeds.push_back(
-        checker.check(seed, o.steps, o.batchSize, o.zeroBatch, work + "/seed" + std::to_string(seed)));
+        checker.check(seed, o.steps, opts.batchSize, o.zeroBatch, work + "/seed" + std::to_string(seed)));
     if (rep.seeds.back().status == SeedOutcome::Status::kBadInput) break;  // every seed would say the same
   }
   for (const auto& s : rep.seeds) {

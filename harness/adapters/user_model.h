@@ -36,6 +36,9 @@ struct UserModelOptions {
   std::string outDir = "validate-out";
   bool json = false;
   double timeoutSeconds = 300;
+  // --plan: a placement of `ckptcheck plan --costs` (harness/engine/COSTS.md) applied instead of the factory's
+  // checkpoint, and checked against the planner's prediction (harness/adapters/plan_check.h).
+  std::string planPath;
 };
 
 // Prints the summary (or the JSON report) to `out`, a one-line error to `err`; writes OUT/validate.json and

@@ -39,6 +39,32 @@ std::string bitwiseResult(const SeedOutcome& s) {
   return s.roundingAccepted ? "rounding-accepted" : "finding";
 }
 
+std::string signedPct(double v) { return (v >= 0 ? "+" : "") + fixed(100.0 * v, 1) + "%"; }
+
+json optionalNumber(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json planJson(const UserModelReport& r, const PlanOutcome& p) {
+  json j = {{"policy", r.placement ? r.placement->policy : ""},
+            {"placement", r.placement ? r.placement->path : ""},
+            {"predicted_saved_bytes", p.predictedBytes},
+            {"measured_saved_bytes", p.measuredBytes},
+            {"predicted_time_overhead", optionalNumber(p.predictedTime)},
+            {"measured_time_overhead", optionalNumber(p.measuredTime)},
+            {"result", p.finding ? "finding" : "holds"}};
+  if (p.finding) j["why"] = p.why;
+  return j;
+}
+
+std::string planLine(const UserModelReport& r, const PlanOutcome& p) {
+  std::string line = std::string("plan ") + (p.finding ? "FINDING" : "holds") + " (" +
+                     (r.placement ? r.placement->policy : std::string("?")) + "): saved bytes predicted " +
+                     std::to_string(p.predictedBytes) + ", measured " + std::to_string(p.measuredBytes);
+  if (p.predictedTime || p.measuredTime)
+    line += "; step-time overhead predicted " + (p.predictedTime ? signedPct(*p.predictedTime) : std::string("n/a")) +
+            ", measured " + (p.measuredTime ? signedPct(*p.measuredTime) : std::string("n/a"));
+  return line;
+}
+
 double saving(const SeedOutcome& s) {
   return 1.0 - static_cast<double>(*s.savedCheckpoint) / static_cast<double>(*s.savedPlain);
 }
@@ -51,6 +77,10 @@ std::vector<std::string> replayArgs(const UserModelReport& r, const SeedOutcome&
     a.push_back(std::to_string(s.batchSize));
   }
   if (s.zeroBatch) a.push_back("--zero-batch");
+  if (r.placement) {
+    a.push_back("--plan");
+    a.push_back(r.placement->path);
+  }
   return a;
 }
 
@@ -80,8 +110,9 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
   }
   if (compared(s) && !s.checkpointRaised)
     j["step_seconds"] = {{"plain", s.secondsPlain}, {"checkpoint", s.secondsCheckpoint}};
+  if (s.plan) j["plan"] = planJson(r, *s.plan);
   if (s.shrunkFrom) j["shrunk_from_seed"] = *s.shrunkFrom;
-  if (s.bitwiseFinding() || s.memoryFinding) j["replay"] = shellJoin(replayArgs(r, s));
+  if (s.bitwiseFinding() || s.memoryFinding || s.planFinding()) j["replay"] = shellJoin(replayArgs(r, s));
   return j;
 }
 
@@ -155,6 +186,7 @@ json userModelJson(const UserModelReport& r) {
       j["findings"].push_back(f);
     }
     if (s.memoryFinding) j["findings"].push_back({{"check", "memory"}, {"seed", s.seed}, {"why", s.memoryWhy}});
+    if (s.planFinding()) j["findings"].push_back({{"check", "plan"}, {"seed", s.seed}, {"why", s.plan->why}});
   }
   if (r.shrunk) j["shrunk"] = seedJson(r, *r.shrunk);
   if (o.ulp > 0)
@@ -183,6 +215,8 @@ std::string userModelSummary(const UserModelReport& r) {
     if (x.diagnosis) s << "    class " << findingClassName(x.diagnosis->cls) << ": " << x.diagnosis->why << "\n";
     if (const std::string m = memoryLine(x); !m.empty()) s << "    " << m << "\n";
     if (x.memoryFinding) s << "    " << x.memoryWhy << "\n";
+    if (x.plan) s << "    " << planLine(r, *x.plan) << "\n";
+    if (x.planFinding()) s << "    " << x.plan->why << "\n";
   }
   if (r.shrunk) {
     const auto& x = *r.shrunk;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/adapters/plan_check.h"
 #include "harness/adapters/user_model.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/compare.h"
@@ -29,12 +30,14 @@ struct SeedOutcome {
   std::optional<int64_t> placementBytes;  // what the checkpoint placement implies (user_model_run.h), when known
   std::vector<std::string> recomputed;    // the outermost recomputed modules behind that bound
   bool memoryFinding = false;
+  std::optional<PlanOutcome> plan;  // --plan: the placement's prediction against what PyTorch did
   std::string memoryWhy;
   double secondsPlain = 0, secondsCheckpoint = 0;  // median step time (step 0, under the hooks, left out)
   std::string dir;                                 // its runs: plain/, checkpoint/ (plain-again/)
   std::optional<int> shrunkFrom;                   // the seed this shrunk finding came from
 
   bool bitwiseFinding() const { return checkpointRaised || (!differences.empty() && !roundingAccepted); }
+  bool planFinding() const { return plan && plan->finding; }
 };
 
 struct UserModelReport {
@@ -42,6 +45,7 @@ struct UserModelReport {
   UserModelSpec spec;
   std::vector<SeedOutcome> seeds;
   std::optional<SeedOutcome> shrunk;
+  std::optional<PlacementFile> placement;  // --plan
   int driverRuns = 0;
 
   int exitCode() const;

@@ -99,6 +99,10 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     argv.push_back(std::to_string(req.batchSize));
   }
   if (req.zeroBatch) argv.push_back("--zero-batch");
+  if (!req.plan.empty() && req.mode == "checkpoint") {
+    argv.push_back("--plan");
+    argv.push_back(fs::absolute(req.plan).string());
+  }
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
   const ProcessResult r = runProcess(argv, (fs::path(d.dir) / "driver.stdout").string(), err, req.timeoutSeconds);
   json j;
@@ -131,6 +135,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     if (j.contains("step_seconds")) d.stepSeconds = j["step_seconds"].get<std::vector<double>>();
     d.batchSize = j.value("batch_size", 0);
     d.zeroedTensors = j.value("zeroed_tensors", int64_t{0});
+    if (j.contains("plan") && j["plan"].is_object()) d.planRecord = j["plan"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];

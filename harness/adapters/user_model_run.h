@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ struct RunDump {
   int64_t zeroedTensors = 0;              // with --zero-batch: floating batch tensors zeroed (0: nothing to zero)
   std::map<std::string, double> momenta;  // running buffer -> its module's momentum
   std::optional<Placement> placement;     // absent under torch.compile
+  std::optional<nlohmann::json> planRecord;  // with --plan: what the applied placement saved and ran (user_model.py)
   std::vector<DumpedTensor> tensors;      // in comparison order
 };
 
@@ -66,6 +68,7 @@ struct DriverRequest {
   bool zeroBatch = false;  // floating batch tensors set to zero (shrinking the batch's values)
   std::string mode;   // plain | checkpoint
   std::string dir;    // created empty
+  std::string plan;   // a placement file applied instead of the factory's checkpoint (checkpoint mode)
   double timeoutSeconds = 300;
 };
 

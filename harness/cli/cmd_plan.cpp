@@ -1,11 +1,14 @@
 // ckptcheck plan: what a policy's schedule costs on a case or on a homogeneous chain of L blocks, predicted by
 // the planner without tensors (a chain of 10^6 blocks is never allocated).
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
 #include "harness/cli/commands.h"
+#include "harness/atomic_file.h"
+#include "harness/engine/costs_plans.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
@@ -15,6 +18,9 @@ namespace {
 
 struct Options {
   std::string casePath;
+  std::string costsPath;
+  int64_t budget = 0;
+  std::string placementPath;
   int64_t layers = 0;
   int64_t width = 256;
   int64_t batch = 32;
@@ -61,6 +67,68 @@ nlohmann::json planJson(const Schedule& s, const Plan& p, int layers) {
   return j;
 }
 
+// --costs: a profiled model (harness/engine/COSTS.md). With --policy, that policy's plan, its predicted time
+// overhead and, when a placement can express it, its predicted saved bytes (and --placement writes it); with
+// --budget alone, the cheapest policy under the budget and the cheapest a placement can express.
+void planCosts(const Options& o) {
+  const ChainCosts costs = loadChainCosts(o.costsPath);
+  const ChainCost cost = chainCostOf(costs);
+  std::optional<int64_t> budget;
+  if (o.budget > 0) budget = o.budget;
+  const CostsPlanRow* chosen = nullptr;
+  std::vector<CostsPlanRow> rows;
+  if (!o.policy.empty()) {
+    rows.push_back(planCostsPolicy(costs, cost, o.policy));
+    chosen = &rows.back();
+    if (budget && chosen->plan.peakActivationBytes > *budget)
+      throw InputError("plan: policy '" + chosen->policy + "' peaks at " + std::to_string(chosen->plan.peakActivationBytes) +
+                       " bytes, over --budget " + std::to_string(*budget));
+  } else {
+    const int64_t least = costsMinBudget(cost);
+    if (*budget < least)
+      throw InputError("plan: --budget " + std::to_string(*budget) + " is below the smallest feasible budget, " +
+                       std::to_string(least) + " bytes");
+    rows = planCostsPolicies(costs, cost, budget);
+    chosen = cheapestUnder(rows, *budget, !o.placementPath.empty());
+    if (!chosen)
+      throw InputError("plan: no policy a placement can express fits --budget " + std::to_string(*budget) +
+                       " (the smallest such budget is " + std::to_string(segmentsMinBudget(cost)) + " bytes)");
+  }
+  if (!o.placementPath.empty()) {
+    const std::vector<Segment> segs = placementOf(chosen->schedule);
+    writeFileAtomic(o.placementPath, placementJson(costs, cost, chosen->schedule, segs).dump(2) + "\n");
+  }
+  nlohmann::json j = planJson(chosen->schedule, chosen->plan, cost.layers());
+  j["model"] = costs.model;
+  j["time_overhead"] = chosen->timeOverhead ? nlohmann::json(*chosen->timeOverhead) : nlohmann::json(nullptr);
+  j["expressible"] = chosen->segments.has_value();
+  if (!chosen->segments) j["why_not"] = chosen->whyNot;
+  if (chosen->saved) j["saved_bytes"] = chosen->saved->total;
+  if (budget) {
+    j["budget"] = *budget;
+    if (o.policy.empty())
+      if (const CostsPlanRow* any = cheapestUnder(rows, *budget, false); any && any != chosen) j["cheapest_any"] = any->policy;
+  }
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  const FlopCounts f = chosen->plan.stepFlops();
+  std::cout << "policy " << chosen->policy << " on " << costs.model << " (" << cost.layers() << " blocks"
+            << (budget && o.policy.empty() ? ", the cheapest under " + std::to_string(*budget) + " bytes" : "") << ")\n"
+            << "  peak activation bytes  " << chosen->plan.peakActivationBytes << "\n"
+            << "  forward evaluations    " << chosen->plan.stepForwardEvals() << "\n"
+            << "  FLOPs forward          " << f.forward << "\n"
+            << "  FLOPs recompute        " << f.recompute << "\n"
+            << "  FLOP overhead          " << chosen->plan.flopOverhead() << "\n"
+            << "  time overhead          "
+            << (chosen->timeOverhead ? std::to_string(*chosen->timeOverhead) + " (predicted)" : "n/a") << "\n";
+  if (chosen->saved) std::cout << "  saved bytes            " << chosen->saved->total << " (predicted, as PyTorch counts them)\n";
+  else std::cout << "  placement              not expressible: " << chosen->whyNot << "\n";
+  if (j.contains("cheapest_any")) std::cout << "  cheapest of any form   " << j["cheapest_any"].get<std::string>() << "\n";
+  if (!o.placementPath.empty()) std::cout << "  placement written to   " << o.placementPath << "\n";
+}
+
 }  // namespace
 
 void addPlan(CLI::App& app, int& exitCode) {
@@ -70,6 +138,13 @@ void addPlan(CLI::App& app, int& exitCode) {
   auto* layersOpt = cmd->add_option("--layers", o->layers, "Plan a homogeneous chain of L blocks instead of a case")
                         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   caseOpt->excludes(layersOpt);
+  auto* costsOpt = cmd->add_option("--costs", o->costsPath, "A profiled model's chain costs (ckptcheck profile)");
+  costsOpt->excludes(caseOpt)->excludes(layersOpt);
+  cmd->add_option("--budget", o->budget, "With --costs: the activation budget in bytes (alone: the cheapest policy under it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62))
+      ->needs(costsOpt);
+  cmd->add_option("--placement", o->placementPath, "With --costs: write the plan as a placement file (harness/engine/COSTS.md)")
+      ->needs(costsOpt);
   cmd->add_option("--width", o->width, "Homogeneous chain: width (default 256)")->needs(layersOpt);
   cmd->add_option("--batch", o->batch, "Homogeneous chain: batch (default 32)")->needs(layersOpt);
   cmd->add_option("--seq", o->seq, "Homogeneous chain: tokens per sequence (default 1)")->needs(layersOpt);
@@ -81,11 +156,18 @@ void addPlan(CLI::App& app, int& exitCode) {
   cmd->add_option("--dtype", o->dtype, "Homogeneous chain: float or double (default float)")
       ->check(CLI::IsMember({"float", "double"}))
       ->needs(layersOpt);
-  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE")->required();
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE");
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->add_flag("--schedule", o->schedule, "Also print the schedule");
   cmd->callback([o, &exitCode] {
-    if (o->casePath.empty() && o->layers == 0) throw InputError("plan: give --case FILE or --layers L");
+    if (!o->costsPath.empty()) {
+      if (o->policy.empty() && o->budget == 0) throw InputError("plan: with --costs give --policy P or --budget BYTES");
+      planCosts(*o);
+      exitCode = 0;
+      return;
+    }
+    if (o->casePath.empty() && o->layers == 0) throw InputError("plan: give --case FILE, --layers L or --costs FILE");
+    if (o->policy.empty()) throw InputError("plan: --policy is required");
     const PolicySpec policy = parsePolicy(o->policy);
     const CaseSpec spec = o->casePath.empty() ? homogeneousSpec(*o) : loadCase(o->casePath);
     guardPlanning(spec);  // planning builds one block of each kind

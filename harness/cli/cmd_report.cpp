@@ -13,11 +13,14 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/input_error.h"
+#include "harness/atomic_file.h"
 #include "harness/cli/commands.h"
+#include "harness/engine/costs_plans.h"
 #include "harness/exit_codes.h"
 
 extern char** environ;
@@ -31,6 +34,8 @@ struct Options {
   std::vector<std::string> bench;
   std::string verify;
   std::vector<std::string> frameworks;
+  std::vector<std::string> costs;
+  int64_t budget = 0;
   std::string out;
   bool quiet = false;
   bool check = false;
@@ -80,12 +85,32 @@ int runScript(const std::vector<std::string>& args) {
   return kExitInfra;
 }
 
+// --costs FILE: every policy planned on the profiled model, written beside the report as
+// costs-plans-N.json (harness/engine/costs_plans.h) for the script's --costs-plans.
+std::string writeCostsPlans(const std::string& costsPath, std::optional<int64_t> budget, const fs::path& out, size_t n) {
+  const ChainCosts c = loadChainCosts(costsPath);
+  const ChainCost cost = chainCostOf(c);
+  if (budget) {
+    const int64_t least = costsMinBudget(cost);
+    if (*budget < least)
+      throw InputError("report: --budget " + std::to_string(*budget) + " is below the smallest feasible budget of '" +
+                       costsPath + "', " + std::to_string(least) + " bytes");
+  }
+  const std::vector<CostsPlanRow> rows = planCostsPolicies(c, cost, budget);
+  const fs::path file = out / ("costs-plans-" + std::to_string(n) + ".json");
+  writeFileAtomic(file, costsPlansJson(c, cost, rows, budget).dump(1) + "\n");
+  return file.string();
+}
+
 }  // namespace
 
 void addReport(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("report", "Write the overhead report (Markdown and self-contained HTML with plots)");
-  cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable")->required();
+  cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable");
+  cmd->add_option("--costs", o->costs, "A profiled model's chain costs (ckptcheck profile): its policies planned; repeatable");
+  cmd->add_option("--budget", o->budget, "With --costs: mark the cheapest policy under this many activation bytes")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
   cmd->add_option("--verify", o->verify, "ckptcheck verify --json output: adds the bitwise verdicts");
   cmd->add_option("--frameworks", o->frameworks,
                   "ckptcheck validate --timing-case ... --json output: another framework's checkpointing overhead next "
@@ -96,6 +121,8 @@ void addReport(CLI::App& app, int& exitCode) {
                 "Exit 1 when a benchmarked step is not bitwise equal or not as planned, a benchmark failed, or the "
                 "verify JSON has a finding (the report is written either way)");
   cmd->callback([o, &exitCode] {
+    if (o->bench.empty() && o->costs.empty()) throw InputError("report: give --bench FILE or --costs FILE");
+    if (o->budget > 0 && o->costs.empty()) throw InputError("report: --budget needs --costs");
     for (const auto& b : o->bench)
       if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
     if (!o->verify.empty() && !fs::is_regular_file(o->verify))
@@ -113,6 +140,12 @@ void addReport(CLI::App& app, int& exitCode) {
       if (!fs::is_regular_file(f)) throw InputError("report: --frameworks '" + f + "': no such file");
       args.push_back("--frameworks");
       args.push_back(f);
+    }
+    if (!o->costs.empty()) fs::create_directories(o->out);
+    for (size_t i = 0; i < o->costs.size(); ++i) {
+      args.push_back("--costs-plans");
+      args.push_back(writeCostsPlans(o->costs[i], o->budget > 0 ? std::optional<int64_t>(o->budget) : std::nullopt,
+                                     o->out, i));
     }
     args.push_back("--out");
     args.push_back(o->out);

@@ -72,7 +72,10 @@ void addValidate(CLI::App& app, int& exitCode) {
           ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62)),
       cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it"),
       cmd->add_flag("--zero-batch", u->zeroBatch,
-                    "module=: zero the batch's floating tensors (labels and ids kept), as shrinking tries")};
+                    "module=: zero the batch's floating tensors (labels and ids kept), as shrinking tries"),
+      cmd->add_option("--plan", u->planPath,
+                      "module=: apply this placement (ckptcheck plan --costs --placement) instead of the factory's "
+                      "checkpoint, and check its predicted saved bytes and forward runs")};
   auto* timeout = cmd->get_option("--adapter-timeout");
   // Options of the random-case search, which a user model has no use for: refused rather than ignored.
   std::vector<CLI::Option*> casesOnly;

@@ -9,6 +9,7 @@ void addTrainRef(CLI::App& app, int& exitCode);
 void addPlan(CLI::App& app, int& exitCode);
 void addRun(CLI::App& app, int& exitCode);
 void addValidate(CLI::App& app, int& exitCode);
+void addProfile(CLI::App& app, int& exitCode);
 void addReport(CLI::App& app, int& exitCode);
 void addVerify(CLI::App& app, int& exitCode);
 void addMutants(CLI::App& app, int& exitCode);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   ckpt::cli::addPlan(app, exitCode);
   ckpt::cli::addRun(app, exitCode);
   ckpt::cli::addValidate(app, exitCode);
+  ckpt::cli::addProfile(app, exitCode);
   ckpt::cli::addReport(app, exitCode);
   ckpt::cli::addVerify(app, exitCode);
   ckpt::cli::addMutants(app, exitCode);

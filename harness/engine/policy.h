@@ -1,5 +1,5 @@
 // Policies are pure functions ChainCost -> Schedule, selected by a policy string:
-//   store-all | uniform[:k=K] | recursive | revolve:slots=C | optimal:budget=BYTES
+//   store-all | uniform[:k=K] | recursive | revolve:slots=C | optimal:budget=BYTES | segments:budget=BYTES
 //   selective[:recompute=KIND,KIND...]   (op-level; alone it composes with store-all)
 //   BLOCKPOLICY+selective[...]           (block policy with op-level masks on every tape)
 //   schedule:FILE                        (an explicit schedule from a file; composes with nothing)
@@ -40,6 +40,10 @@ Schedule revolveSchedule(const ChainCost& c, int slots);
 Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes);
 // The least peak the optimal policy can reach on `c` (its smallest feasible budget).
 int64_t optimalMinBudget(const ChainCost& c);
+// segments:budget=BYTES (harness/policies/segments.cpp): the least-recompute placement (harness/engine/
+// placement.h) whose planned peak fits; throws InputError stating the smallest feasible budget.
+Schedule segmentsSchedule(const ChainCost& c, int64_t budgetBytes);
+int64_t segmentsMinBudget(const ChainCost& c);
 std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::string>& recomputeKinds);
 // schedule:FILE (harness/policies/schedule_file.cpp). fileSchedule reads FILE, refuses it unless it is for c's
 // chain length and passes validateSchedule; its policy string is "schedule:FILE". All three throw InputError

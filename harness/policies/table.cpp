@@ -9,12 +9,13 @@ PolicyRule uniformRule();
 PolicyRule recursiveRule();
 PolicyRule revolveRule();
 PolicyRule optimalRule();
+PolicyRule segmentsRule();
 PolicyRule selectiveRule();
 PolicyRule scheduleFileRule();
 
 const std::vector<PolicyRule>& policyRules() {
   static const std::vector<PolicyRule> table = {
-      storeAllRule(), uniformRule(), recursiveRule(), revolveRule(), optimalRule(), selectiveRule(), scheduleFileRule(),
+      storeAllRule(), uniformRule(), recursiveRule(), revolveRule(), optimalRule(), segmentsRule(), selectiveRule(), scheduleFileRule(),
   };
   return table;
 }

@@ -1,0 +1,68 @@
+// A profiled model's chain costs (harness/engine/COSTS.md, format ckptcheck-chain-costs version 1): what
+// `ckptcheck profile` measured of each block of a user's model, read back and checked field by field, and the
+// planner's ChainCost built from it, so `plan --costs` and `report --costs` plan a profiled model as a case.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/engine/chain_cost.h"
+
+namespace ckpt {
+
+struct ProfiledOp {
+  std::string op;  // "aten.addmm.default"
+  int64_t savedBytes = 0;
+  int64_t forwardFlops = 0, backwardFlops = 0;
+  bool matmul = false;
+};
+
+struct ProfiledBlock {
+  std::string name;  // module path, "transformer.h.3"
+  bool savesInput = false, savesOutput = false;
+  std::vector<ProfiledOp> ops;
+  int64_t forwardFlops = 0, backwardFlops = 0;
+  double forwardSeconds = 0, backwardSeconds = 0;
+  int64_t savedBytes() const;  // its ops' saved bytes
+};
+
+struct ProfiledPart {  // what runs before or after the chain
+  int64_t savedBytes = 0;
+  int64_t forwardFlops = 0, backwardFlops = 0;
+  double forwardSeconds = 0, backwardSeconds = 0;
+  bool savesBoundary = false;  // before: saves x_0; after: saves x_L
+};
+
+struct SharedStorage {
+  int64_t bytes = 0;
+  std::vector<int> savedBy;  // block indices, ascending
+  bool before = false, after = false;
+  bool argument = false;  // a further argument every block takes: a recomputed segment's checkpoint keeps it
+};
+
+struct ChainCosts {
+  std::string model, framework;
+  int64_t batchSize = 1;
+  double stepSeconds = 0;
+  std::vector<int64_t> boundaryBytes;  // x_0 .. x_L
+  std::vector<ProfiledBlock> blocks;
+  ProfiledPart before, after;
+  std::vector<SharedStorage> shared;
+  int layers() const { return static_cast<int>(blocks.size()); }
+};
+
+inline constexpr const char* kCostsFormat = "ckptcheck-chain-costs";
+inline constexpr int kCostsVersion = 1;
+
+// Throws InputError of one line naming the file and the field: "costs.json: blocks[3].forward_flops: must be a
+// non-negative integer".
+ChainCosts parseChainCosts(const nlohmann::json& j, const std::string& where);
+ChainCosts loadChainCosts(const std::string& path);
+
+// The planner's view (COSTS.md): block i a program of one node per op, boundaries from boundary_bytes, the part
+// before the chain as the stem's FLOPs, the part after as the loss. A shared storage is charged once, to the
+// first party that saves it in forward order.
+ChainCost chainCostOf(const ChainCosts& c);
+
+}  // namespace ckpt
