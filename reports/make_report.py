@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The overhead report: bench_engine's Google Benchmark JSON (and optionally `ckptcheck verify --json`) into
-DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, embedded in the HTML).
+DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, embedded in the HTML). The plans
+`ckptcheck report --costs` makes for a profiled model (--costs-plans, costs_report.py) add a predicted section
+each, with or without any --bench.
 
 `ckptcheck report` runs this script; it can also be run directly:
-    /usr/bin/python3 reports/make_report.py --bench bench.json [--verify verify.json] --out DIR [--print-summary]
+    /usr/bin/python3 reports/make_report.py [--bench bench.json ...] [--verify verify.json]
+        [--costs-plans plans.json ...] --out DIR [--print-summary]
 
 Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed SVG ids and metadata, inputs
 read in order). Every file is written to a temporary name and renamed into place. The inputs are read by
@@ -26,6 +29,7 @@ from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench
 from report_figures import figures, svg_clean  # noqa: E402
 from report_format import (evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time,  # noqa: E402
                            opt_tax)
+import costs_report  # noqa: E402
 import time_model  # noqa: E402
 import user_models  # noqa: E402
 
@@ -42,7 +46,8 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 
 class Report:
-    def __init__(self, bench, verify, frameworks=None):
+    def __init__(self, bench, verify, frameworks=None, costs=()):
+        self.costs = list(costs)  # costs_report.Plans, one per --costs-plans file
         self.frameworks = frameworks.rows if frameworks is not None else []
         self.user_models = frameworks.user_rows if frameworks is not None else []
         self.bench = bench
@@ -69,8 +74,12 @@ class Report:
             self.planner.setdefault(fam, []).append(PlannerPoint(fam, e, f"BM_Planner/{fam}/{layers}"))
         for pts in self.planner.values():
             pts.sort(key=lambda p: p.layers)
-        if not self.steps and not self.frontier and not self.planner:
+        if not self.has_bench and (bench.files or not self.costs):
             raise BadInput("benchmark JSON: no BM_Step, BM_Planner or BM_Frontier runs (is it bench_engine's output?)")
+
+    @property
+    def has_bench(self):
+        return bool(self.steps or self.frontier or self.planner)
 
     def optimal_at(self, case, budget):
         """Optimal's point at this budget: exact when the bench swept it, else the largest budget below (an upper
@@ -357,12 +366,14 @@ def framework_rows(rep):
 
 def document(rep, figs):
     """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure."""
-    d = [("h1", "ckptcheck overhead report"), ("h2", "Summary"), ("ul", headline(rep))]
+    d = [("h1", "ckptcheck overhead report"), ("h2", "Summary"),
+         ("ul", headline(rep) + costs_report.summary_lines(rep.costs))]
     per_case = [f"**{c}**: {case_summary(rep, c)}" for c in rep.cases if case_summary(rep, c)]
     if per_case:
         d += [("p", "Per case: which policy is on the memory/recompute frontier at which budget (FLOP overheads in "
                     "brackets; the optimal policy at a policy's own peak is the comparison)."), ("ul", per_case)]
-    d += [("h2", "Run"), ("ul", context_lines(rep)), ("p", DEFINITIONS)]
+    if rep.has_bench:
+        d += [("h2", "Run"), ("ul", context_lines(rep)), ("p", DEFINITIONS)]
     for case in rep.cases:
         rows = rep.steps.get(case, [])
         if rows:
@@ -402,7 +413,10 @@ def document(rep, figs):
     if rep.user_models:
         d += [("h2", "Your own models: plain vs checkpointed"), ("p", user_models.NOTE),
               ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]
-    d.append(("h2", "Figures"))
+    for plans in rep.costs:
+        d += costs_report.section_blocks(plans)
+    if figs:
+        d.append(("h2", "Figures"))
     for name, title, caption, svg in figs:
         d.append(("figure", name, title, caption, svg))
     fl = findings_lines(rep)
@@ -544,10 +558,12 @@ def write_atomic(path, text):
 
 def main(argv):
     ap = argparse.ArgumentParser(description="ckptcheck overhead report")
-    ap.add_argument("--bench", action="append", required=True, help="bench_engine JSON (repeatable)")
+    ap.add_argument("--bench", action="append", default=[], help="bench_engine JSON (repeatable)")
     ap.add_argument("--verify", help="ckptcheck verify --json output")
     ap.add_argument("--frameworks", action="append", default=[],
                     help="ckptcheck validate --timing-case ... --json output (repeatable)")
+    ap.add_argument("--costs-plans", action="append", default=[],
+                    help="`ckptcheck report --costs` plans of a profiled model (repeatable; no --bench needed)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
     ap.add_argument("--check", action="store_true",
@@ -555,6 +571,8 @@ def main(argv):
                          "a benchmark reported an error, or the verify JSON has a finding")
     a = ap.parse_args(argv)
     try:
+        if not a.bench and not a.costs_plans:
+            raise BadInput("no input: give --bench (bench_engine JSON) or --costs-plans (ckptcheck report --costs)")
         bench = Bench()
         for b in a.bench:
             bench.add_file(b)
@@ -562,14 +580,16 @@ def main(argv):
         frameworks = Frameworks()
         for f in a.frameworks:
             frameworks.add(load_json(f, "frameworks JSON"), f)
-        rep = Report(bench, verify, frameworks)
+        costs = [costs_report.load(c) for c in a.costs_plans]
+        rep = Report(bench, verify, frameworks, costs)
     except BadInput as e:
         print(f"ckptcheck report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         figs = figures(rep)
+        costs_report.draw_figures(rep.costs)
         os.makedirs(a.out, exist_ok=True)
-        for name, _, _, svg in figs:
+        for name, _, _, svg in figs + [c.figure for c in rep.costs]:
             write_atomic(os.path.join(a.out, name + ".svg"), svg)
         write_atomic(os.path.join(a.out, "report.md"), render_markdown(rep, figs))
         write_atomic(os.path.join(a.out, "report.html"), render_html(rep, figs))
@@ -577,9 +597,10 @@ def main(argv):
         print(f"ckptcheck report: {e}", file=sys.stderr)
         return EXIT_INFRA
     if a.print_summary:
-        print(terminal_table(rep))
+        lines = ([terminal_table(rep)] if rep.has_bench else []) + costs_report.terminal_lines(rep.costs)
+        print("\n".join(lines))
     print(f"ckptcheck report: wrote {os.path.join(a.out, 'report.md')} and {os.path.join(a.out, 'report.html')} "
-          f"({len(figs)} figures)", file=sys.stderr)
+          f"({len(figs) + len(rep.costs)} figure{'' if len(figs) + len(rep.costs) == 1 else 's'})", file=sys.stderr)
     if a.check:
         failed = [f"{r.case}/{r.display}" for r in rep.all_rows()
                   if (r.verdict or "").startswith("DIFFERS") or not r.planned_ok]

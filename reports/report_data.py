@@ -49,6 +49,7 @@ class Bench:
     """Benchmark runs grouped by name; repetitions are folded into the median of each field."""
 
     def __init__(self):
+        self.files = []     # the paths read, in order
         self.context = {}
         self.runs = {}      # base name -> merged entry (dict)
         self.order = []     # base names in first-seen order
@@ -56,6 +57,7 @@ class Bench:
 
     def add_file(self, path):
         doc = load_json(path, "benchmark JSON")
+        self.files.append(path)
         if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
             raise BadInput(f"benchmark JSON '{path}': no 'benchmarks' list (was it written with "
                            f"--benchmark_out_format=json?)")

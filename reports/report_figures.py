@@ -11,6 +11,20 @@ from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, polic
 
 def figures(rep):
     """Every figure as (file name, title, caption, SVG text), drawn with matplotlib."""
+    plt, color_for = pyplot()
+    figs = []
+
+    def save(fig, name, title, caption):
+        figs.append((name, title, caption, svg_of(plt, fig)))
+
+    for draw in (_memory_figure, _frontier_figure, _overhead_figure):
+        draw(rep, plt, color_for, save)
+    return figs
+
+
+def pyplot():
+    """matplotlib's pyplot set up for the report's figures (fixed SVG id salt, text as text, one font), and the
+    report's palette as color_for(i). RuntimeError when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -29,20 +43,19 @@ def figures(rep):
         "path.simplify": False,
     })
     palette = matplotlib.colormaps["tab10"].colors
-    figs = []
 
     def color_for(i):
         return palette[i % len(palette)]
 
-    def save(fig, name, title, caption):
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ckptcheck report"}, bbox_inches="tight")
-        plt.close(fig)
-        figs.append((name, title, caption, buf.getvalue()))
+    return plt, color_for
 
-    for draw in (_memory_figure, _frontier_figure, _overhead_figure):
-        draw(rep, plt, color_for, save)
-    return figs
+
+def svg_of(plt, fig):
+    """The figure as SVG text, no date in its metadata; closes the figure."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ckptcheck report"}, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def _memory_figure(rep, plt, color_for, save):
