@@ -1,5 +1,6 @@
 #include "harness/adapters/plan_check.h"
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 
@@ -97,7 +98,21 @@ PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain
   o.predictedBytes = p.savedBytes;
   o.measuredBytes = m.at("saved_bytes").get<int64_t>();
   o.predictedTime = p.timeOverhead;
-  if (secondsPlain > 0 && secondsPlan > 0) o.measuredTime = secondsPlan / secondsPlain - 1.0;
+  if (m.contains("timing") && m["timing"].is_object()) {
+    const std::vector<double> plain = m["timing"].at("plain").get<std::vector<double>>();
+    const std::vector<double> ckpt = m["timing"].at("checkpoint").get<std::vector<double>>();
+    std::vector<double> ratios;
+    for (size_t i = 0; i < plain.size() && i < ckpt.size(); ++i)
+      if (plain[i] > 0) ratios.push_back(ckpt[i] / plain[i] - 1.0);
+    if (!ratios.empty()) {
+      std::sort(ratios.begin(), ratios.end());
+      const size_t n = ratios.size();
+      o.measuredTime = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+      o.timedPairs = static_cast<int>(n);
+    }
+  } else if (secondsPlain > 0 && secondsPlan > 0) {
+    o.measuredTime = secondsPlan / secondsPlain - 1.0;
+  }
   const std::vector<int64_t> byBlock = m.at("saved_bytes_by_block").get<std::vector<int64_t>>();
   const std::vector<int64_t> calls = m.at("forward_calls").get<std::vector<int64_t>>();
   if (byBlock.size() != p.blocks.size() || calls.size() != p.blocks.size())

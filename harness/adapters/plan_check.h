@@ -27,11 +27,14 @@ PlacementFile loadPlacementFile(const std::string& path);
 struct PlanOutcome {
   int64_t predictedBytes = 0, measuredBytes = 0;
   std::optional<double> predictedTime, measuredTime;
+  int timedPairs = 0;  // side-by-side pairs behind measuredTime (0: the two runs' own step times)
   bool finding = false;
   std::string why;  // the first divergence: bytes at a block, or a block's forward runs
 };
 
-// `measured` is the driver's "plan" record (user_model.py); secondsPlain/secondsPlan the median step times.
+// `measured` is the driver's "plan" record (user_model.py). The measured overhead is the median, over its
+// side-by-side timing pairs, of checkpointed / plain - 1; without them, secondsPlan / secondsPlain - 1 (the two
+// runs' own step times, each in its own process).
 // Throws std::runtime_error for a record that is not the driver's.
 PlanOutcome checkPlan(const PlacementFile& p, const nlohmann::json& measured, double secondsPlain, double secondsPlan);
 

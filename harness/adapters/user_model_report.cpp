@@ -50,6 +50,7 @@ json planJson(const UserModelReport& r, const PlanOutcome& p) {
             {"measured_saved_bytes", p.measuredBytes},
             {"predicted_time_overhead", optionalNumber(p.predictedTime)},
             {"measured_time_overhead", optionalNumber(p.measuredTime)},
+            {"timed_pairs", p.timedPairs},
             {"result", p.finding ? "finding" : "holds"}};
   if (p.finding) j["why"] = p.why;
   return j;
@@ -61,7 +62,8 @@ std::string planLine(const UserModelReport& r, const PlanOutcome& p) {
                      std::to_string(p.predictedBytes) + ", measured " + std::to_string(p.measuredBytes);
   if (p.predictedTime || p.measuredTime)
     line += "; step-time overhead predicted " + (p.predictedTime ? signedPct(*p.predictedTime) : std::string("n/a")) +
-            ", measured " + (p.measuredTime ? signedPct(*p.measuredTime) : std::string("n/a"));
+            ", measured " + (p.measuredTime ? signedPct(*p.measuredTime) : std::string("n/a")) +
+            (p.timedPairs > 0 ? " (median of " + std::to_string(p.timedPairs) + " steps side by side)" : "");
   return line;
 }
 

@@ -102,6 +102,8 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   if (!req.plan.empty() && req.mode == "checkpoint") {
     argv.push_back("--plan");
     argv.push_back(fs::absolute(req.plan).string());
+    argv.push_back("--timing-pairs");
+    argv.push_back(std::to_string(kPlanTimingPairs));
   }
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
   const ProcessResult r = runProcess(argv, (fs::path(d.dir) / "driver.stdout").string(), err, req.timeoutSeconds);

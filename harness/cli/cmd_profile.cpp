@@ -1,5 +1,5 @@
 // ckptcheck profile: measures a user's PyTorch model once, plain, and writes its chain costs (harness/engine/
-// COSTS.md) for `plan --costs` and `report --costs`. harness/adapters/torch/profile.py does the measuring; this
+// COSTS.md) for `plan --costs` and `report --costs`. harness/adapters/torch/chain_profile.py does the measuring; this
 // command checks the arguments, runs it, and reads the file back through the same checks every reader applies,
 // so a costs file it leaves behind always loads.
 #include <filesystem>
@@ -48,7 +48,7 @@ int profile(const Options& o) {
   const fs::path out = fs::absolute(o.out);
   if (!out.has_filename()) throw InputError("--out '" + o.out + "': give a file name");
   if (!fs::is_directory(out.parent_path())) throw InputError("--out '" + o.out + "': no such directory");
-  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "profile.py";
+  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "chain_profile.py";
   std::vector<std::string> argv = {adapterPython(), script.string(), "--module", spec.module, "--factory",
                                    spec.factory, "--out", out.string(), "--steps", std::to_string(o.steps),
                                    "--seed", std::to_string(o.seed), "--label", spec.label};

@@ -112,3 +112,16 @@ def transform_raises(seed):
     s = mlp.correct(seed)
     s["checkpoint"] = lambda m: m.gradient_checkpointing_enable()
     return s
+
+
+def reversed_chain(seed):
+    """Names the MLP's blocks as its chain in the wrong order: `ckptcheck profile` refuses it (exit 2, one line
+    naming the block whose input is not the previous block's output)."""
+    s = mlp.correct(seed)
+    s["chain"] = lambda m: list(m.blocks)[::-1]
+    return s
+
+
+def no_chain(seed):
+    """A working setup without `chain`: `profile` and `validate --plan` need one (exit 2)."""
+    return mlp.correct(seed)

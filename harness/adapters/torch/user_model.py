@@ -4,13 +4,21 @@ must be bitwise equal between the two (harness/adapters/torch/USER_MODEL.md). `c
 torch:module=PATH.py:FACTORY` runs this once per mode and seed and compares the dumps in C++.
 
   user_model.py --module PATH --factory NAME --seed S --steps N --mode plain|checkpoint --out DIR
-                [--batch-size B] [--zero-batch]
+                [--batch-size B] [--zero-batch] [--plan PLACEMENT.json]
+
+--plan (with --mode checkpoint): instead of the factory's `checkpoint`, the placement (harness/engine/COSTS.md)
+is applied to the factory's `chain` (apply_plan.py), and index.json's "plan" holds what step 0 measured of it:
+saved_bytes, saved_bytes_before, saved_bytes_after, saved_bytes_by_block (each storage charged to the first
+party that packs it), forward_calls (each chain block's calls in step 0, recomputes included); with
+--timing-pairs N, timing: {"plain": [...], "checkpoint": [...]}, N steps of a plain copy of the model and N of the
+checkpointed one, alternating, after the dumped steps (side_by_side).
 
 Exit codes: 0 done; 2 the module or the factory is unusable (missing, not a function, returns the wrong
 things: error.json says which); 4 the factory or the training raised (error.json holds the one-line message and
 the phase, so the harness can tell "the checkpointed run raised" — a finding — from a broken model).
 """
 import argparse
+import copy
 import importlib.util
 import json
 import os
@@ -24,6 +32,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import placement  # noqa: E402
+import apply_plan  # noqa: E402
+import chain_probe  # noqa: E402
 
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
@@ -32,6 +42,7 @@ torch.use_deterministic_algorithms(True)
 EXIT_BAD_FACTORY = 2
 EXIT_RAISED = 4
 DEFAULT_BATCH = 4
+TIMING_WARMUP_PAIRS = 2
 
 
 class RankRaised(Exception):
@@ -59,8 +70,9 @@ def load_factory(path, name):
     return factory
 
 
-def check_setup(setup, factory_name):
-    """The factory returns a dict; checks each entry's type so a mistake is one clear line, not a traceback."""
+def check_setup(setup, factory_name, require_chain=False):
+    """The factory returns a dict; checks each entry's type so a mistake is one clear line, not a traceback.
+    `chain` (optional; required by the profiler and --plan): chain(model) gives the chain's blocks in order."""
     where = "factory '%s'" % factory_name
     if not isinstance(setup, dict):
         raise BadFactory("%s returned %s, expected a dict with model, batch, loss, checkpoint"
@@ -73,14 +85,17 @@ def check_setup(setup, factory_name):
     for key in ("batch", "loss", "checkpoint"):
         if not callable(setup[key]):
             raise BadFactory("%s: '%s' must be callable" % (where, key))
-    for key in ("optimizer", "wrap"):
+    if require_chain and setup.get("chain") is None:
+        raise BadFactory("%s: the returned dict has no 'chain' (chain(model): the chain's blocks in order)" % where)
+    for key in ("optimizer", "wrap", "chain"):
         if setup.get(key) is not None and not callable(setup[key]):
             raise BadFactory("%s: '%s' must be callable" % (where, key))
     ddp = setup.get("ddp")
     if ddp is not None and (not isinstance(ddp, dict) or int(ddp.get("world_size", 2)) < 1
                             or set(ddp) - {"world_size", "find_unused_parameters", "static_graph"}):
         raise BadFactory("%s: 'ddp' must be a dict of world_size, find_unused_parameters, static_graph" % where)
-    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap", "ddp"}
+    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap", "ddp",
+                            "chain"}
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
 
@@ -107,6 +122,30 @@ class SavedBytes:
 
     def total(self):
         return sum(self.seen.values())
+
+
+class _Probes:
+    """Several SavedBytes probes at once."""
+
+    def __init__(self, *probes):
+        self.probes = [p for p in probes if p is not None]
+
+    def packed(self, ptr, nbytes):
+        for p in self.probes:
+            p.packed(ptr, nbytes)
+
+
+def apply_placement(setup, model, path):
+    """--plan: the placement applied to the factory's chain. Returns the chain modules and the segment runners."""
+    if setup.get("chain") is None:
+        raise BadFactory("--plan needs the factory's 'chain' (chain(model): the chain's blocks in order)")
+    try:
+        blocks = chain_probe.resolve_chain(setup, model)
+        plan = apply_plan.load_placement(path)
+        modules = [m for _, m in blocks]
+        return modules, apply_plan.apply(model, modules, plan)
+    except (chain_probe.ChainError, apply_plan.BadPlacement) as e:
+        raise BadFactory(str(e)) from None
 
 
 class MaskProbe:
@@ -187,6 +226,24 @@ def momenta(model):
     return m
 
 
+def side_by_side(setup, pairs, plain, checkpointed, batch_size):
+    """--plan: the plain twin and the checkpointed model timed step for step in one process, which goes first
+    alternating, so whatever else loads the machine falls on both alike. `plain` and `checkpointed` are (model,
+    optimizer); returns each one's step seconds. Runs after every dumped step, so it changes nothing compared."""
+    times = {"plain": [], "checkpoint": []}
+    for k in range(-TIMING_WARMUP_PAIRS, pairs):  # the warm-up pairs (the allocator, kernel caches) not recorded
+        batch = setup["batch"](torch.Generator().manual_seed(1000003 * 7919 + k), batch_size)
+        order = [("plain",) + plain, ("checkpoint",) + checkpointed]
+        for name, runner, opt in (order if k % 2 == 0 else order[::-1]):
+            opt.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            setup["loss"](runner, batch).backward()
+            opt.step()
+            if k >= 0:
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
 def train(setup, args, dump, meta, rank=0, world=1):
     model = setup["model"]
     params = dict(model.named_parameters())
@@ -199,7 +256,15 @@ def train(setup, args, dump, meta, rank=0, world=1):
     for name, b in buffers.items():
         dump.tensor(-1, "buffer", name, b)
     runner = model
-    if args.mode == "checkpoint":
+    chain_modules = plan_runners = None
+    twin = None
+    if args.plan and args.mode == "checkpoint":
+        meta["phase"] = "checkpoint transform"
+        if args.timing_pairs > 0:  # the plain model, for the side-by-side timing after the dumped steps
+            twin = copy.deepcopy(model)
+            twin_opt = make_opt(twin.parameters())
+        chain_modules, plan_runners = apply_placement(setup, model, args.plan)
+    elif args.mode == "checkpoint":
         meta["phase"] = "checkpoint transform"
         transformed = setup["checkpoint"](model)
         runner = transformed if transformed is not None else model
@@ -227,12 +292,15 @@ def train(setup, args, dump, meta, rank=0, world=1):
             batch = zero_floats(batch)
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        where = None
+        where = plan_meter = None
         if step == 0:
             # Step 0 only, so the hooks' own cost stays out of the later steps' times.
-            if not placement.traced(runner) and setup.get("wrap") is None:
+            eager = not placement.traced(runner) and setup.get("wrap") is None
+            if eager:
                 where = placement.PlacementProbe(modules, {p.untyped_storage().data_ptr() for p in model.parameters()})
-            meter = SavedBytes(model.parameters(), where)
+            if chain_modules is not None and eager:
+                plan_meter = chain_probe.PlanMeter(chain_probe.ChainStack(chain_modules, extra=plan_runners))
+            meter = SavedBytes(model.parameters(), _Probes(where, plan_meter))
             with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
                 loss = setup["loss"](runner, batch)
             saved = meter.total()
@@ -244,6 +312,12 @@ def train(setup, args, dump, meta, rank=0, world=1):
         if where is not None:  # after backward: the recomputes have run
             where.remove()
             meta["placement"] = where.meta()
+        if plan_meter is not None:
+            plan_meter.stack.remove()
+            meta["plan"] = dict(saved_bytes=saved, **plan_meter.summary(len(chain_modules)),
+                                forward_calls=list(plan_meter.stack.calls))
+        elif step == 0 and chain_modules is not None:
+            meta["plan"] = None  # under torch.compile or `wrap` the hooks would run at trace time: not measured
         grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in params.items()}
         opt.step()
         seconds.append(time.perf_counter() - t0)
@@ -259,6 +333,9 @@ def train(setup, args, dump, meta, rank=0, world=1):
             dump.tensor(step, "mask", n, mask)
         probe.masks.clear()
     meta.update({"saved_activation_bytes": saved, "step_seconds": seconds})
+    if twin is not None and meta.get("plan"):
+        meta["phase"] = "side-by-side timing"
+        meta["plan"]["timing"] = side_by_side(setup, args.timing_pairs, (twin, twin_opt), (runner, opt), batch_size)
 
 
 def ddp_worker(rank, args, factory, world, rendezvous):
@@ -303,7 +380,7 @@ def run_ddp(args, factory, ddp, meta):
     meta.update(rank0)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", required=True)
     ap.add_argument("--factory", required=True)
@@ -313,7 +390,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-size", type=int, default=0)
     ap.add_argument("--zero-batch", action="store_true", help="floating tensors of every batch set to zero")
-    args = ap.parse_args()
+    ap.add_argument("--plan", default=None, help="a placement.json applied instead of the factory's checkpoint")
+    ap.add_argument("--timing-pairs", type=int, default=0,
+                    help="with --plan: plain and checkpointed steps timed side by side after the dumped steps")
+    args = ap.parse_args(argv)
     dump = Dump(args.out)
     meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
             "phase": "import"}
@@ -324,6 +404,10 @@ def main():
         torch.manual_seed(args.seed)  # the model's initial weights: the same in both modes
         setup = factory(args.seed)
         check_setup(setup, args.factory)
+        if args.plan and args.mode != "checkpoint":
+            raise BadFactory("--plan applies to --mode checkpoint only")
+        if args.plan and setup.get("ddp") is not None:
+            raise BadFactory("--plan does not apply to a DDP factory")
         if setup.get("ddp") is not None:
             meta["phase"] = "ddp"
             run_ddp(args, factory, setup["ddp"], meta)
