@@ -12,6 +12,7 @@ import re
 from report_data import BadInput, load_json
 from report_figures import pyplot, svg_of
 from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
+import plan_checks
 
 FORMAT = "ckptcheck-costs-plans"
 VERSION = 1
@@ -154,6 +155,7 @@ class Plans:
         self.frontier = [FrontierPoint(f.element("frontier", i, p)) for i, p in enumerate(f.array("frontier"))]
         self.frontier.sort(key=lambda p: p.budget)  # stable: the file's order among equal budgets
         self.figure = None  # (name, title, caption, svg), set by draw_figures
+        self.checks = []  # plan_checks rows: the placements applied in PyTorch and checked
 
     @property
     def short_model(self):
@@ -180,7 +182,7 @@ def load(path):
 HEADER = ["policy", "peak activation (planned)", "bytes", "× store-all", "forward evals", "FLOP overhead",
           "predicted time overhead", "frontier", "per-module placement", "predicted saved bytes"]
 
-NOTE = ("Predicted, not measured: nothing in this section ran checkpointed. *peak activation (planned)* is the "
+NOTE = ("Predicted, not measured: this table comes from the chain costs alone. *peak activation (planned)* is the "
         "planner's peak for the schedule on the profiled chain costs (harness/engine/COSTS.md); *FLOP overhead* "
         "= recomputed FLOPs / (forward + backward FLOPs of the plain step); *predicted time overhead* = the "
         "measured forward time of the blocks the policy recomputes (as often as it recomputes them) ÷ the plain "
@@ -270,9 +272,20 @@ def section_blocks(plans):
              f"({pl.store_all_peak} bytes). Every other number here is **predicted** from the chain costs.")
     d = [("h2", f"Profiled model: {pl.model}"), ("p", intro), ("p", budget_line(pl)),
          ("table", HEADER, [policy_cells(pl, p) for p in pl.policies], None), ("p", NOTE)]
+    if pl.checks:
+        d += plan_checks.blocks(pl.checks)
     if pl.figure is not None:
         d.append(("figure",) + pl.figure)
     return d
+
+
+def attach_checks(plans_list, loops):
+    """Each plan loop's rows to the section of its model; a loop of a model without a section is bad input."""
+    for adapter, rows in loops:
+        matches = [pl for pl in plans_list if pl.model == adapter]
+        if not matches:
+            raise BadInput(f"plan loop of '{adapter}': no --costs-plans of that model")
+        matches[0].checks = rows
 
 
 def terminal_lines(plans_list):

@@ -28,6 +28,7 @@ from report_figures import figures  # noqa: E402
 from report_format import (evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time,  # noqa: E402
                            opt_tax)
 import costs_report  # noqa: E402
+import plan_checks  # noqa: E402
 import report_html  # noqa: E402
 import time_model  # noqa: E402
 import user_models  # noqa: E402
@@ -510,6 +511,8 @@ def main(argv):
                     help="ckptcheck validate --timing-case ... --json output (repeatable)")
     ap.add_argument("--costs-plans", action="append", default=[],
                     help="`ckptcheck report --costs` plans of a profiled model (repeatable; no --bench needed)")
+    ap.add_argument("--plan-loop", action="append", default=[],
+                    help="check_plan_loop.py's plan-loop.json: a profiled model's placements applied and checked")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
     ap.add_argument("--check", action="store_true",
@@ -527,6 +530,7 @@ def main(argv):
         for f in a.frameworks:
             frameworks.add(load_json(f, "frameworks JSON"), f)
         costs = [costs_report.load(c) for c in a.costs_plans]
+        costs_report.attach_checks(costs, [plan_checks.load(p) for p in a.plan_loop])
         rep = Report(bench, verify, frameworks, costs)
     except BadInput as e:
         print(f"ckptcheck report: {e}", file=sys.stderr)

@@ -35,6 +35,7 @@ struct Options {
   std::string verify;
   std::vector<std::string> frameworks;
   std::vector<std::string> costs;
+  std::vector<std::string> planLoops;
   int64_t budget = 0;
   std::string out;
   bool quiet = false;
@@ -109,6 +110,9 @@ void addReport(CLI::App& app, int& exitCode) {
   auto* cmd = app.add_subcommand("report", "Write the overhead report (Markdown and self-contained HTML with plots)");
   cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable");
   cmd->add_option("--costs", o->costs, "A profiled model's chain costs (ckptcheck profile): its policies planned; repeatable");
+  cmd->add_option("--plan-loop", o->planLoops,
+                  "With --costs: a model's placements applied and checked (tests/adapters/check_plan_loop.py's "
+                  "plan-loop.json); repeatable");
   cmd->add_option("--budget", o->budget, "With --costs: mark the cheapest policy under this many activation bytes")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
   cmd->add_option("--verify", o->verify, "ckptcheck verify --json output: adds the bitwise verdicts");
@@ -123,6 +127,7 @@ void addReport(CLI::App& app, int& exitCode) {
   cmd->callback([o, &exitCode] {
     if (o->bench.empty() && o->costs.empty()) throw InputError("report: give --bench FILE or --costs FILE");
     if (o->budget > 0 && o->costs.empty()) throw InputError("report: --budget needs --costs");
+    if (!o->planLoops.empty() && o->costs.empty()) throw InputError("report: --plan-loop needs --costs");
     for (const auto& b : o->bench)
       if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
     if (!o->verify.empty() && !fs::is_regular_file(o->verify))
@@ -146,6 +151,11 @@ void addReport(CLI::App& app, int& exitCode) {
       args.push_back("--costs-plans");
       args.push_back(writeCostsPlans(o->costs[i], o->budget > 0 ? std::optional<int64_t>(o->budget) : std::nullopt,
                                      o->out, i));
+    }
+    for (const auto& p : o->planLoops) {
+      if (!fs::is_regular_file(p)) throw InputError("report: --plan-loop '" + p + "': no such file");
+      args.push_back("--plan-loop");
+      args.push_back(p);
     }
     args.push_back("--out");
     args.push_back(o->out);

@@ -94,7 +94,7 @@ def main():
                                                       pct(r["measured_time_overhead"])))
     tmp = os.path.join(a.out, ".plan-loop.json.tmp")
     with open(tmp, "w") as f:
-        json.dump({"adapter": a.adapter, "rows": rows}, f, indent=1)
+        json.dump({"format": "ckptcheck-plan-loop", "version": 1, "adapter": a.adapter, "rows": rows}, f, indent=1)
     os.replace(tmp, os.path.join(a.out, "plan-loop.json"))
     print("plan loop holds: %d budgets" % len(rows))
     return 0

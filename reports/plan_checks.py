@@ -1,0 +1,59 @@
+"""The "applied in PyTorch and checked" table of a profiled model's section: tests/adapters/check_plan_loop.py's
+plan-loop.json (the loop of harness/engine/COSTS.md run on the model: each budget's placement applied with
+`validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes and
+predicted vs measured step-time overhead. Rows join the section whose model is the file's adapter."""
+from report_data import BadInput, load_json
+from report_format import fmt_bytes
+
+FORMAT = "ckptcheck-plan-loop"
+VERSION = 1
+
+HEADER = ["budget", "bytes", "policy picked", "saved predicted", "saved measured", "equal", "plain saved",
+          "time overhead predicted", "time overhead measured"]
+
+NOTE = ("Each placement was applied to the model in PyTorch (`validate --plan`) and trained next to the plain "
+        "model: every row is bitwise equal to the plain run (else the loop fails), *saved* bytes are what the "
+        "forward of step 0 left for backward as saved-tensor hooks count them, and the measured time overhead "
+        "is the median ratio of plain and checkpointed steps run side by side in one process.")
+
+
+def _pct(v):
+    return "—" if v is None else f"{100 * v:+.1f}%"
+
+
+def load(path):
+    """(adapter, rows) of one plan-loop.json; BadInput names the field."""
+    doc = load_json(path, "plan loop")
+    where = f"plan loop '{path}'"
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise BadInput(f"{where}: format/version must be \"{FORMAT}\" / {VERSION} (check_plan_loop.py's output)")
+    rows = doc.get("rows")
+    if not isinstance(doc.get("adapter"), str) or not isinstance(rows, list) or not rows:
+        raise BadInput(f"{where}: needs an adapter and a non-empty rows array")
+    ints = ("budget", "predicted_saved_bytes", "measured_saved_bytes")
+    for i, r in enumerate(rows):
+        for k in ints:
+            if not isinstance(r.get(k), int) or isinstance(r.get(k), bool) or r[k] < 0:
+                raise BadInput(f"{where}: rows[{i}].{k}: must be a non-negative integer")
+        for k in ("budget_label", "policy"):
+            if not isinstance(r.get(k), str):
+                raise BadInput(f"{where}: rows[{i}].{k}: must be a string")
+        for k in ("predicted_time_overhead", "measured_time_overhead"):
+            if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
+                raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
+    return doc["adapter"], rows
+
+
+def cells(rows):
+    out = []
+    for r in rows:
+        equal = "yes" if r["predicted_saved_bytes"] == r["measured_saved_bytes"] else "**NO**"
+        plain = r.get("plain_saved_bytes")
+        out.append([r["budget_label"], str(r["budget"]), r["policy"], str(r["predicted_saved_bytes"]),
+                    str(r["measured_saved_bytes"]), equal, fmt_bytes(plain) if isinstance(plain, int) else "—",
+                    _pct(r.get("predicted_time_overhead")), _pct(r.get("measured_time_overhead"))])
+    return out
+
+
+def blocks(rows):
+    return [("h3", "Applied in PyTorch and checked"), ("table", HEADER, cells(rows), None), ("p", NOTE)]
