@@ -1,10 +1,10 @@
 #include "harness/adapters/plan_check.h"
 
 #include <algorithm>
-#include <fstream>
 #include <stdexcept>
 
 #include "common/input_error.h"
+#include "harness/engine/costs_file.h"
 #include "harness/engine/placement.h"
 
 namespace ckpt {
@@ -44,14 +44,7 @@ std::string text(const std::string& path, const json& o, const std::string& key)
 }  // namespace
 
 PlacementFile loadPlacementFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("placement file '" + path + "': cannot be read");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError("placement file '" + path + "': not JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  const json j = readJsonFile(path, "placement file");
   if (!j.is_object()) throw InputError("placement file '" + path + "': must be a JSON object (COSTS.md)");
   PlacementFile p;
   p.path = path;

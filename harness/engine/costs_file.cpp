@@ -156,17 +156,17 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
   return c;
 }
 
-ChainCosts loadChainCosts(const std::string& path) {
+json readJsonFile(const std::string& path, const std::string& what) {
   std::ifstream in(path);
-  if (!in) throw InputError("costs file '" + path + "': cannot be read");
-  json j;
+  if (!in) throw InputError(what + " '" + path + "': cannot be read");
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::parse_error& e) {
-    throw InputError("costs file '" + path + "': not JSON (byte " + std::to_string(e.byte) + ")");
+    throw InputError(what + " '" + path + "': not JSON (byte " + std::to_string(e.byte) + ")");
   }
-  return parseChainCosts(j, path);
 }
+
+ChainCosts loadChainCosts(const std::string& path) { return parseChainCosts(readJsonFile(path, "costs file"), path); }
 
 namespace {
 

@@ -59,6 +59,8 @@ inline constexpr int kCostsVersion = 1;
 // non-negative integer".
 ChainCosts parseChainCosts(const nlohmann::json& j, const std::string& where);
 ChainCosts loadChainCosts(const std::string& path);
+// A JSON file read whole; InputError "WHAT 'PATH': cannot be read" or "...: not JSON (byte N)".
+nlohmann::json readJsonFile(const std::string& path, const std::string& what);
 
 // The planner's view (COSTS.md): block i a program of one node per op, boundaries from boundary_bytes, the part
 // before the chain as the stem's FLOPs, the part after as the loss. A shared storage is charged once, to the

@@ -76,6 +76,12 @@ inline int roundSqrt(int n) { return std::max(1, static_cast<int>(std::lround(st
 inline int drawFraction(int permille, int n) {
   return 1 + static_cast<int>(static_cast<int64_t>(std::clamp(permille, 0, 1000)) * (n - 1) / 1000);
 }
+// Property 4 of a policy with a budget= parameter (optimal, segments): the run's peak fits the budget.
+inline std::string budgetBound(const BoundCheck& b) {
+  const int64_t budget = std::stoll(b.policy.params.at("budget"));
+  if (b.peakBytes <= budget) return "";
+  return "peak " + std::to_string(b.peakBytes) + " bytes over the budget " + std::to_string(budget);
+}
 // An integer parameter of a parsed policy (parsePolicy stores them canonical).
 inline int64_t intParam(const PolicySpec& p, const char* key) { return std::stoll(p.params.at(key)); }
 

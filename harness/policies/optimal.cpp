@@ -568,11 +568,7 @@ PolicyRule optimalRule() {
     return policyText(least + (full - least) * std::clamp(d.optimalBudget, 0, 1000) / 1000);
   };
   r.drawComposed = true;
-  r.bound = [](const BoundCheck& b) -> std::string {
-    const int64_t budget = intParam(b.policy, "budget");
-    if (b.peakBytes <= budget) return "";
-    return "peak " + std::to_string(b.peakBytes) + " bytes over the budget " + std::to_string(budget);
-  };
+  r.bound = budgetBound;
   return r;
 }
 

@@ -210,11 +210,7 @@ PolicyRule segmentsRule() {
     if (!keep.empty()) throw InputError("policy '" + p.text + "': segments does not compose with selective");
     return segmentsSchedule(c, intParam(p, "budget"));
   };
-  r.bound = [](const BoundCheck& b) -> std::string {
-    const int64_t budget = intParam(b.policy, "budget");
-    if (b.peakBytes <= budget) return "";
-    return "peak " + std::to_string(b.peakBytes) + " bytes over the budget " + std::to_string(budget);
-  };
+  r.bound = budgetBound;
   return r;
 }
 
