@@ -9,25 +9,33 @@ from pathlib import Path
 
 
 def pinned(cmake_text):
-    """FILE.py:FACTORY of every add_user_model_test on an example, `${f}` expanded from its foreach."""
-    out, loop = set(), []
+    """FILE.py:FACTORY of every test on an example, a foreach's `${VAR}` expanded (the verdict loops over factories,
+    `foreach(f ...)`, and the plan loop over models, `foreach(m ...)`)."""
+    out, loops = set(), {}
     for line in cmake_text.splitlines():
-        m = re.match(r"\s*foreach\(f\s+([^)]*)\)", line)
+        m = re.match(r"\s*foreach\((\w+)\s+([^)]*)\)", line)
         if m:
-            loop = m.group(1).split()
+            loops[m.group(1)] = m.group(2).split()
         elif re.match(r"\s*endforeach\(", line):
-            loop = []
-        for file, factory in re.findall(r"\$\{EXAMPLES\}/(\w+\.py):(\$\{f\}|\w+)", line):
-            out.update(f"{file}:{f}" for f in (loop if factory == "${f}" else [factory]))
+            loops = {}
+        for file, factory in re.findall(r"\$\{EXAMPLES\}/(\$\{\w+\}|\w+)\.py:(\$\{\w+\}|\w+)", line):
+            files = loops.get(file[2:-1], []) if file.startswith("${") else [file]
+            factories = loops.get(factory[2:-1], []) if factory.startswith("${") else [factory]
+            out.update(f"{f}.py:{g}" for f in files for g in factories)
     return out
 
 
 def reported(ci_main_text):
-    """The setups of ci/main's `for setup in ...; do` loop."""
+    """The setups of ci/main's `for setup in ...; do` loop, and the models of its plan loop (`for m in ...; do`,
+    each model's `plan` factory)."""
     m = re.search(r"for setup in (.*?); do", ci_main_text, re.S)
     if not m:
         raise SystemExit("ci/main: no `for setup in ...; do` loop of example setups")
-    return set(m.group(1).replace("\\\n", " ").split())
+    out = set(m.group(1).replace("\\\n", " ").split())
+    plans = re.search(r"for m in (.*?); do", ci_main_text, re.S)
+    if plans:
+        out.update(f"{model}.py:plan" for model in plans.group(1).split())
+    return out
 
 
 def main():
