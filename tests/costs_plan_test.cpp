@@ -188,6 +188,34 @@ RC_GTEST_PROP(Segments, fitsAndBeatsEveryUniformSplitThatFits, ()) {
   }
 }
 
+// The programme earns its place: over a sweep of budgets on the fixture, some budget is met with less recompute
+// than any plain split that fits it (uniform's K segments, or every block recomputed alone but the last), so the
+// answer there is one only the programme found.
+TEST(Segments, beatsEveryUniformSplitSomewhereOnTheFixture) {
+  const ChainCost cost = chainCostOf(tiny());
+  const int64_t full = planSchedule(storeAllSchedule(cost), cost).peakActivationBytes;
+  int strictly = 0;
+  for (int i = 1; i <= 20; ++i) {
+    const int64_t budget = full * i / 20;
+    if (budget < segmentsMinBudget(cost)) continue;
+    const int64_t seg = planSchedule(segmentsSchedule(cost, budget), cost).flops.recompute;
+    std::vector<Schedule> splits;
+    for (int k = 1; k <= cost.layers(); ++k) splits.push_back(uniformSchedule(cost, k));
+    std::vector<Segment> singles;
+    for (int b = 0; b < cost.layers(); ++b) singles.push_back({b, b, b + 1 < cost.layers()});
+    splits.push_back(placementSchedule(singles, cost.layers(), "singles"));
+    bool anyFits = false, beaten = true;
+    for (const Schedule& split : splits) {
+      const Plan u = planSchedule(split, cost);
+      if (u.peakActivationBytes > budget) continue;
+      anyFits = true;
+      beaten = beaten && seg < u.flops.recompute;
+    }
+    strictly += anyFits && beaten;
+  }
+  EXPECT_GE(strictly, 1);
+}
+
 PlacementFile placementOfTiny(const std::string& policy, const test::ScratchDir& dir) {
   const ChainCosts c = tiny();
   const ChainCost cost = chainCostOf(c);
