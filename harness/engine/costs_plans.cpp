@@ -58,11 +58,10 @@ namespace {
 
 nlohmann::json nullable(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
-// optimal:budget= at budgets spread from the least feasible to store-all's peak: the frontier of the model.
+// optimal:budget= at budgets spread from its least feasible one to store-all's peak: the frontier of the model.
 nlohmann::json frontierJson(const ChainCosts& c, const ChainCost& cost, int64_t least, int64_t full) {
   nlohmann::json f = nlohmann::json::array();
   constexpr int kPoints = 16;
-  least = std::max(least, std::min(full, optimalMinBudget(cost)));
   for (int k = 0; k <= kPoints; ++k) {
     const int64_t budget = least + (full - least) * k / kPoints;
     Schedule s;
@@ -86,11 +85,20 @@ nlohmann::json frontierJson(const ChainCosts& c, const ChainCost& cost, int64_t 
 nlohmann::json costsPlansJson(const ChainCosts& c, const ChainCost& cost, const std::vector<CostsPlanRow>& rows,
                               std::optional<int64_t> budget) {
   const int64_t full = planSchedule(storeAllSchedule(cost), cost).peakActivationBytes;
-  const int64_t least = std::min(full, costsMinBudget(cost));
-  nlohmann::json j = {{"format", "ckptcheck-costs-plans"}, {"version", 1},         {"model", c.model},
-                      {"framework", c.framework},         {"batch_size", c.batchSize}, {"layers", c.layers()},
-                      {"step_seconds", c.stepSeconds},     {"store_all_peak_bytes", full},
-                      {"min_feasible_budget", least},      {"min_placement_budget", std::min(full, segmentsMinBudget(cost))},      {"budget", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)}};
+  // Each least budget once: both searches are the costly part of this file.
+  const int64_t leastOptimal = std::min(full, optimalMinBudget(cost));
+  const int64_t leastPlacement = std::min(full, segmentsMinBudget(cost));
+  nlohmann::json j = {{"format", "ckptcheck-costs-plans"},
+                      {"version", 1},
+                      {"model", c.model},
+                      {"framework", c.framework},
+                      {"batch_size", c.batchSize},
+                      {"layers", c.layers()},
+                      {"step_seconds", c.stepSeconds},
+                      {"store_all_peak_bytes", full},
+                      {"min_feasible_budget", std::min(leastOptimal, leastPlacement)},
+                      {"min_placement_budget", leastPlacement},
+                      {"budget", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)}};
   j["cheapest"] = nullptr;
   if (budget)
     if (const CostsPlanRow* r = cheapestUnder(rows, *budget, false))
@@ -109,7 +117,7 @@ nlohmann::json costsPlansJson(const ChainCosts& c, const ChainCost& cost, const 
                              {"expressible", r.segments.has_value()},
                              {"why_not", r.whyNot},
                              {"saved_bytes", r.saved ? nlohmann::json(r.saved->total) : nlohmann::json(nullptr)}});
-  j["frontier"] = frontierJson(c, cost, least, full);
+  j["frontier"] = frontierJson(c, cost, leastOptimal, full);
   return j;
 }
 

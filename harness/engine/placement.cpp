@@ -1,6 +1,5 @@
 #include "harness/engine/placement.h"
 
-#include <map>
 #include <stdexcept>
 
 #include "common/input_error.h"
@@ -133,10 +132,10 @@ SavedPrediction predictSaved(const ChainCosts& c, const std::vector<Segment>& se
   SavedPrediction p;
   p.byBlock.assign(static_cast<size_t>(n), 0);
   // Storage keys: boundary i is i, shared j is n + 1 + j. Internal storages belong to one party only.
-  std::map<int, bool> seen;
+  std::vector<char> seen(static_cast<size_t>(n) + 1 + c.shared.size(), 0);
   auto once = [&](int key, int64_t bytes, int64_t& to) {
-    if (!seen[key]) {
-      seen[key] = true;
+    if (!seen[static_cast<size_t>(key)]) {
+      seen[static_cast<size_t>(key)] = 1;
       to += bytes;
     }
   };
