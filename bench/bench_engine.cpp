@@ -54,6 +54,7 @@
 #include "harness/build_info.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
+#include "harness/heap_reuse.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
@@ -465,6 +466,7 @@ void registerAll(const Mode& mode, const std::vector<CaseSpec>& cases, const std
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
+  ckpt::keepFreedMemoryForReuse();
   using namespace ckpt::bench;
   const Mode* mode = &kShort;
   std::filesystem::path catalog = defaultCatalog();

@@ -34,8 +34,9 @@ function(ckpt_add_test_pch)
 endfunction()
 
 # After every target exists (the end of the top-level CMakeLists.txt): the targets of tests/ reuse ckpt_test_pch,
-# every other C++ executable or library ckpt_pch. Targets with CUDA sources keep nvcc's own handling, and the
-# libFuzzer targets (tests/fuzz/) are compiled with -fsanitize=fuzzer, which a shared header was not.
+# every other C++ executable or library ckpt_pch. Targets with CUDA sources keep nvcc's own handling, the
+# libFuzzer targets (tests/fuzz/) are compiled with -fsanitize=fuzzer, which a shared header was not, and a target
+# with the property CKPT_NO_PCH (one built for another instruction set) has options of its own too.
 function(ckpt_apply_pch dir)
   if(NOT CKPT_PCH)
     return()
@@ -44,8 +45,9 @@ function(ckpt_apply_pch dir)
   foreach(t ${targets})
     get_target_property(type ${t} TYPE)
     get_target_property(sources ${t} SOURCES)
+    get_target_property(noPch ${t} CKPT_NO_PCH)
     if(t MATCHES "^ckpt(_test)?_pch$" OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY)$"
-       OR "${sources}" MATCHES "\\.cu(;|$)")
+       OR "${sources}" MATCHES "\\.cu(;|$)" OR noPch)
       continue()
     endif()
     if(dir MATCHES "/tests$")

@@ -6,11 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CKPT_HD __host__ __device__
-#else
-#define CKPT_HD
-#endif
+#include "reference/host_device.h"
 
 namespace ckpt {
 
@@ -62,9 +58,9 @@ CKPT_HD inline float uniformFromBits(uint32_t x) {
 
 // out[i] = uniformFromBits(philoxBits(seed, subsequence, offset + i)) for 0 <= i < n, bit for bit, on the host.
 // Calling philoxBits per draw computes each Philox block four times (once per lane); this computes each block
-// once, and kPhiloxBatch blocks side by side in structure-of-arrays form, so the compiler turns the rounds into
-// vector instructions (32x32 -> 64-bit products on every lane). Integer arithmetic only until the final
-// uniformFromBits, which is the scalar function itself, so the bits cannot depend on the vector width.
+// once, many blocks side by side in vector registers (AVX-512 or AVX2 intrinsics, else kPhiloxBatch blocks in
+// structure-of-arrays form; reference/philox.cpp). Integer arithmetic only until the final uniformFromBits, a
+// correctly rounded conversion, a product and a sum, so the bits cannot depend on the vector width.
 inline constexpr int kPhiloxBatch = 16;
 
 // Host only, compiled once in reference/philox.cpp.

@@ -35,11 +35,16 @@ Tensor<T> referencePass(Chain<T>& c, int step, int m, ActivationMeter& meter, T&
   return g;
 }
 
+// What a step hands back: everything observable (the comparisons' input), or only the loss and the measurements,
+// for timing a step as a framework's training loop runs it, without copying out every gradient and buffer
+// (`validate --timing-case`: the framework's timed step leaves out the writing of its results too).
+enum class StepResults { kAll, kLossOnly };
+
 // One step of the reference on `c`, measured: every micro-batch's pass, gradients accumulated
 // (cases/micro_batches.h). Boundary tensors live only as long as a tape holds them (as in a framework whose
 // autograd graph is the only owner of activations).
 template <class T>
-StepResult<T> referenceStep(Chain<T>& c, int step) {
+StepResult<T> referenceStep(Chain<T>& c, int step, StepResults results = StepResults::kAll) {
   ActivationMeter meter;
   MicroBatchSums<T> sums(c);
   Tensor<T> dx;
@@ -54,7 +59,9 @@ StepResult<T> referenceStep(Chain<T>& c, int step) {
       sums.add(m, loss, dx);
     }
   }
-  StepResult<T> r = collectStep(c, sums, dx);
+  StepResult<T> r;
+  if (results == StepResults::kAll) r = collectStep(c, sums, dx);
+  else r.loss = sums.loss();
   dx.reset();
   r.flops = meter.flops;
   r.peakActivationBytes = meter.peak();
@@ -71,8 +78,8 @@ std::vector<StepResult<T>> trainReference(Chain<T>& c, int steps) {
 }
 
 // Compiled once, in reference/instantiate.cpp.
-extern template StepResult<float> referenceStep<float>(Chain<float>&, int);
-extern template StepResult<double> referenceStep<double>(Chain<double>&, int);
+extern template StepResult<float> referenceStep<float>(Chain<float>&, int, StepResults);
+extern template StepResult<double> referenceStep<double>(Chain<double>&, int, StepResults);
 extern template std::vector<StepResult<float>> trainReference<float>(Chain<float>&, int);
 extern template std::vector<StepResult<double>> trainReference<double>(Chain<double>&, int);
 

@@ -6,6 +6,7 @@
 #include "harness/cli/commands.h"
 #include "harness/engine/device_steps.h"
 #include "harness/exit_codes.h"
+#include "harness/heap_reuse.h"
 
 namespace {
 // An error is one line on stderr, even when it quotes input that holds a line break.
@@ -17,6 +18,7 @@ std::string oneLine(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ckpt::keepFreedMemoryForReuse();
   CLI::App app{"ckptcheck: verify gradient checkpointing bitwise and measure its memory and FLOP cost"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");

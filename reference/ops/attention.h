@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reference/op.h"
+#include "reference/ops/dropout.h"
 #include "reference/saved_fields.h"
 
 namespace ckpt {
@@ -59,6 +60,7 @@ class CausalSelfAttention final : public Op<T> {
     RngDraw draw;
     if (p_ > 0) draw = env.draw(n);
     const T keepScale = T(1) / (T(1) - static_cast<T>(p_));
+    const float keepAbove = dropoutKeepAbove(p_);  // u > keepAbove exactly when u > p (reference/ops/dropout.h)
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
     const Mat<T> rounded = env.numerics.bf16Inputs ? bf16Copy<T>(qkv.map()) : Mat<T>();
     const auto x = operands(qkv, rounded);
@@ -82,10 +84,18 @@ class CausalSelfAttention final : public Op<T> {
         }
         if (p_ > 0) {
           draw.uniforms(base, seq_ * seq_, u.data());
-          for (int64_t i = 0; i < seq_ * seq_; ++i) {
-            const T mi = static_cast<double>(u[static_cast<size_t>(i)]) > p_ ? keepScale : T(0);
-            kept.data()[i] = att.data()[i] * mi;
-            if (ctx) mask.data()[base + i] = mi;
+          const T* a = att.data();
+          T* kd = kept.data();
+          if (ctx) {
+            T* md = mask.data() + base;
+            for (int64_t i = 0; i < seq_ * seq_; ++i) {
+              const T mi = u[static_cast<size_t>(i)] > keepAbove ? keepScale : T(0);
+              kd[i] = a[i] * mi;
+              md[i] = mi;
+            }
+          } else {
+            for (int64_t i = 0; i < seq_ * seq_; ++i)
+              kd[i] = a[i] * (u[static_cast<size_t>(i)] > keepAbove ? keepScale : T(0));
           }
         } else {
           kept = att;

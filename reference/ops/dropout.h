@@ -3,11 +3,20 @@
 // p = 0 draws nothing and is the identity (a copy), so a case with dropout off consumes no random numbers.
 #pragma once
 #include <algorithm>
+#include <cmath>
 
 #include "reference/op.h"
 #include "reference/saved_fields.h"
 
 namespace ckpt {
+
+// The largest float not above p: for every float u, u > dropoutKeepAbove(p) exactly when u > p (the next float
+// up is above p), so the keep test u_i > p runs in float, without a conversion to double per element.
+inline float dropoutKeepAbove(double p) {
+  float q = static_cast<float>(p);
+  if (static_cast<double>(q) > p) q = std::nextafter(q, -1.0f);
+  return q;
+}
 
 template <class T>
 class Dropout final : public Op<T> {
@@ -36,16 +45,25 @@ class Dropout final : public Op<T> {
     Tensor<T> mask = ctx ? Tensor<T>::empty(x.rows(), x.cols()) : Tensor<T>();
     const T* xs = x.data();
     T* ys = y.data();
-    // The uniforms a chunk at a time (a cache-resident workspace), then mask, output and saved mask in one pass.
+    // The uniforms a chunk at a time (a cache-resident workspace), then mask, output and saved mask in one pass
+    // that vectorises: the keep test in float (dropoutKeepAbove), the saved mask written only when kept.
+    const float keepAbove = dropoutKeepAbove(p_);
     constexpr int64_t kChunk = 1024;
     float u[kChunk];
     for (int64_t start = 0; start < x.size(); start += kChunk) {
       const int64_t len = std::min(kChunk, x.size() - start);
       d.uniforms(start, len, u);
-      for (int64_t j = 0; j < len; ++j) {
-        const T mi = static_cast<double>(u[j]) > p_ ? scale : T(0);
-        ys[start + j] = xs[start + j] * mi;
-        if (ctx) mask.data()[start + j] = mi;
+      const T* xc = xs + start;
+      T* yc = ys + start;
+      if (ctx) {
+        T* mc = mask.data() + start;
+        for (int64_t j = 0; j < len; ++j) {
+          const T mi = u[j] > keepAbove ? scale : T(0);
+          yc[j] = xc[j] * mi;
+          mc[j] = mi;
+        }
+      } else {
+        for (int64_t j = 0; j < len; ++j) yc[j] = xc[j] * (u[j] > keepAbove ? scale : T(0));
       }
     }
     if (ctx) {

@@ -1,4 +1,4 @@
-// GELU, tanh approximation exactly as PyTorch's GELU(approximate="tanh"):
+// GELU, tanh approximation exactly as PyTorch's GELU(approximate="tanh") (tanh: reference/tanh_of.h):
 //   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 // Numerics::erfGelu switches forward to the exact 0.5 x (1 + erf(x / sqrt 2)): it models a recompute that picked
 // another kernel. Backward is always the tanh derivative, so such a recompute changes only what later ops see
@@ -9,6 +9,7 @@
 
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/tanh_of.h"
 
 namespace ckpt {
 
@@ -37,7 +38,7 @@ class Gelu final : public Op<T> {
       for (int64_t i = 0; i < x.size(); ++i) {
         const T v = xs[i];
         const T inner = kBeta * (v + kKappa * (v * v * v));
-        ys[i] = T(0.5) * v * (T(1) + std::tanh(inner));
+        ys[i] = T(0.5) * v * (T(1) + tanhOf(inner));
       }
     }
     if (ctx) saveFields(*ctx, Saved{x});
@@ -53,7 +54,7 @@ class Gelu final : public Op<T> {
     for (int64_t i = 0; i < x.size(); ++i) {
       const T v = xs[i];
       const T sq = v * v;
-      const T t = std::tanh(kBeta * (v + kKappa * (sq * v)));
+      const T t = tanhOf(kBeta * (v + kKappa * (sq * v)));
       const T left = T(0.5) * v;
       const T right = T(1) + t;
       const T dleft = T(0.5) * right;

@@ -1,9 +1,8 @@
 // Tanh: y = tanh(x). Saves its output, since dy/dx = 1 - y^2 needs nothing else (as PyTorch does).
 #pragma once
-#include <cmath>
-
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/tanh_of.h"
 
 namespace ckpt {
 
@@ -20,9 +19,12 @@ class Tanh final : public Op<T> {
     return m;
   }
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv&) override {
-    auto y = Tensor<T>::empty(in[0].rows(), in[0].cols());
-    // std::tanh per element rather than Eigen's vectorised approximation, the same function GELU uses.
-    y.map() = in[0].map().unaryExpr([](T v) { return std::tanh(v); });
+    const auto& x = in[0];
+    auto y = Tensor<T>::empty(x.rows(), x.cols());
+    // tanhOf rather than Eigen's tanh: the same function GELU and the device kernel use, in a loop that vectorises.
+    const T* xs = x.data();
+    T* ys = y.data();
+    for (int64_t i = 0; i < x.size(); ++i) ys[i] = tanhOf(xs[i]);
     if (ctx) saveFields(*ctx, Saved{y});
     return y;
   }

@@ -1,15 +1,16 @@
-// Scalar math for kernel bodies that compile with both g++ and nvcc (CKPT_HD from reference/philox.h).
-// On the host each function is the very std:: function the CPU reference ops call, so a body run through the
-// host launcher reproduces the reference's elementwise arithmetic bit for bit. On the device it is CUDA's
-// correctly-rounded-or-close libdevice function of the same name: GPU results are deterministic run to run but
-// not bitwise equal to glibc's (exp, tanh, erf differ in the last bits), which is why the GPU property compares
-// GPU with GPU.
+// Scalar math for kernel bodies that compile with both g++ and nvcc (CKPT_HD from reference/host_device.h).
+// On the host each function is the very function the CPU reference ops call (std::exp, std::log, std::erf,
+// std::sqrt; tanh is reference/tanh_of.h's), so a body run through the host launcher reproduces the reference's
+// elementwise arithmetic bit for bit. On the device exp, log and erf are CUDA's libdevice functions of the same
+// name and tanh is the reference's own, FMA-contracted by nvcc: GPU results are deterministic run to run but not
+// bitwise equal to the CPU's, which is why the GPU property compares GPU with GPU.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "reference/philox.h"
+#include "reference/tanh_of.h"
 
 namespace ckpt::gpu {
 
@@ -33,14 +34,10 @@ CKPT_HD inline T hdLog(T x) {
 #endif
 }
 
+// The reference's own tanh on both sides (reference/tanh_of.h).
 template <class T>
 CKPT_HD inline T hdTanh(T x) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return ::tanhf(x);
-  else return ::tanh(x);
-#else
-  return std::tanh(x);
-#endif
+  return tanhOf(x);
 }
 
 template <class T>
