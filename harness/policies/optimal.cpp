@@ -304,13 +304,30 @@ class MinPeakDp {
 
 // C(sub-problem, j) for j = 0..levels, least forward FLOPs with peak <= j units (kInf: none). FLOPs are summed in
 // doubles (exact below 2^53) so the inner loops vectorise; the reconstruction repeats the same additions.
+// A row is worked out only where it can change. It is kInf below its first feasible level (first(u)), and it is
+// constant from the level at which taping every block fits (every forward run once, the least FLOPs any move
+// reaches): those levels are filled, not relaxed. Rows do not increase with j, so each move is relaxed from the
+// first level at which its sub-problems are both feasible. The same values as relaxing every level; most of a
+// verify case's table is short ranges whose rows settle far below the budget, which this skips.
 class LevelDp {
  public:
   LevelDp(const Family& f, int64_t unit, int64_t levels)
-      : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf) {
+      : f_(f),
+        unit_(unit),
+        width_(levels + 1),
+        table_(static_cast<size_t>(f.rows() * width_), kInf),
+        first_(static_cast<size_t>(f.rows()), width_),
+        allTaped_(static_cast<size_t>(f.rows()), 0) {
     f_.states([&](const Sub& u) {
       double* out = row(u);
-      f_.choices(u, [&](const Choice& c) { relax(out, c); });
+      const int64_t settled = std::min(width_ - 1, allTapedLevel(u));
+      int64_t& first = first_[static_cast<size_t>(f_.key(u))];
+      f_.choices(u, [&](const Choice& c) {
+        const int64_t from = start(c);
+        first = std::min(first, from);
+        relax(out, c, from, settled + 1);
+      });
+      if (first <= settled) std::fill(out + settled + 1, out + width_, out[settled]);
     });
   }
   int64_t levels() const { return width_ - 1; }
@@ -330,26 +347,43 @@ class LevelDp {
  private:
   double* row(const Sub& u) { return table_.data() + f_.key(u) * width_; }
   const double* row(const Sub& u) const { return table_.data() + f_.key(u) * width_; }
+  int64_t first(const Sub& u) const { return first_[static_cast<size_t>(f_.key(u))]; }
 
-  void relax(double* __restrict out, const Choice& c) {
-    const double flops = static_cast<double>(c.flops);
+  // The least level at which the move can be finite: its own high-water and both sub-problems feasible.
+  int64_t start(const Choice& c) const {
     int64_t from = ceilDiv(c.peak, unit_);
-    const int64_t n = width_;
+    if (c.a.valid()) from = std::max(from, heldLevels(c) + first(c.a));
+    if (c.b.valid()) from = std::max(from, first(c.b));
+    return from;
+  }
+
+  // The level from which taping every block of u (a turn at its last) fits the grid, as value() rounds it.
+  int64_t allTapedLevel(const Sub& u) {
+    int64_t level = 0;
+    f_.choices(u, [&](const Choice& c) {
+      if (c.move == Move::kTurn) level = ceilDiv(c.peak, unit_);
+      if (c.move == Move::kTape)
+        level = std::max(ceilDiv(c.peak, unit_), heldLevels(c) + allTaped_[static_cast<size_t>(f_.key(c.a))]);
+    });
+    return allTaped_[static_cast<size_t>(f_.key(u))] = level;
+  }
+
+  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end) {
+    const double flops = static_cast<double>(c.flops);
     if (c.a.valid()) {
       const int64_t shift = heldLevels(c);
-      from = std::max(from, shift);
       const double* __restrict a = row(c.a);
       if (c.b.valid()) {
         const double* __restrict b = row(c.b);
-        for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + a[j - shift] + b[j]);
+        for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + a[j - shift] + b[j]);
       } else {
-        for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + a[j - shift]);
+        for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + a[j - shift]);
       }
     } else if (c.b.valid()) {
       const double* __restrict b = row(c.b);
-      for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops + b[j]);
+      for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + b[j]);
     } else {
-      for (int64_t j = from; j < n; ++j) out[j] = std::min(out[j], flops);
+      for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops);
     }
   }
 
@@ -357,6 +391,8 @@ class LevelDp {
   int64_t unit_;
   int64_t width_;
   std::vector<double> table_;
+  std::vector<int64_t> first_;     // per row: its first level that may be finite (width_: none)
+  std::vector<int64_t> allTaped_;  // per row: allTapedLevel
 };
 
 // Emits the schedule of the chosen moves from the root down, and the model's peak of it.
