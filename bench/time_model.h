@@ -2,30 +2,42 @@
 // own measured per-op times, next to its FLOP overhead.
 //
 //   predicted_time_overhead = sum over the op forwards the policy recomputes in one step (block b, node n, each
-//                             as often as it is recomputed) of  t_fwd(b, n) / t_step
+//                             as often as it is recomputed) of  t_fwd(b, n) / t_step, or t_adv(b, n) / t_step
+//                             for a recompute that keeps no context (a block only advanced)
 //                           + sum over its first-forward calls that keep no context (forward-phase calls with
-//                             ctx == nullptr) of  (t_fwd(b, n) - t_first(b, n)) / t_step
+//                             ctx == nullptr) of  (t_adv(b, n) - t_first(b, n)) / t_step
+//                           + sum over its backward calls that read a context a recompute made (block recomputes
+//                             and op-level rebuilds), for ops whose context store-all reads from beyond the L2
+//                             cache, of  (t_bwd_fresh(b, n) - t_bwd(b, n)) / t_step
 //
-// where t_fwd(b, n) is op (b, n)'s forward time on the case's own inputs and t_step the store-all reference
-// step's (reference/trainer.h), the thread's CPU time summed over instrumented steps. During each store-all step
-// every op forward is called twice more on the same inputs (same random draws, module state not updated, a context
-// saved as the step saves it) and the second extra call is t_fwd: an op in steady state, its output allocated
-// where a freed one was, as a recompute in the backward finds it; the step's own first calls pay for fresh pages
-// of every activation the step keeps, which a recompute does not. CPU time, as BM_Step's time_overhead: on a
-// shared machine wall time charges whatever the scheduler ran meanwhile to the op that happened to be running.
-// t_first(b, n) is the store-all step's own call: the second term credits a policy for the forwards it runs into
-// recycled memory because it keeps nothing from them (full recomputation's whole first forward), which would
-// otherwise show as a negative tax. The
-// FLOP overhead weighs a recomputed op by its FLOPs; this weighs it by the time it actually took, so a
-// Philox dropout or a libm GELU counts for what it costs next to the GEMMs. What the prediction leaves out, the
-// time-model tax (measured time overhead - predicted), is what the policy costs beyond re-running those ops:
-// executor bookkeeping, allocation, cache effects of the other order of work.
+// t_step is the store-all reference step (reference/trainer.h) on an uninstrumented chain, CPU time of the thread
+// (as BM_Step's time_overhead: on a shared machine wall time charges whatever the scheduler ran meanwhile to the
+// op that happened to be running). The per-op times come from instrumented store-all steps, in which every op
+// forward is called three more times on the same inputs (the same random draws; module state and parameter
+// gradients put back afterwards): once to warm, once saving a context as the step does (t_fwd, an op in steady
+// state, its output where a freed one was, as a recompute in the backward finds it) with its backward at once
+// (t_bwd_fresh, the repeat's output as the incoming gradient), and once saving nothing (t_adv: saving writes a
+// dropout mask or attention probabilities of its own). t_first(b, n) is the store-all step's own call, which pays
+// for fresh pages of every activation the step keeps; the second term credits a policy for the forwards it runs
+// into recycled memory because it keeps nothing from them (full recomputation's whole first forward). t_bwd(b, n)
+// is the store-all step's own backward, reading a context saved a whole forward pass earlier: where more than an
+// L2 cache's worth of activations was saved after the op's forward (store-all's peak less the bytes live then),
+// that context comes from further out, and a backward right after a recompute finds it in cache, which the third
+// term credits (elsewhere the difference is the timed repeat's own warm code, not the schedule's).
+// Instrumented steps run for at least a quarter of a second: a case of microsecond ops needs hundreds of them
+// before its per-op sums stop moving from run to run.
+// The FLOP overhead weighs a recomputed op by its FLOPs; this weighs it by the time it actually took, so a Philox
+// dropout or an element-wise activation counts for what it costs next to the GEMMs. What the prediction leaves
+// out, the time-model tax (measured time overhead - predicted), is what the policy costs beyond re-running those
+// ops: executor bookkeeping, allocation, and the cache effects of another order of work beyond the third term's
+// (a policy whose whole working set fits a cache a store-all step overflows runs faster all through).
 // Which forwards a policy recomputes is counted on an instrumented chain (the executor's meter is in the
 // recompute phase during block recomputes and op-level rebuilds), so the executor itself is not instrumented.
 #pragma once
 #include <ctime>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -44,16 +56,22 @@ inline double threadCpuSeconds() {
 
 struct NodeClock {
   bool measure = false;                   // time each forward's steady-state repeat (store-all steps)
-  std::map<NodeKey, double> seconds;      // steady-state forward CPU time per op
+  std::map<NodeKey, double> seconds;      // steady-state forward CPU time per op, saving a context
+  std::map<NodeKey, double> untapedSeconds;  // the same, saving none
   std::map<NodeKey, double> firstSeconds;  // the step's own forward CPU time per op
-  double repeatSeconds = 0;               // CPU time of all the extra calls, taken out of the step's
-  std::map<NodeKey, int64_t> recomputes;  // forward calls per op made in the recompute phase
+  std::map<NodeKey, double> backSeconds;       // the step's own backward CPU time per op
+  std::map<NodeKey, double> freshBackSeconds;  // backward CPU time per op right after its context was saved
+  std::map<NodeKey, int64_t> recomputes;  // forward calls per op made in the recompute phase, saving a context
+  std::map<NodeKey, int64_t> recomputesUntaped;  // the same, saving none
   std::map<NodeKey, int64_t> unsaved;     // forward-phase calls per op that keep no context
+  std::map<NodeKey, int64_t> freshBackwards;  // backward calls per op that read a context a recompute made
+  std::map<NodeKey, int64_t> liveAtForward;   // activation bytes live when the op's forward ran (store-all)
 };
 
-// Per op, as shares of the store-all step: steady-state forward and the step's own forward.
+// Per op, as shares of the store-all step: t_fwd (steady), t_adv (untaped), t_first, t_bwd (back), t_bwd_fresh.
 struct ForwardShares {
-  std::map<NodeKey, double> steady, first;
+  std::map<NodeKey, double> steady, untaped, first, back, freshBack;
+  std::set<NodeKey> outOfCache;  // ops whose context the store-all step reads back from beyond the L2 cache
 };
 
 // Hands out what the caller's source gives and notes it, so the timed repeats can replay the same draw.
@@ -74,9 +92,12 @@ class NodeTimedOp final : public ForwardingOp<T> {
       : ForwardingOp<T>(std::move(inner)), clock_(clock), key_(key) {}
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     const ActivationMeter* m = currentMeter();
-    if (m && m->phase == Phase::kRecompute) ++clock_->recomputes[key_];
+    const bool recomputing = m && m->phase == Phase::kRecompute;
+    if (recomputing) ++(ctx ? clock_->recomputes : clock_->recomputesUntaped)[key_];
     if (m && m->phase == Phase::kForward && !ctx) ++clock_->unsaved[key_];
+    if (ctx) freshContext_ = recomputing;  // the context this op's next backward reads
     if (!clock_->measure) return this->inner().forward(in, ctx, env);
+    if (m) clock_->liveAtForward[key_] = m->live();
     RngDraw draw;
     RecordingDraws recording(env.draws, &draw);
     OpEnv first = env;
@@ -85,27 +106,45 @@ class NodeTimedOp final : public ForwardingOp<T> {
     Tensor<T> y = this->inner().forward(in, ctx, first);
     clock_->firstSeconds[key_] += threadCpuSeconds() - f0;
     NodeDraws replay(nullptr, 0, &draw, nullptr);
-    OpEnv again = env;  // the same draws, and (below) the state put back
+    OpEnv again = env;  // the same draws, and (below) the state and the gradients put back
     again.draws = &replay;
-    std::vector<Mat<T>> state;
+    std::vector<Mat<T>> state, grads;
     for (Buffer<T>* b : this->inner().buffers()) state.push_back(b->value);
-    const double r0 = threadCpuSeconds();
-    double timed = 0;
-    for (int i = 0; i < 2; ++i) {
+    for (Param<T>* p : this->inner().params()) grads.push_back(p->grad);
+    // Warm once, then time a call that saves a context as the step's does (a recompute with tape), its backward
+    // at once, and a call that saves nothing (a recompute that only advances, or a first forward that keeps
+    // nothing): saving costs writes of its own (a dropout mask, attention probabilities).
+    for (int i = 0; i < 3; ++i) {
       Context<T> scratch;
+      const bool save = ctx && i < 2;
       const double t0 = threadCpuSeconds();
-      const Tensor<T> z = this->inner().forward(in, ctx ? &scratch : nullptr, again);
-      timed = threadCpuSeconds() - t0;  // the second call's
+      const Tensor<T> z = this->inner().forward(in, save ? &scratch : nullptr, again);
+      const double t = threadCpuSeconds() - t0;
+      if (i == 1) clock_->seconds[key_] += t;
+      if (i == 2) clock_->untapedSeconds[key_] += t;
+      if (save && i == 1) {
+        std::vector<Tensor<T>> din(in.size());
+        const double b0 = threadCpuSeconds();
+        this->inner().backward(scratch, z, din);
+        clock_->freshBackSeconds[key_] += threadCpuSeconds() - b0;
+      }
     }
-    clock_->seconds[key_] += timed;
-    clock_->repeatSeconds += threadCpuSeconds() - r0;
     for (size_t i = 0; i < state.size(); ++i) this->inner().buffers()[i]->value = state[i];
+    for (size_t i = 0; i < grads.size(); ++i) this->inner().params()[i]->grad = grads[i];
     return y;
+  }
+  void backward(const Context<T>& ctx, const Tensor<T>& dout, std::span<Tensor<T>> din) override {
+    if (freshContext_) ++clock_->freshBackwards[key_];
+    if (!clock_->measure) return this->inner().backward(ctx, dout, din);
+    const double b0 = threadCpuSeconds();
+    this->inner().backward(ctx, dout, din);
+    clock_->backSeconds[key_] += threadCpuSeconds() - b0;
   }
 
  private:
   NodeClock* clock_;
   NodeKey key_;
+  bool freshContext_ = false;
 };
 
 template <class T>
@@ -114,38 +153,67 @@ Chain<T> nodeTimedChain(const CaseSpec& spec, NodeClock* clock) {
   for (size_t b = 0; b < c.blocks.size(); ++b)
     for (size_t n = 0; n < c.blocks[b].nodes.size(); ++n) {
       auto& node = c.blocks[b].nodes[n];
-      node.op = std::make_unique<NodeTimedOp<T>>(std::move(node.op), clock, NodeKey{static_cast<int>(b), static_cast<int>(n)});
+      const NodeKey key{static_cast<int>(b), static_cast<int>(n)};
+      node.op = std::make_unique<NodeTimedOp<T>>(std::move(node.op), clock, key);
     }
   return c;
 }
 
-// Per op, one forward call's steady-state CPU time as a share of the store-all reference step's (the extra calls
-// taken out), summed over `steps` instrumented steps (after one to warm up).
+// Per op, its times (t_fwd, t_adv, t_first, t_bwd, t_bwd_fresh) as shares of one store-all step, and which ops'
+// contexts store-all reads from beyond the L2 cache.
 template <class T>
 ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
+  // At least `steps` steps of each kind, and at least kMinSeconds of them.
+  constexpr double kMinSeconds = 0.25;
   NodeClock clock;
   Chain<T> c = nodeTimedChain<T>(spec, &clock);
   ChainSnapshot<T> start(c);
-  double stepTotal = 0;
-  std::map<NodeKey, double> steady, first;
-  for (int i = 0; i < steps + 1; ++i) {
+  std::map<NodeKey, double> steady, untaped, first, back, freshBack;
+  int64_t peak = 0;
+  int measured = 0;
+  const double begin = threadCpuSeconds();
+  for (int i = 0; i < steps + 1 || threadCpuSeconds() - begin < kMinSeconds; ++i) {
     start.restore();
     clock = NodeClock();
     clock.measure = true;
-    const double t0 = threadCpuSeconds();
-    referenceStep(c, 0);
-    const double w = threadCpuSeconds() - t0 - clock.repeatSeconds;
+    peak = referenceStep(c, 0).peakActivationBytes;
     if (i == 0) continue;  // warm-up
-    stepTotal += w;
     for (const auto& [key, t] : clock.seconds) steady[key] += t;
+    for (const auto& [key, t] : clock.untapedSeconds) untaped[key] += t;
     for (const auto& [key, t] : clock.firstSeconds) first[key] += t;
+    for (const auto& [key, t] : clock.backSeconds) back[key] += t;
+    for (const auto& [key, t] : clock.freshBackSeconds) freshBack[key] += t;
+    ++measured;
   }
+  Chain<T> plain = buildChain<T>(spec);
+  ChainSnapshot<T> plainStart(plain);
+  double plainTotal = 0;
+  int plainSteps = 0;
+  for (int i = 0; i < steps + 1 || plainTotal < kMinSeconds; ++i) {
+    plainStart.restore();
+    const double t0 = threadCpuSeconds();
+    referenceStep(plain, 0);
+    if (i == 0) continue;
+    plainTotal += threadCpuSeconds() - t0;
+    ++plainSteps;
+  }
+  // The per-op sums are over `measured` steps: the step time they are shares of is as many plain steps'.
+  const double stepTotal = plainTotal / plainSteps * measured;
   // Store-all runs every op once per micro-batch (cases/micro_batches.h): a share is one call's, as the policy's
   // counts are calls.
   const double calls = stepTotal * static_cast<double>(spec.microBatches);
   ForwardShares shares;
   for (const auto& [key, t] : steady) shares.steady[key] = calls > 0 ? t / calls : 0.0;
+  for (const auto& [key, t] : untaped) shares.untaped[key] = calls > 0 ? t / calls : 0.0;
   for (const auto& [key, t] : first) shares.first[key] = calls > 0 ? t / calls : 0.0;
+  for (const auto& [key, t] : back) shares.back[key] = calls > 0 ? t / calls : 0.0;
+  for (const auto& [key, t] : freshBack) shares.freshBack[key] = calls > 0 ? t / calls : 0.0;
+  // What store-all saves after an op's forward (its peak, at the loss, less what was live then) is written
+  // between the op's save and its backward's read: more than the L2 cache holds, and the context is read back
+  // from further out.
+  const int64_t l2 = static_cast<int64_t>(Eigen::l2CacheSize());
+  for (const auto& [key, live] : clock.liveAtForward)
+    if (peak - live > l2) shares.outOfCache.insert(key);
   return shares;
 }
 
@@ -165,8 +233,13 @@ inline double predictTimeOverhead(const ForwardShares& shares, const NodeClock& 
   };
   double p = 0;
   for (const auto& [key, count] : counts.recomputes) p += static_cast<double>(count) * share(shares.steady, key);
+  for (const auto& [key, count] : counts.recomputesUntaped)
+    p += static_cast<double>(count) * share(shares.untaped, key);
   for (const auto& [key, count] : counts.unsaved)
-    p += static_cast<double>(count) * (share(shares.steady, key) - share(shares.first, key));
+    p += static_cast<double>(count) * (share(shares.untaped, key) - share(shares.first, key));
+  for (const auto& [key, count] : counts.freshBackwards)
+    if (shares.outOfCache.count(key))
+      p += static_cast<double>(count) * (share(shares.freshBack, key) - share(shares.back, key));
   return p;
 }
 

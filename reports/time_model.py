@@ -14,8 +14,10 @@ TIME_MODEL_HEADER = ["case", "policy", "FLOP overhead", "predicted time overhead
 
 TIME_MODEL_NOTE = (
     "*predicted time overhead* = the CPU time of every op forward the policy recomputes (as often as it recomputes "
-    "it), each timed on the case's own inputs during instrumented store-all steps, ÷ the store-all step's time, plus "
-    "what the policy's first forwards that keep nothing save by running in recycled memory (bench/time_model.h); "
+    "it, with or without saving a context as it does), each timed on the case's own inputs during instrumented "
+    "store-all steps, ÷ the store-all step's time, plus what the policy's first forwards that keep nothing save by "
+    "running in recycled memory, plus what its backwards save by finding a recomputed context in cache where "
+    "store-all's is read from beyond the L2 cache (bench/time_model.h); "
     "the FLOP overhead weighs the same ops by FLOPs instead. *measured* = time ratio − 1 (median over "
     "repetitions, interquartile range in brackets). *time-model tax* = measured − predicted: what the policy costs "
     "beyond re-running those ops (executor bookkeeping, allocation, cache effects of another order of work).")
