@@ -18,6 +18,9 @@ Expectations:
                              input='"tokens"', frozen_embedding=true)
   --covered FEATURE[,...]    the report's coverage table counts at least one case with each feature
                              (cases/coverage.h ids: segments_3, width_odd, dropout_small, ...)
+  --timed CASE[,...]         the report times each named case (--timing-case): both plain steps, the
+                             reference's with and without its results copied out, and both checkpointed steps
+                             are positive
   --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
 In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
@@ -83,6 +86,7 @@ def main():
     p.add_argument("--found-in")
     p.add_argument("--covered")
     p.add_argument("--case-field", action="append", default=[])
+    p.add_argument("--timed")
     p.add_argument("--holds", help="checks (comma-separated) whose status must be holds, whatever the exit code")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
@@ -118,6 +122,18 @@ def main():
             if n < 1:
                 fail("coverage: no checked case had %s (%s)" % (feature, json.dumps(rep.get("coverage"))))
             print("coverage: %d case(s) with %s" % (n, feature))
+    if a.timed:
+        timed = {t["case"]: t for t in rep.get("timing", [])}
+        for case in a.timed.split(","):
+            t = timed.get(case)
+            if t is None:
+                fail("no timing of %s in the report (%s)" % (case, sorted(timed)))
+            times = [t["framework"]["plain_step_ms"], t["framework"]["checkpoint_step_ms"],
+                     t["ckptcheck"]["plain_step_ms"], t["ckptcheck"]["store_all_step_ms"],
+                     t["ckptcheck"]["checkpoint_step_ms"]]
+            if not all(x > 0 for x in times):
+                fail("timing of %s has a step time that is not positive: %s" % (case, json.dumps(t)))
+            print("timed %s: framework plain %.2f ms, reference plain %.2f ms" % (case, times[0], times[2]))
     if a.holds:
         status = {c["name"]: c["status"] for c in rep.get("checks", [])}
         for check in a.holds.split(","):
