@@ -303,34 +303,23 @@ class MinPeakDp {
 };
 
 // C(sub-problem, j) for j = 0..levels, least forward FLOPs with peak <= j units (kInf: none). FLOPs are summed in
-// doubles (exact below 2^53) so the inner loops vectorise; the reconstruction repeats the same additions.
-// A row is worked out only where it can change. It is kInf below its first feasible level (first(u)), and it is
-// constant from the level at which taping every block fits (every forward run once, the least FLOPs any move
-// reaches): those levels are filled, not relaxed. Rows do not increase with j, so each move is relaxed from the
-// first level at which its sub-problems are both feasible. The same values as relaxing every level; most of a
-// verify case's table is short ranges whose rows settle far below the budget, which this skips.
+// doubles (exact below 2^53) so the inner loops vectorise; the reconstruction repeats the same additions. Rows do
+// not increase with j, so a move is relaxed only from the first level at which it and its sub-problems are all
+// feasible, and only up to the level at which taping every block fits: from there the row is the least FLOPs any
+// move reaches (every forward once), filled, not relaxed. The same values as relaxing every level.
 class LevelDp {
  public:
   LevelDp(const Family& f, int64_t unit, int64_t levels)
-      : f_(f),
-        unit_(unit),
-        width_(levels + 1),
-        table_(static_cast<size_t>(f.rows() * width_), kInf),
-        first_(static_cast<size_t>(f.rows()), width_),
-        allTaped_(static_cast<size_t>(f.rows()), 0) {
+      : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf),
+        first_(static_cast<size_t>(f.rows()), width_), allTaped_(static_cast<size_t>(f.rows()), 0) {
     f_.states([&](const Sub& u) {
       double* out = row(u);
       const int64_t settled = std::min(width_ - 1, allTapedLevel(u));
       int64_t& first = first_[static_cast<size_t>(f_.key(u))];
-      f_.choices(u, [&](const Choice& c) {
-        const int64_t from = start(c);
-        first = std::min(first, from);
-        relax(out, c, from, settled + 1);
-      });
+      f_.choices(u, [&](const Choice& c) { relax(out, c, start(c), settled + 1, first); });
       if (first <= settled) std::fill(out + settled + 1, out + width_, out[settled]);
     });
   }
-  int64_t levels() const { return width_ - 1; }
   double at(const Sub& u, int64_t j) const { return row(u)[j]; }
   int64_t heldLevels(const Choice& c) const { return ceilDiv(c.held, unit_); }
   double value(const Choice& c, int64_t j) const {
@@ -351,10 +340,8 @@ class LevelDp {
 
   // The least level at which the move can be finite: its own high-water and both sub-problems feasible.
   int64_t start(const Choice& c) const {
-    int64_t from = ceilDiv(c.peak, unit_);
-    if (c.a.valid()) from = std::max(from, heldLevels(c) + first(c.a));
-    if (c.b.valid()) from = std::max(from, first(c.b));
-    return from;
+    const int64_t from = std::max(ceilDiv(c.peak, unit_), c.a.valid() ? heldLevels(c) + first(c.a) : 0);
+    return c.b.valid() ? std::max(from, first(c.b)) : from;
   }
 
   // The level from which taping every block of u (a turn at its last) fits the grid, as value() rounds it.
@@ -368,7 +355,9 @@ class LevelDp {
     return allTaped_[static_cast<size_t>(f_.key(u))] = level;
   }
 
-  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end) {
+  // out[j] = min(out[j], the move's value at j) for from <= j < end; `first` takes the least `from`.
+  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end, int64_t& first) {
+    first = std::min(first, from);
     const double flops = static_cast<double>(c.flops);
     if (c.a.valid()) {
       const int64_t shift = heldLevels(c);
