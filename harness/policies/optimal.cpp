@@ -45,221 +45,14 @@
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 #include "harness/engine/plan.h"
+#include "harness/policies/optimal_family.h"
 #include "harness/policies/turns.h"
 #include "reference/block_sim.h"
 
 namespace ckpt {
 namespace {
 
-// What the DP knows of one block, from a BytePool walk of its program in the planner's order.
-struct BlockModel {
-  int64_t in = 0;           // x_i (and g_i)
-  int64_t out = 0;          // x_{i+1} (and g_{i+1})
-  int64_t flops = 0;        // one forward
-  int64_t advancePeak = 0;  // forward without tape from a held x_i: high-water, x_i and x_{i+1} included
-  int64_t tapePeak = 0;     // forward with tape from a held x_i: high-water, x_i included
-  int64_t tapeBytes = 0;    // what the tape alone holds once x_i's and x_{i+1}'s handles are dropped
-  int64_t backPeak = 0;     // backward (op-level recompute first) from the tape and g_{i+1}: high-water
-  int64_t turnPeak = 0;     // turn(i) after the loss, from x_i and g_{i+1}: high-water
-  bool operator==(const BlockModel&) const = default;
-};
-
-BlockModel blockModel(const BlockProgram& p, const KeepMask& keep) {
-  BlockModel m;
-  m.in = p.inBytes;
-  m.out = p.outBytes;
-  m.flops = p.forwardFlops;
-  {
-    BytePool pool;
-    simForward(pool, p, pool.allocate(p.inBytes), nullptr, keep);
-    m.advancePeak = pool.peak();
-  }
-  {
-    BytePool pool;
-    const int x = pool.allocate(p.inBytes);
-    SimTape tape;
-    const int y = simForward(pool, p, x, &tape, keep);
-    m.tapePeak = pool.peak();
-    pool.release(x);
-    pool.release(y);
-    m.tapeBytes = pool.live();
-    pool.resetPeak();
-    const int dy = pool.allocate(p.outBytes);
-    simRecomputeDropped(pool, p, tape);
-    simBackward(pool, p, std::move(tape), dy);
-    m.backPeak = pool.peak();
-  }
-  {
-    BytePool pool;
-    const int dy = pool.allocate(p.outBytes);
-    const int x = pool.allocate(p.inBytes);
-    SimTape tape;
-    const int y = simForward(pool, p, x, &tape, keep);
-    pool.release(x);
-    pool.release(y);
-    simRecomputeDropped(pool, p, tape);
-    simBackward(pool, p, std::move(tape), dy);
-    m.turnPeak = pool.peak();
-  }
-  return m;
-}
-
-// kLoss as planner.cpp walks it from x_L's buffer; returns g_L's.
-int simLoss(BytePool& pool, const LossCost& loss, int xL) {
-  std::vector<int> ctx;
-  if (loss.meta.savesInputs) {
-    pool.retain(xL);
-    ctx.push_back(xL);
-  }
-  if (loss.meta.contextExtraBytes > 0) ctx.push_back(pool.allocate(loss.meta.contextExtraBytes));
-  const int g = pool.allocate(loss.inBytes);
-  pool.release(xL);
-  for (int b : ctx) pool.release(b);
-  return g;
-}
-
-struct ChainModel {
-  int layers = 0;
-  std::vector<BlockModel> models;  // distinct by value
-  std::vector<int> modelOf;        // per block
-  int64_t lossPeak = 0;            // the loss from a held x_L: x_L, its context, g_L
-  int64_t lastTurnPeak = 0;        // turn(L-1) with the loss, from x_{L-1}
-
-  const BlockModel& operator[](int i) const { return models[static_cast<size_t>(modelOf[static_cast<size_t>(i)])]; }
-  bool homogeneous() const { return models.size() == 1; }
-  // Every byte count the DP adds or compares is a sum of these.
-  int64_t gcdBytes() const {
-    int64_t g = std::gcd(lossPeak, lastTurnPeak);
-    for (const auto& m : models)
-      for (int64_t v : {m.in, m.out, m.advancePeak, m.tapePeak, m.tapeBytes, m.backPeak, m.turnPeak}) g = std::gcd(g, v);
-    return std::max<int64_t>(g, 1);
-  }
-};
-
-ChainModel chainModel(const ChainCost& c, const std::vector<KeepMask>& keep) {
-  ChainModel cm;
-  cm.layers = c.layers();
-  cm.modelOf.resize(static_cast<size_t>(cm.layers));
-  auto intern = [&](const BlockModel& m) {
-    const auto it = std::find(cm.models.begin(), cm.models.end(), m);
-    if (it != cm.models.end()) return static_cast<int>(it - cm.models.begin());
-    cm.models.push_back(m);
-    return static_cast<int>(cm.models.size()) - 1;
-  };
-  if (keep.empty()) {
-    std::vector<int> ofProgram(c.programs.size(), -1);  // one walk per distinct program
-    for (int i = 0; i < cm.layers; ++i) {
-      int& id = ofProgram[static_cast<size_t>(c.programOf[static_cast<size_t>(i)])];
-      if (id < 0) id = intern(blockModel(c.block(i), {}));
-      cm.modelOf[static_cast<size_t>(i)] = id;
-    }
-  } else {
-    std::map<std::pair<int, KeepMask>, int> seen;
-    for (int i = 0; i < cm.layers; ++i) {
-      const auto key = std::make_pair(c.programOf[static_cast<size_t>(i)], keep[static_cast<size_t>(i)]);
-      auto it = seen.find(key);
-      if (it == seen.end()) it = seen.emplace(key, intern(blockModel(c.block(i), key.second))).first;
-      cm.modelOf[static_cast<size_t>(i)] = it->second;
-    }
-  }
-  {
-    BytePool pool;
-    simLoss(pool, c.loss, pool.allocate(c.loss.inBytes));
-    cm.lossPeak = pool.peak();
-  }
-  {
-    const int last = cm.layers - 1;
-    const BlockProgram& p = c.block(last);
-    BytePool pool;
-    const int x = pool.allocate(p.inBytes);
-    SimTape tape;
-    const int y = simForward(pool, p, x, &tape, keep.empty() ? KeepMask{} : keep[static_cast<size_t>(last)]);
-    pool.release(x);
-    const int g = simLoss(pool, c.loss, y);
-    simRecomputeDropped(pool, p, tape);
-    simBackward(pool, p, std::move(tape), g);
-    cm.lastTurnPeak = pool.peak();
-  }
-  return cm;
-}
-
-// A sub-problem: back-propagate through [s, t] from a held x_s; `pre`: before the loss (then t = L-1).
-struct Sub {
-  int s = -1, t = -1;
-  bool pre = false;
-  bool valid() const { return s >= 0; }
-};
-
-enum class Move { kTurn, kTape, kSplit, kLossFirst };
-
-struct Choice {
-  Move move = Move::kTurn;
-  int split = 0;      // kSplit: the checkpoint s'
-  int64_t peak = 0;   // high-water of the instructions the move runs itself, above what was held before it
-  int64_t flops = 0;  // forward FLOPs the move runs itself
-  Sub a;              // solved first, with `held` more bytes held than at the sub-problem's start
-  int64_t held = 0;
-  Sub b;              // solved second
-};
-
-class Family {
- public:
-  explicit Family(const ChainModel& m) : m_(m), n_(m.layers) {}
-
-  int64_t rows() const {
-    const int64_t n = n_;
-    return m_.homogeneous() ? 2 * n : n * (n + 1) / 2 + n;
-  }
-  // A homogeneous chain's sub-problems depend only on their length and on the loss.
-  int64_t key(const Sub& u) const {
-    const int64_t s = u.s, t = u.t, n = n_;
-    if (m_.homogeneous()) return u.pre ? n + (t - s) : t - s;
-    return u.pre ? n * (n + 1) / 2 + s : t * (t + 1) / 2 + s;
-  }
-  // Moves tried over the whole table (for sizing the work).
-  int64_t moveCount() const {
-    const int64_t n = n_;
-    return m_.homogeneous() ? n * (n + 2) : n * (n + 1) * (n + 2) / 6 + n * (n + 3) / 2;
-  }
-
-  // Every tabulated sub-problem, each after those its moves use.
-  template <class F>
-  void states(F&& f) const {
-    for (int len = 1; len <= n_; ++len) {
-      const int last = m_.homogeneous() ? 0 : n_ - len;
-      for (int s = 0; s <= last; ++s) f(Sub{s, s + len - 1, false});
-      f(Sub{n_ - len, n_ - 1, true});  // uses the after-loss problem of the same range (loss-first)
-    }
-  }
-
-  template <class F>
-  void choices(const Sub& u, F&& f) const {
-    const int s = u.s, t = u.t;
-    const BlockModel& bs = m_[s];
-    const int64_t g = u.pre ? 0 : m_[t].out;  // g_{t+1}, held throughout
-    if (s == t) {
-      f(Choice{Move::kTurn, 0, u.pre ? m_.lastTurnPeak : bs.turnPeak, bs.flops, {}, 0, {}});
-    } else {
-      f(Choice{Move::kTape, 0, std::max(g + bs.tapePeak, bs.backPeak), bs.flops, Sub{s + 1, t, u.pre}, bs.tapeBytes, {}});
-    }
-    int64_t flops = bs.flops;  // blocks s..s'-1
-    int64_t interior = 0;      // advance high-water of blocks s+1..s'-1, x_s held besides
-    for (int split = s + 1; split <= t; ++split) {
-      const int64_t peak = g + std::max(bs.advancePeak, bs.in + interior);
-      f(Choice{Move::kSplit, split, peak, flops, Sub{split, t, u.pre}, bs.in, Sub{s, split - 1, false}});
-      interior = std::max(interior, m_[split].advancePeak);
-      flops += m_[split].flops;
-    }
-    if (u.pre) {
-      const int64_t peak = std::max({bs.advancePeak, bs.in + interior, bs.in + m_.lossPeak});
-      f(Choice{Move::kLossFirst, n_, peak, flops, {}, 0, Sub{s, t, false}});
-    }
-  }
-
- private:
-  const ChainModel& m_;
-  int n_;
-};
+using namespace optimal_detail;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -479,19 +272,11 @@ void refuseTooLong(const ChainModel& model, const Family& family, const std::str
                      " blocks is too long for the optimal DP (O(L^3 x levels), O(L^2 x levels) when all blocks are alike)");
 }
 
-}  // namespace
-
-OptimalPlan optimalPlan(const ChainCost& c, int64_t budget, const OptimalOptions& o) {
-  const int n = c.layers();
-  if (budget < 1) throw InputError("policy '" + policyText(budget) + "': budget must be >= 1 byte");
-  if (o.levels < 1) throw InputError("policy '" + policyText(budget) + "': levels must be >= 1");
-  if (!o.keep.empty() && static_cast<int>(o.keep.size()) != n)
-    throw InputError("policy '" + policyText(budget) + "': " + std::to_string(o.keep.size()) + " keep masks for " +
-                     std::to_string(n) + " blocks");
-  const ChainModel model = chainModel(c, o.keep);
+// The DP on a chain's model: the plan is a function of the model, the budget and the grid options alone.
+OptimalPlan solve(const ChainModel& model, int64_t budget, const OptimalOptions& o) {
+  const int n = model.layers;
   const Family family(model);
   const int64_t rows = family.rows(), moves = family.moveCount();
-  refuseTooLong(model, family, policyText(budget));
 
   const MinPeakDp least(family);
   const Sub root{0, n - 1, true};
@@ -552,8 +337,45 @@ OptimalPlan optimalPlan(const ChainCost& c, int64_t budget, const OptimalOptions
     });
   }
   int64_t once = 0;
-  for (int i = 0; i < n; ++i) once += c.block(i).forwardFlops;
+  for (int i = 0; i < n; ++i) once += model[i].flops;
   plan.recomputeFlops = plan.forwardFlops - once;
+  return plan;
+}
+
+// Verify asks for the same plan up to three times a case (the optimal run's schedule, property 4's comparison at a
+// rival's peak, property 5's check of the DP against the planner), so each thread keeps its last few.
+struct RecentPlan {
+  ChainModel model;
+  int64_t budget = 0;
+  int levels = 0;
+  bool refine = false;
+  OptimalPlan plan;
+};
+constexpr size_t kRecentPlans = 4;
+thread_local std::vector<RecentPlan> recentPlans;
+
+}  // namespace
+
+OptimalPlan optimalPlan(const ChainCost& c, int64_t budget, const OptimalOptions& o) {
+  if (budget < 1) throw InputError("policy '" + policyText(budget) + "': budget must be >= 1 byte");
+  if (o.levels < 1) throw InputError("policy '" + policyText(budget) + "': levels must be >= 1");
+  if (!o.keep.empty() && static_cast<int>(o.keep.size()) != c.layers())
+    throw InputError("policy '" + policyText(budget) + "': " + std::to_string(o.keep.size()) + " keep masks for " +
+                     std::to_string(c.layers()) + " blocks");
+  ChainModel model = chainModel(c, o.keep);
+  refuseTooLong(model, Family(model), policyText(budget));
+  OptimalPlan plan;
+  const auto same = [&](const RecentPlan& r) {
+    return r.budget == budget && r.levels == o.levels && r.refine == o.refine && r.model == model;
+  };
+  if (const auto it = std::find_if(recentPlans.begin(), recentPlans.end(), same); it != recentPlans.end()) {
+    plan = it->plan;
+  } else {
+    plan = solve(model, budget, o);  // throws on an infeasible budget: nothing kept
+    if (recentPlans.size() == kRecentPlans) recentPlans.erase(recentPlans.begin());
+    recentPlans.push_back({std::move(model), budget, o.levels, o.refine, plan});
+  }
+  plan.schedule.keep = o.keep;  // masks that give the same model give the same schedule
   return plan;
 }
 
