@@ -25,7 +25,7 @@
 // run (a schedule refused, a case that does not build) is skipped with its error; the others still run.
 //
 // Flags (before Google Benchmark's own):
-//   --ckpt_mode=short|full   short: the main job's run (whole suite in well under 3 minutes); full: careful runs
+//   --ckpt_mode=short|full   short: the main job's run (the catalogue and bench-large in about 3 minutes); full: careful runs
 //   --ckpt_catalog=DIR       the catalogue (default $CKPT_SOURCE_DIR/cases/catalog, else this source tree's)
 //   --ckpt_large=DIR|none    bench-large cases (default cases/bench-large next to the catalogue): steps of about a
 //                            second, never verified (verify and the tests do not read them); BM_Step only, under
@@ -74,7 +74,7 @@ struct Mode {
   int largeRepetitions;      // BM_Step on bench-large cases
 };
 
-const Mode kShort{"short", 7, 0.03, 0.02, 1000, 24, 3};
+const Mode kShort{"short", 7, 0.1, 0.02, 1000, 24, 3};
 const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60, 7};
 
 // Untimed steps before the timed ones: warm-ups of both chains, and instrumented steps of the recompute profile

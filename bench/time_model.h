@@ -24,8 +24,9 @@
 // L2 cache's worth of activations was saved after the op's forward (store-all's peak less the bytes live then),
 // that context comes from further out, and a backward right after a recompute finds it in cache, which the third
 // term credits (elsewhere the difference is the timed repeat's own warm code, not the schedule's).
-// Instrumented steps run for at least a quarter of a second: a case of microsecond ops needs hundreds of them
-// before its per-op sums stop moving from run to run.
+// Instrumented steps run for at least half a second: a case of microsecond ops needs hundreds of them
+// before its per-op sums stop moving from run to run. Each is followed by an uninstrumented one, whose times
+// sum to t_step's: the two are measured over the same stretch of time.
 // The FLOP overhead weighs a recomputed op by its FLOPs; this weighs it by the time it actually took, so a Philox
 // dropout or an element-wise activation counts for what it costs next to the GEMMs. What the prediction leaves
 // out, the time-model tax (measured time overhead - predicted), is what the policy costs beyond re-running those
@@ -163,42 +164,40 @@ Chain<T> nodeTimedChain(const CaseSpec& spec, NodeClock* clock) {
 // contexts store-all reads from beyond the L2 cache.
 template <class T>
 ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
-  // At least `steps` steps of each kind, and at least kMinSeconds of them.
-  constexpr double kMinSeconds = 0.25;
+  // At least `steps` steps of each kind, and at least kMinSeconds of instrumented ones, an instrumented and a
+  // plain step in turn: the shares are ratios of the two, and a machine whose speed drifts over a second (a
+  // shared VM's) moved them by a tenth when all of one kind ran before all of the other.
+  constexpr double kMinSeconds = 0.5;
   NodeClock clock;
   Chain<T> c = nodeTimedChain<T>(spec, &clock);
   ChainSnapshot<T> start(c);
+  Chain<T> plain = buildChain<T>(spec);
+  ChainSnapshot<T> plainStart(plain);
   std::map<NodeKey, double> steady, untaped, first, back, freshBack;
   int64_t peak = 0;
   int measured = 0;
+  double plainTotal = 0;
   const double begin = threadCpuSeconds();
   for (int i = 0; i < steps + 1 || threadCpuSeconds() - begin < kMinSeconds; ++i) {
     start.restore();
     clock = NodeClock();
     clock.measure = true;
     peak = referenceStep(c, 0).peakActivationBytes;
+    plainStart.restore();
+    const double t0 = threadCpuSeconds();
+    referenceStep(plain, 0);
+    const double plainSeconds = threadCpuSeconds() - t0;
     if (i == 0) continue;  // warm-up
     for (const auto& [key, t] : clock.seconds) steady[key] += t;
     for (const auto& [key, t] : clock.untapedSeconds) untaped[key] += t;
     for (const auto& [key, t] : clock.firstSeconds) first[key] += t;
     for (const auto& [key, t] : clock.backSeconds) back[key] += t;
     for (const auto& [key, t] : clock.freshBackSeconds) freshBack[key] += t;
+    plainTotal += plainSeconds;
     ++measured;
   }
-  Chain<T> plain = buildChain<T>(spec);
-  ChainSnapshot<T> plainStart(plain);
-  double plainTotal = 0;
-  int plainSteps = 0;
-  for (int i = 0; i < steps + 1 || plainTotal < kMinSeconds; ++i) {
-    plainStart.restore();
-    const double t0 = threadCpuSeconds();
-    referenceStep(plain, 0);
-    if (i == 0) continue;
-    plainTotal += threadCpuSeconds() - t0;
-    ++plainSteps;
-  }
   // The per-op sums are over `measured` steps: the step time they are shares of is as many plain steps'.
-  const double stepTotal = plainTotal / plainSteps * measured;
+  const double stepTotal = plainTotal;
   // Store-all runs every op once per micro-batch (cases/micro_batches.h): a share is one call's, as the policy's
   // counts are calls.
   const double calls = stepTotal * static_cast<double>(spec.microBatches);
