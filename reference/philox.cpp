@@ -51,16 +51,59 @@ void portableBatch(uint64_t firstDraw, uint32_t s0, uint32_t s1, uint32_t k0, ui
 
 constexpr float kInvTwo32 = 2.3283064e-10f;  // uniformFromBits's 2^-32
 
+// Philox's ten rounds (philoxBits') on a register of blocks per word, for an instruction set S: S::V a register
+// of 32-bit lanes, S::set1 a broadcast, S::xor3, S::mulHiLo (every lane's 32 x 32 -> 64-bit product with m, as
+// high and low words).
+template <class S>
+void philoxRounds(typename S::V& c0, typename S::V& c1, typename S::V& c2, typename S::V& c3, uint32_t k0,
+                  uint32_t k1) {
+  const typename S::V m0 = S::set1(kPhiloxM0), m1 = S::set1(kPhiloxM1);
+  for (int round = 0; round < 10; ++round) {
+    typename S::V hi0, lo0, hi1, lo1;
+    S::mulHiLo(c0, m0, hi0, lo0);
+    S::mulHiLo(c2, m1, hi1, lo1);
+    c0 = S::xor3(hi1, c1, S::set1(k0));
+    c2 = S::xor3(hi0, c3, S::set1(k1));
+    c1 = lo1;
+    c3 = lo0;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
+  }
+}
+
+// The first step of putting a register of each word's draws in counter order: within every 128-bit lane, the
+// words of four blocks (f_w holds word w of every block) become u_k = block k's four draws, lane by lane (S::F a
+// register of floats; S::unpack32 / S::unpack64 interleave 32- / 64-bit elements, low or high halves).
+template <class S>
+void transposeInLanes(const typename S::F f[4], typename S::F u[4]) {
+  const typename S::F t0 = S::unpack32(f[0], f[1], false), t1 = S::unpack32(f[0], f[1], true);
+  const typename S::F t2 = S::unpack32(f[2], f[3], false), t3 = S::unpack32(f[2], f[3], true);
+  u[0] = S::unpack64(t0, t2, false);
+  u[1] = S::unpack64(t0, t2, true);
+  u[2] = S::unpack64(t1, t3, false);
+  u[3] = S::unpack64(t1, t3, true);
+}
+
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
 
-// The 32 x 32 -> 64-bit products of every lane with m, as (high words, low words).
-inline void mulHiLo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);                       // lanes 0, 2, ...: whole products
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);  // lanes 1, 3, ...
-  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-}
+struct Avx512 {
+  using V = __m512i;
+  using F = __m512;
+  static F unpack32(F a, F b, bool high) { return high ? _mm512_unpackhi_ps(a, b) : _mm512_unpacklo_ps(a, b); }
+  static F unpack64(F a, F b, bool high) {
+    const __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
+    return _mm512_castpd_ps(high ? _mm512_unpackhi_pd(x, y) : _mm512_unpacklo_pd(x, y));
+  }
+  static V set1(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm512_xor_si512(_mm512_xor_si512(a, b), c); }
+  static void mulHiLo(V a, V m, V& hi, V& lo) {
+    const V even = _mm512_mul_epu32(a, m);                        // lanes 0, 2, ...
+    const V odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);  // lanes 1, 3, ...
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  }
+};
 
 inline __m512 uniforms(__m512i x) {
   return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepu32_ps(x), _mm512_set1_ps(kInvTwo32)),
@@ -74,29 +117,13 @@ void vectorBatch(uint64_t block, uint32_t s0, uint32_t s1, uint32_t k0, uint32_t
   const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, lo);
   const __m512i hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(block >> 32)));
   __m512i c1 = _mm512_mask_add_epi32(hi, carry, hi, _mm512_set1_epi32(1));
-  __m512i c2 = _mm512_set1_epi32(static_cast<int>(s0)), c3 = _mm512_set1_epi32(static_cast<int>(s1));
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kPhiloxM1));
-  for (int round = 0; round < 10; ++round) {
-    __m512i hi0, lo0, hi1, lo1;
-    mulHiLo(c0, m0, hi0, lo0);
-    mulHiLo(c2, m1, hi1, lo1);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
-    c1 = lo1;
-    c3 = lo0;
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
-  }
-  // Lanes to counter order: a 4 x 16 transpose, block j's four draws side by side.
-  const __m512 f0 = uniforms(c0), f1 = uniforms(c1), f2 = uniforms(c2), f3 = uniforms(c3);
-  const __m512 t0 = _mm512_unpacklo_ps(f0, f1), t1 = _mm512_unpackhi_ps(f0, f1);
-  const __m512 t2 = _mm512_unpacklo_ps(f2, f3), t3 = _mm512_unpackhi_ps(f2, f3);
-  // u_k holds blocks k, k + 4, k + 8, k + 12, one per 128-bit lane.
-  const __m512 u0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-  const __m512 u1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-  const __m512 u2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-  const __m512 u3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+  __m512i c2 = Avx512::set1(s0), c3 = Avx512::set1(s1);
+  philoxRounds<Avx512>(c0, c1, c2, c3, k0, k1);
+  // Lanes to counter order: a 4 x 16 transpose, block j's four draws side by side: in lanes, then across them.
+  const __m512 f[4] = {uniforms(c0), uniforms(c1), uniforms(c2), uniforms(c3)};
+  __m512 u[4];
+  transposeInLanes<Avx512>(f, u);  // u_k holds blocks k, k + 4, k + 8, k + 12, one per 128-bit lane
+  const __m512 u0 = u[0], u1 = u[1], u2 = u[2], u3 = u[3];
   const __m512 w0 = _mm512_shuffle_f32x4(u0, u1, 0x44), w1 = _mm512_shuffle_f32x4(u2, u3, 0x44);  // lanes 0, 1
   const __m512 w2 = _mm512_shuffle_f32x4(u0, u1, 0xEE), w3 = _mm512_shuffle_f32x4(u2, u3, 0xEE);  // lanes 2, 3
   _mm512_storeu_ps(o, _mm512_shuffle_f32x4(w0, w1, 0x88));       // blocks 0-3
@@ -107,12 +134,23 @@ void vectorBatch(uint64_t block, uint32_t s0, uint32_t s1, uint32_t k0, uint32_t
 #elif defined(__AVX2__)
 constexpr int kLanes = 8;
 
-inline void mulHiLo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-}
+struct Avx2 {
+  using V = __m256i;
+  using F = __m256;
+  static F unpack32(F a, F b, bool high) { return high ? _mm256_unpackhi_ps(a, b) : _mm256_unpacklo_ps(a, b); }
+  static F unpack64(F a, F b, bool high) {
+    const __m256d x = _mm256_castps_pd(a), y = _mm256_castps_pd(b);
+    return _mm256_castpd_ps(high ? _mm256_unpackhi_pd(x, y) : _mm256_unpacklo_pd(x, y));
+  }
+  static V set1(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  static void mulHiLo(V a, V m, V& hi, V& lo) {
+    const V even = _mm256_mul_epu32(a, m);
+    const V odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  }
+};
 
 // uint32 -> float correctly rounded without AVX-512's unsigned conversion: the high and low halves convert
 // exactly, the high one's scaling by 2^16 is exact, and the sum rounds once, as the scalar conversion does.
@@ -130,28 +168,12 @@ void vectorBatch(uint64_t block, uint32_t s0, uint32_t s1, uint32_t k0, uint32_t
   const __m256i bias = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(lo, bias), _mm256_xor_si256(c0, bias));
   __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(block >> 32))), carry);
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(s0)), c3 = _mm256_set1_epi32(static_cast<int>(s1));
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
-  for (int round = 0; round < 10; ++round) {
-    __m256i hi0, lo0, hi1, lo1;
-    mulHiLo(c0, m0, hi0, lo0);
-    mulHiLo(c2, m1, hi1, lo1);
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-    c1 = lo1;
-    c3 = lo0;
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
-  }
-  const __m256 f0 = uniforms(c0), f1 = uniforms(c1), f2 = uniforms(c2), f3 = uniforms(c3);
-  const __m256 t0 = _mm256_unpacklo_ps(f0, f1), t1 = _mm256_unpackhi_ps(f0, f1);
-  const __m256 t2 = _mm256_unpacklo_ps(f2, f3), t3 = _mm256_unpackhi_ps(f2, f3);
-  // u_k holds blocks k and k + 4, one per 128-bit lane.
-  const __m256 u0 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t2)));
-  const __m256 u1 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t2)));
-  const __m256 u2 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t1), _mm256_castps_pd(t3)));
-  const __m256 u3 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t1), _mm256_castps_pd(t3)));
+  __m256i c2 = Avx2::set1(s0), c3 = Avx2::set1(s1);
+  philoxRounds<Avx2>(c0, c1, c2, c3, k0, k1);
+  const __m256 f[4] = {uniforms(c0), uniforms(c1), uniforms(c2), uniforms(c3)};
+  __m256 u[4];
+  transposeInLanes<Avx2>(f, u);  // u_k holds blocks k and k + 4, one per 128-bit lane
+  const __m256 u0 = u[0], u1 = u[1], u2 = u[2], u3 = u[3];
   _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u1, 0x20));       // blocks 0, 1
   _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(u2, u3, 0x20));   // blocks 2, 3
   _mm256_storeu_ps(o + 16, _mm256_permute2f128_ps(u0, u1, 0x31));  // blocks 4, 5
