@@ -78,7 +78,7 @@ const Mode kShort{"short", 7, 0.1, 0.02, 1000, 24, 3};
 const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60, 7};
 
 // Untimed steps before the timed ones: warm-ups of both chains, and instrumented steps of the recompute profile
-// and the time model. A bench-large step takes about a second, so it gets fewer.
+// and the time model. A bench-large step takes a tenth to a quarter of a second, so it gets fewer.
 struct Warmup {
   int steps;
   int profileSteps;
