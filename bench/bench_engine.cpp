@@ -25,11 +25,13 @@
 // run (a schedule refused, a case that does not build) is skipped with its error; the others still run.
 //
 // Flags (before Google Benchmark's own):
-//   --ckpt_mode=short|full   short: the main job's run (the catalogue and bench-large in about 3 minutes); full: careful runs
+//   --ckpt_mode=short|full   short: the main job's run (catalogue and bench-large in about 3 minutes); full: careful
+//                            runs
 //   --ckpt_catalog=DIR       the catalogue (default $CKPT_SOURCE_DIR/cases/catalog, else this source tree's)
-//   --ckpt_large=DIR|none    bench-large cases (default cases/bench-large next to the catalogue): steps of about a
-//                            second, never verified (verify and the tests do not read them); BM_Step only, under
-//                            store-all and full recomputation, with fewer repetitions (Mode::largeRepetitions)
+//   --ckpt_large=DIR|none    bench-large cases (default cases/bench-large next to the catalogue): wide steps of a
+//                            tenth to a quarter of a second, never verified (verify and the tests do not read
+//                            them); BM_Step only, under store-all and full recomputation, with fewer repetitions
+//                            (Mode::largeRepetitions)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -175,7 +175,6 @@ ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
   ChainSnapshot<T> plainStart(plain);
   std::map<NodeKey, double> steady, untaped, first, back, freshBack;
   int64_t peak = 0;
-  int measured = 0;
   double plainTotal = 0;
   const double begin = threadCpuSeconds();
   for (int i = 0; i < steps + 1 || threadCpuSeconds() - begin < kMinSeconds; ++i) {
@@ -194,13 +193,11 @@ ForwardShares storeAllForwardShares(const CaseSpec& spec, int steps) {
     for (const auto& [key, t] : clock.backSeconds) back[key] += t;
     for (const auto& [key, t] : clock.freshBackSeconds) freshBack[key] += t;
     plainTotal += plainSeconds;
-    ++measured;
   }
-  // The per-op sums are over `measured` steps: the step time they are shares of is as many plain steps'.
-  const double stepTotal = plainTotal;
+  // The per-op sums are over as many instrumented steps as plainTotal sums plain ones.
   // Store-all runs every op once per micro-batch (cases/micro_batches.h): a share is one call's, as the policy's
   // counts are calls.
-  const double calls = stepTotal * static_cast<double>(spec.microBatches);
+  const double calls = plainTotal * static_cast<double>(spec.microBatches);
   ForwardShares shares;
   for (const auto& [key, t] : steady) shares.steady[key] = calls > 0 ? t / calls : 0.0;
   for (const auto& [key, t] : untaped) shares.untaped[key] = calls > 0 ? t / calls : 0.0;
