@@ -1,8 +1,9 @@
-// Column reductions, one call per column, rows summed in order (deterministic; coalesced on the device).
+// Column reductions, one call per column, rows summed in order (deterministic; coalesced on the device), the
+// reads batched (batched_loop.cuh).
 #pragma once
 #include <cstdint>
 
-#include "reference/philox.h"
+#include "reference/cuda/kernels/batched_loop.cuh"
 
 namespace ckpt::gpu {
 
@@ -14,8 +15,10 @@ struct ColumnSumAccumulate {
   int64_t rows;
   int64_t cols;
   CKPT_HD void operator()(int64_t c) const {
+    const T* col = src + c;
+    const int64_t stride = cols;
     T sum = 0;
-    for (int64_t r = 0; r < rows; ++r) sum += src[r * cols + c];
+    batchedLoop(rows, [col, stride](int64_t r) { return col[r * stride]; }, [&sum](int64_t, T v) { sum += v; });
     dst[c] += sum;
   }
 };
