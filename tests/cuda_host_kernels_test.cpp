@@ -268,10 +268,9 @@ TYPED_TEST(HostKernels, PhiloxDrawsBodyIsPhiloxBits) {
   }
 }
 
-TYPED_TEST(HostKernels, LayerNormBodies) {
-  using T = TypeParam;
+template <class T>
+void checkLayerNormBodies(int64_t n, int64_t c) {
   HostExec hx;
-  const int64_t n = 24, c = 48;
   LayerNorm<T> op("ln", c);
   op.params()[0]->value = randomMat<T>(1, c, 8, 0.5).array() + T(1);
   op.params()[1]->value = randomMat<T>(1, c, 9, 0.1);
@@ -286,8 +285,9 @@ TYPED_TEST(HostKernels, LayerNormBodies) {
   Context<T> ctx;
   std::vector<Tensor<T>> in{tensorOf(x)};
   Tensor<T> yr = op.forward(in, &ctx, env);
-  hx.launch(n, LayerNormForward<T>{y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), c,
-                                   static_cast<T>(op.eps())});
+  Mat<T> partial(n, 2 * kLayerNormLanes);
+  layerNormForward(hx, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c,
+                   static_cast<T>(op.eps()), partial.data());
   EXPECT_TRUE(near("layernorm y", y.data(), yr.data(), n * c, kHostRtol<T>));
   EXPECT_TRUE(near("layernorm mean", mean.data(), ctx.tensors[1].data(), n, kHostRtol<T>));
   EXPECT_TRUE(near("layernorm rstd", rstd.data(), ctx.tensors[2].data(), n, kHostRtol<T>));
@@ -295,13 +295,25 @@ TYPED_TEST(HostKernels, LayerNormBodies) {
   op.backward(ctx, tensorOf(dy), din);
   // Backward from the reference's own statistics: the input gradient differs only by its two row sums, the
   // parameter gradients accumulate row by row exactly as the reference does.
-  hx.launch(n, LayerNormBackwardInput<T>{dx.data(), dy.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(),
-                                         w.data(), c});
+  layerNormBackwardInput(hx, dx.data(), dy.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(), w.data(),
+                         n, c, partial.data());
   EXPECT_TRUE(near("layernorm dx", dx.data(), din[0].data(), n * c, kHostRtol<T>));
+  Mat<T> inPlace = dy;  // the LM head's call: dx written over dy
+  layerNormBackwardInput(hx, inPlace.data(), inPlace.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(),
+                         w.data(), n, c, partial.data());
+  EXPECT_TRUE(bitwiseEqual("layernorm dx in place", inPlace.data(), dx.data(), n * c));
   hx.launch(c, LayerNormBackwardParams<T>{dw.data(), db.data(), dy.data(), x.data(), ctx.tensors[1].data(),
                                           ctx.tensors[2].data(), n, c});
   EXPECT_TRUE(bitwiseEqual("layernorm dweight", dw.data(), op.params()[0]->grad.data(), c));
   EXPECT_TRUE(bitwiseEqual("layernorm dbias", db.data(), op.params()[1]->grad.data(), c));
+}
+
+// Widths below, across and above the row walks' 32 lanes (lanes with no column, with one and with several).
+TYPED_TEST(HostKernels, LayerNormBodies) {
+  for (int64_t c : {5, 48, 97}) {
+    SCOPED_TRACE("width " + std::to_string(c));
+    checkLayerNormBodies<TypeParam>(24, c);
+  }
 }
 
 TYPED_TEST(HostKernels, BatchNormBodies) {

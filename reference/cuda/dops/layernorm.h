@@ -19,8 +19,9 @@ class DLayerNorm final : public DOp<T, X> {
     auto y = this->activation(n, c);
     DTensor<T> mean = ctx ? this->activation(n, 1) : this->workspace(n, 1);
     DTensor<T> rstd = ctx ? this->activation(n, 1) : this->workspace(n, 1);
-    this->x().launch(n, LayerNormForward<T>{y.data(), mean.data(), rstd.data(), xin.data(), w_.value.data(),
-                                            b_.value.data(), c, static_cast<T>(eps_)});
+    auto partial = this->workspace(n, kLayerNormLanes);
+    layerNormForward(this->x(), y.data(), mean.data(), rstd.data(), xin.data(), w_.value.data(), b_.value.data(), n,
+                     c, static_cast<T>(eps_), partial.data());
     if (ctx) saveFields(*ctx, Saved{xin, mean, rstd});
     return y;
   }
@@ -28,8 +29,9 @@ class DLayerNorm final : public DOp<T, X> {
     const auto s = loadFields<Saved>(ctx);
     const int64_t n = s.x.rows(), c = s.x.cols();
     din[0] = this->activation(n, c);
-    this->x().launch(n, LayerNormBackwardInput<T>{din[0].data(), dout.data(), s.x.data(), s.mean.data(),
-                                                  s.rstd.data(), w_.value.data(), c});
+    auto partial = this->workspace(n, 2 * kLayerNormLanes);
+    layerNormBackwardInput(this->x(), din[0].data(), dout.data(), s.x.data(), s.mean.data(), s.rstd.data(),
+                           w_.value.data(), n, c, partial.data());
     this->x().launch(c, LayerNormBackwardParams<T>{w_.grad.data(), b_.grad.data(), dout.data(), s.x.data(),
                                                    s.mean.data(), s.rstd.data(), n, c});
   }

@@ -55,8 +55,11 @@ void lmHeadForward(X& x, DLmHead<T>& head, const DTensor<T>& xin, const int* lab
     return ctx ? DTensor<T>::empty(x.pool(), n, cols) : DTensor<T>::untracked(x.pool(), n, cols);
   };
   DTensor<T> h = buffer(c), mean = buffer(1), rstd = buffer(1), probs = buffer(v);
-  x.launch(n, LayerNormForward<T>{h.data(), mean.data(), rstd.data(), xin.data(), head.lnWeight.value.data(),
-                                  head.lnBias.value.data(), c, head.eps});
+  {
+    auto partial = DTensor<T>::untracked(x.pool(), n, kLayerNormLanes);
+    layerNormForward(x, h.data(), mean.data(), rstd.data(), xin.data(), head.lnWeight.value.data(),
+                     head.lnBias.value.data(), n, c, head.eps, partial.data());
+  }
   Gemm<T> g;  // logits = h W^T, into the probabilities' buffer
   g.transB = true;
   g.m = n, g.n = v, g.k = c;
@@ -97,8 +100,9 @@ DTensor<T> lmHeadBackward(X& x, DLmHead<T>& head, const DContext<T>& ctx, const 
   x.gemm(gh);
   x.launch(c, LayerNormBackwardParams<T>{head.lnWeight.grad.data(), head.lnBias.grad.data(), dx.data(), s.x.data(),
                                          s.mean.data(), s.rstd.data(), n, c});
-  x.launch(n, LayerNormBackwardInput<T>{dx.data(), dx.data(), s.x.data(), s.mean.data(), s.rstd.data(),
-                                        head.lnWeight.value.data(), c});
+  auto partial = DTensor<T>::untracked(x.pool(), n, 2 * kLayerNormLanes);
+  layerNormBackwardInput(x, dx.data(), dx.data(), s.x.data(), s.mean.data(), s.rstd.data(),
+                         head.lnWeight.value.data(), n, c, partial.data());
   return dx;
 }
 
