@@ -31,6 +31,14 @@ CKPT_HD inline void forEachLaneColumn(int64_t cols, int64_t lane, const Load& lo
       [&use, lane](int64_t i, const auto& v) { use(lane + i * kLayerNormLanes, v); });
 }
 
+// Row r's lane sums added in lane order.
+template <class T>
+CKPT_HD inline T laneTotal(const T* partial, int64_t r) {
+  T sum = 0;
+  for (int64_t k = 0; k < kLayerNormLanes; ++k) sum += partial[r * kLayerNormLanes + k];
+  return sum;
+}
+
 // partial[j] = sum of x over lane j % L of row j / L. One call per (row, lane).
 template <class T>
 struct LayerNormLaneSum {
@@ -51,11 +59,7 @@ struct LayerNormMean {
   T* mean;
   const T* partial;
   int64_t cols;
-  CKPT_HD void operator()(int64_t r) const {
-    T sum = 0;
-    for (int64_t k = 0; k < kLayerNormLanes; ++k) sum += partial[r * kLayerNormLanes + k];
-    mean[r] = sum * (T(1) / static_cast<T>(cols));
-  }
+  CKPT_HD void operator()(int64_t r) const { mean[r] = laneTotal(partial, r) * (T(1) / static_cast<T>(cols)); }
 };
 
 // partial[j] = sum of (x - mean)^2 over lane j % L of row j / L. One call per (row, lane).
@@ -86,9 +90,7 @@ struct LayerNormRstd {
   int64_t cols;
   T eps;
   CKPT_HD void operator()(int64_t r) const {
-    T sq = 0;
-    for (int64_t k = 0; k < kLayerNormLanes; ++k) sq += partial[r * kLayerNormLanes + k];
-    const T var = sq * (T(1) / static_cast<T>(cols));
+    const T var = laneTotal(partial, r) * (T(1) / static_cast<T>(cols));
     rstd[r] = T(1) / hdSqrt(var + eps);
   }
 };
