@@ -31,11 +31,11 @@ CKPT_HD inline void forEachLaneColumn(int64_t cols, int64_t lane, const Load& lo
       [&use, lane](int64_t i, const auto& v) { use(lane + i * kLayerNormLanes, v); });
 }
 
-// Row r's lane sums added in lane order.
+// A row's kLayerNormLanes lane sums, lanes[0], lanes[stride], ..., added in lane order.
 template <class T>
-CKPT_HD inline T laneTotal(const T* partial, int64_t r) {
+CKPT_HD inline T laneTotal(const T* lanes, int64_t stride = 1) {
   T sum = 0;
-  for (int64_t k = 0; k < kLayerNormLanes; ++k) sum += partial[r * kLayerNormLanes + k];
+  for (int64_t k = 0; k < kLayerNormLanes; ++k) sum += lanes[k * stride];
   return sum;
 }
 
@@ -59,7 +59,9 @@ struct LayerNormMean {
   T* mean;
   const T* partial;
   int64_t cols;
-  CKPT_HD void operator()(int64_t r) const { mean[r] = laneTotal(partial, r) * (T(1) / static_cast<T>(cols)); }
+  CKPT_HD void operator()(int64_t r) const {
+    mean[r] = laneTotal(partial + r * kLayerNormLanes) * (T(1) / static_cast<T>(cols));
+  }
 };
 
 // partial[j] = sum of (x - mean)^2 over lane j % L of row j / L. One call per (row, lane).
@@ -90,7 +92,7 @@ struct LayerNormRstd {
   int64_t cols;
   T eps;
   CKPT_HD void operator()(int64_t r) const {
-    const T var = laneTotal(partial, r) * (T(1) / static_cast<T>(cols));
+    const T var = laneTotal(partial + r * kLayerNormLanes) * (T(1) / static_cast<T>(cols));
     rstd[r] = T(1) / hdSqrt(var + eps);
   }
 };
@@ -165,11 +167,7 @@ struct LayerNormBackwardMeans {
   int64_t cols;
   CKPT_HD void operator()(int64_t r) const {
     T* p = partial + 2 * r * kLayerNormLanes;
-    T dnormSum = 0, dnormXhatSum = 0;
-    for (int64_t k = 0; k < kLayerNormLanes; ++k) {
-      dnormSum += p[2 * k];
-      dnormXhatSum += p[2 * k + 1];
-    }
+    const T dnormSum = laneTotal(p, 2), dnormXhatSum = laneTotal(p + 1, 2);
     const T invC = T(1) / static_cast<T>(cols);
     p[0] = dnormSum * invC;
     p[1] = dnormXhatSum * invC;
