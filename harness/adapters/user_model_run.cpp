@@ -10,6 +10,7 @@
 
 #include "common/input_error.h"
 #include "harness/adapters/adapter.h"
+#include "harness/adapters/fork_server.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/npy.h"
 #include "harness/adapters/runner.h"
@@ -91,7 +92,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   fs::remove_all(d.dir);
   fs::create_directories(d.dir);
   const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "user_model.py";
-  std::vector<std::string> argv = {adapterPython(), script.string(), "--module", spec.module, "--factory",
+  std::vector<std::string> argv = {script.string(), "--module", spec.module, "--factory",
                                    spec.factory, "--seed", std::to_string(req.seed), "--steps",
                                    std::to_string(req.steps), "--mode", req.mode, "--out", d.dir};
   if (req.batchSize > 0) {
@@ -106,7 +107,11 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     argv.push_back(std::to_string(kPlanTimingPairs));
   }
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
-  const ProcessResult r = runProcess(argv, (fs::path(d.dir) / "driver.stdout").string(), err, req.timeoutSeconds);
+  // Forked from an interpreter that imported the driver's and the module's imports once (fork_server.h).
+  const ProcessResult r = pythonForkServer().run({"--preload-script", script.string(), "--preload-imports-of",
+                                                  spec.module}, argv,
+                                                 (fs::path(d.dir) / "driver.stdout").string(), err,
+                                                 req.timeoutSeconds);
   json j;
   std::ifstream in(fs::path(d.dir) / "index.json");
   const bool haveIndex = static_cast<bool>(in);

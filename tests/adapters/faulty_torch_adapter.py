@@ -15,7 +15,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "harness", "adapters", "torch"))
-import adapter as tad  # noqa: E402  (harness/adapters/torch/adapter.py)
+import adapter  # noqa: E402  (harness/adapters/torch/adapter.py)
+import case_model as tad  # noqa: E402  (its model and training loop, harness/adapters/torch/case_model.py)
 from ckpt_adapter import main  # noqa: E402
 
 FAULT = sys.argv.pop(1)
@@ -32,4 +33,4 @@ else:
     sys.exit("faulty_torch_adapter.py: unknown fault " + FAULT)
 
 if __name__ == "__main__":
-    main(tad.TorchAdapter)
+    main(adapter.TorchAdapter)
