@@ -15,6 +15,7 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
+#include "harness/adapters/scratch_dir.h"
 #include "harness/adapters/tolerance.h"
 #include "harness/adapters/validate_case.h"
 #include "harness/adapters/validate_report.h"
@@ -166,7 +167,8 @@ struct Failing {
 class ValidateRun {
  public:
   ValidateRun(const ValidateOptions& o, std::ostream& out, std::ostream& err)
-      : o_(o), out_(out), err_(err), spec_(adapterSpec(o)), outDir_(fs::absolute(o.outDir)), work_(outDir_ / "work"),
+      : o_(o), out_(out), err_(err), spec_(adapterSpec(o)), outDir_(fs::absolute(o.outDir)),
+        scratch_(outDir_, o.keepWork), work_(scratch_.path()),
         client_(spec_, o.timeoutSeconds, (outDir_ / "logs").string(), !o.noServe),
         replayBase_("ckptcheck validate " + shellJoin(spec_.replayArgs)) {
     report_ = initialReport();
@@ -300,7 +302,10 @@ class ValidateRun {
       if (const std::string why = caps_->unsupported(c); !why.empty())
         throw InputError("validate --timing-case " + path + ": the adapter does not support this case's " + why);
       try {
-        report_["timing"].push_back(timingOf(*session_, c, work_ / ("timing-" + c.name)));
+        // On disk, not in the scratch directory: a timed case may be as large as a training run's model.
+        const fs::path dir = outDir_ / "work" / ("timing-" + c.name);
+        report_["timing"].push_back(timingOf(*session_, c, dir));
+        if (!o_.keepWork) fs::remove_all(outDir_ / "work");
       } catch (const AdapterError& e) {
         stats();
         return adapterFault(e.what());
@@ -538,7 +543,7 @@ class ValidateRun {
     writeFileAtomic(outDir_ / "validate.json", report_.dump(2) + "\n");
     writeFileAtomic(outDir_ / "validate.md", validateMarkdown(report_));
     if (!o_.junitPath.empty()) writeFileAtomic(o_.junitPath, validateJunit(report_));
-    if (!o_.keepWork) fs::remove_all(work_);
+    scratch_.remove();
     if (o_.json) out_ << report_.dump(2) << "\n";
     else out_ << validateSummaryText(report_, (outDir_ / "validate.md").string());
     return code;
@@ -548,7 +553,9 @@ class ValidateRun {
   std::ostream& out_;
   std::ostream& err_;
   AdapterSpec spec_;
-  fs::path outDir_, work_;
+  fs::path outDir_;
+  ScratchDir scratch_;  // before work_, which is its path
+  fs::path work_;
   AdapterClient client_;
   std::string replayBase_;
   json report_;

@@ -1,0 +1,51 @@
+#include "harness/adapters/scratch_dir.h"
+
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under `root`, or "" when it cannot be made there.
+fs::path makeUnder(const fs::path& root) {
+  std::string templ = (root / "ckptcheck-work-XXXXXX").string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) return {};
+  return fs::path(buf.data());
+}
+
+bool isWritableTmpfs(const char* dir) {
+  struct statfs s {};
+  return statfs(dir, &s) == 0 && s.f_type == TMPFS_MAGIC && access(dir, W_OK | X_OK) == 0;
+}
+
+}  // namespace
+
+ScratchDir::ScratchDir(const fs::path& outDir, bool keep) : keep_(keep) {
+  if (!keep) {
+    if (const char* env = std::getenv("CKPT_SCRATCH"); env && *env)
+      path_ = makeUnder(env);
+    else if (isWritableTmpfs("/dev/shm"))
+      path_ = makeUnder("/dev/shm");
+  }
+  if (path_.empty()) path_ = outDir / "work";
+}
+
+void ScratchDir::remove() {
+  if (keep_) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+ScratchDir::~ScratchDir() { remove(); }
+
+}  // namespace ckpt
