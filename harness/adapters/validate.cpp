@@ -15,7 +15,7 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
-#include "harness/adapters/scratch_dir.h"
+#include "harness/adapters/work_dir.h"
 #include "harness/adapters/tolerance.h"
 #include "harness/adapters/validate_case.h"
 #include "harness/adapters/validate_report.h"
@@ -554,7 +554,7 @@ class ValidateRun {
   std::ostream& err_;
   AdapterSpec spec_;
   fs::path outDir_;
-  ScratchDir scratch_;  // before work_, which is its path
+  WorkDir scratch_;  // before work_, which is its path
   fs::path work_;
   AdapterClient client_;
   std::string replayBase_;

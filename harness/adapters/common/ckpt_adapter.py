@@ -7,6 +7,7 @@ An adapter module defines a class with
                                             fields it knows (saved_activation_bytes, forward_calls, ...)
 and ends with `main(MyAdapter)`. Everything about files, argv, serve mode and exit codes lives here.
 """
+import gc
 import json
 import os
 import sys
@@ -257,6 +258,11 @@ def _serve(adapter, caps):
             reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e), "bad_request": False}
         reply_stream.write(json.dumps(reply) + "\n")
         reply_stream.flush()
+        # What the request left alive (the framework's modules, imported by the first one, and caches) moves out
+        # of the collector's reach, so later requests' collections do not walk torch's object graph again (5% of
+        # a PyTorch validate's time). Collected first: no garbage is frozen.
+        gc.collect()
+        gc.freeze()
 
 
 def main(adapter_class):

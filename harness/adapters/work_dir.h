@@ -8,13 +8,13 @@
 
 namespace ckpt {
 
-class ScratchDir {
+class WorkDir {
  public:
   // keep: OUT/work, kept; otherwise a new directory of its own, removed by the destructor.
-  ScratchDir(const std::filesystem::path& outDir, bool keep);
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
+  WorkDir(const std::filesystem::path& outDir, bool keep);
+  ~WorkDir();
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
   // Removes it now (unless kept); the destructor then has nothing to do.
   void remove();

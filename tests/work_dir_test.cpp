@@ -1,4 +1,4 @@
-// validate's scratch directory (harness/adapters/scratch_dir.h): under $CKPT_SCRATCH (or /dev/shm) and removed
+// validate's scratch directory (harness/adapters/work_dir.h): under $CKPT_SCRATCH (or /dev/shm) and removed
 // afterwards; OUT/work and kept with --keep-work; OUT/work when the scratch root cannot take it.
 #include <gtest/gtest.h>
 
@@ -7,15 +7,15 @@
 #include <fstream>
 #include <string>
 
-#include "harness/adapters/scratch_dir.h"
+#include "harness/adapters/work_dir.h"
 
 namespace ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ScratchDirTest : ::testing::Test {
-  fs::path base = fs::temp_directory_path() / ("ckpt_scratch_dir_test_" + std::to_string(::getpid()));
+struct WorkDirTest : ::testing::Test {
+  fs::path base = fs::temp_directory_path() / ("ckpt_work_dir_test_" + std::to_string(::getpid()));
   fs::path out = base / "out";
   fs::path root = base / "root";
   void SetUp() override {
@@ -30,10 +30,10 @@ struct ScratchDirTest : ::testing::Test {
   }
 };
 
-TEST_F(ScratchDirTest, aFreshDirectoryUnderTheRootRemovedAfterwards) {
+TEST_F(WorkDirTest, aFreshDirectoryUnderTheRootRemovedAfterwards) {
   fs::path made;
   {
-    ScratchDir a(out, false), b(out, false);
+    WorkDir a(out, false), b(out, false);
     made = a.path();
     EXPECT_EQ(made.parent_path(), root);
     EXPECT_NE(a.path(), b.path());
@@ -46,9 +46,9 @@ TEST_F(ScratchDirTest, aFreshDirectoryUnderTheRootRemovedAfterwards) {
   EXPECT_FALSE(fs::exists(out / "work"));
 }
 
-TEST_F(ScratchDirTest, keepWorkIsOutWorkAndStays) {
+TEST_F(WorkDirTest, keepWorkIsOutWorkAndStays) {
   {
-    ScratchDir k(out, true);
+    WorkDir k(out, true);
     EXPECT_EQ(k.path(), out / "work");
     fs::create_directories(k.path() / "e0");
     k.remove();
@@ -56,9 +56,9 @@ TEST_F(ScratchDirTest, keepWorkIsOutWorkAndStays) {
   EXPECT_TRUE(fs::is_directory(out / "work" / "e0"));
 }
 
-TEST_F(ScratchDirTest, aRootThatCannotTakeItFallsBackToOutWork) {
+TEST_F(WorkDirTest, aRootThatCannotTakeItFallsBackToOutWork) {
   ::setenv("CKPT_SCRATCH", (base / "missing").c_str(), 1);
-  ScratchDir s(out, false);
+  WorkDir s(out, false);
   EXPECT_EQ(s.path(), out / "work");
 }
 

@@ -1,4 +1,4 @@
-#include "harness/adapters/scratch_dir.h"
+#include "harness/adapters/work_dir.h"
 
 #include <linux/magic.h>
 #include <sys/vfs.h>
@@ -30,7 +30,7 @@ bool isWritableTmpfs(const char* dir) {
 
 }  // namespace
 
-ScratchDir::ScratchDir(const fs::path& outDir, bool keep) : keep_(keep) {
+WorkDir::WorkDir(const fs::path& outDir, bool keep) : keep_(keep) {
   if (!keep) {
     if (const char* env = std::getenv("CKPT_SCRATCH"); env && *env)
       path_ = makeUnder(env);
@@ -40,12 +40,12 @@ ScratchDir::ScratchDir(const fs::path& outDir, bool keep) : keep_(keep) {
   if (path_.empty()) path_ = outDir / "work";
 }
 
-void ScratchDir::remove() {
+void WorkDir::remove() {
   if (keep_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);
 }
 
-ScratchDir::~ScratchDir() { remove(); }
+WorkDir::~WorkDir() { remove(); }
 
 }  // namespace ckpt
