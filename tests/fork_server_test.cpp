@@ -13,23 +13,14 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/fork_server.h"
 #include "harness/adapters/runner.h"
+#include "tests/cli_process.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path tempDir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("ckpt_fork_server_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::readFile;
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
@@ -62,7 +53,8 @@ if __name__ == "__main__":
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
 
 struct ForkServerTest : ::testing::Test {
-  fs::path d = tempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  test::ScratchDir scratch{"fork-server"};
+  fs::path d = scratch.path();
   fs::path script = d / "driver.py";
   std::vector<std::string> preload;
   PythonForkServer server;
@@ -80,26 +72,26 @@ struct ForkServerTest : ::testing::Test {
 TEST_F(ForkServerTest, runsTheScriptAsMainWithItsArgvAndFiles) {
   const ProcessResult r = run({"mark", "x y"}, "a");
   EXPECT_TRUE(server.lastForked());
-  EXPECT_TRUE(r.ok()) << r.describe() << slurp(d / "a.err");
-  EXPECT_EQ(slurp(d / "a.out"), "argv ['mark', 'x y'] main __main__\nmarked before: False\n");
-  EXPECT_EQ(slurp(d / "a.err"), "stderr line\n");
+  EXPECT_TRUE(r.ok()) << r.describe() << readFile(d / "a.err");
+  EXPECT_EQ(readFile(d / "a.out"), "argv ['mark', 'x y'] main __main__\nmarked before: False\n");
+  EXPECT_EQ(readFile(d / "a.err"), "stderr line\n");
   const ProcessResult s = run({"stdin"}, "s");
   EXPECT_TRUE(s.ok());
-  EXPECT_NE(slurp(d / "s.out").find("stdin: ''"), std::string::npos) << slurp(d / "s.out");
+  EXPECT_NE(readFile(d / "s.out").find("stdin: ''"), std::string::npos) << readFile(d / "s.out");
 }
 
 TEST_F(ForkServerTest, everyRunStartsFromTheUntouchedParent) {
   ASSERT_TRUE(run({"mark"}, "a").ok());
   ASSERT_TRUE(run({"mark"}, "b").ok());
   EXPECT_TRUE(server.lastForked());
-  EXPECT_NE(slurp(d / "b.out").find("marked before: False"), std::string::npos) << slurp(d / "b.out");
+  EXPECT_NE(readFile(d / "b.out").find("marked before: False"), std::string::npos) << readFile(d / "b.out");
 }
 
 TEST_F(ForkServerTest, reportsExitCodesExceptionsAndSignals) {
   EXPECT_EQ(run({"exit", "3"}, "e").exitCode, 3);
   const ProcessResult raised = run({"raise"}, "r");
   EXPECT_EQ(raised.exitCode, 1);
-  EXPECT_NE(slurp(d / "r.err").find("RuntimeError: boom"), std::string::npos);
+  EXPECT_NE(readFile(d / "r.err").find("RuntimeError: boom"), std::string::npos);
   const ProcessResult killed = run({"signal"}, "k");
   EXPECT_EQ(killed.signal, SIGKILL);
   EXPECT_FALSE(killed.ok());
@@ -115,7 +107,7 @@ TEST_F(ForkServerTest, timeoutKillsTheRunsWholeGroupAndTheServerGoesOn) {
   EXPECT_TRUE(server.lastForked());
   EXPECT_GE(r.seconds, 2.0);
   EXPECT_LT(r.seconds, 10.0);
-  const pid_t grandchild = std::stoi(slurp(pidFile));
+  const pid_t grandchild = std::stoi(readFile(pidFile));
   for (int i = 0; i < 100 && alive(grandchild); ++i) ::usleep(20000);  // reaped by init once killed
   EXPECT_FALSE(alive(grandchild));
   EXPECT_TRUE(run({"exit", "0"}, "after").ok());
@@ -128,7 +120,7 @@ TEST_F(ForkServerTest, aServerThatCannotStartFallsBackToFreshProcesses) {
   EXPECT_FALSE(server.lastForked());
   EXPECT_TRUE(run({"mark"}, "m").ok());
   EXPECT_FALSE(server.lastForked());
-  EXPECT_EQ(slurp(d / "m.out"), "argv ['mark'] main __main__\nmarked before: False\n");
+  EXPECT_EQ(readFile(d / "m.out"), "argv ['mark'] main __main__\nmarked before: False\n");
 }
 
 TEST_F(ForkServerTest, forkCanBeSwitchedOff) {
