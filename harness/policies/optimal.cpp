@@ -100,18 +100,35 @@ class MinPeakDp {
 // not increase with j, so a move is relaxed only from the first level at which it and its sub-problems are all
 // feasible, and only up to the level at which taping every block fits: from there the row is the least FLOPs any
 // move reaches (every forward once), filled, not relaxed. The same values as relaxing every level.
+// The table is filled a block of levels at a time, every row in states() order within a block: a move at level j
+// reads its sub-problems (rows before it in that order) at levels <= j, which this block or an earlier one has
+// computed, and each cell sees the same moves in the same order as row by row, so the values are the same bits.
+// Row by row, each of a long chain's rows read every shorter row whole, several MB beyond the caches (the DP ran
+// at memory speed, 40% of `verify`); a block's slices of all the rows fit in L2.
 class LevelDp {
  public:
   LevelDp(const Family& f, int64_t unit, int64_t levels)
       : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf),
-        first_(static_cast<size_t>(f.rows()), width_), allTaped_(static_cast<size_t>(f.rows()), 0) {
+        first_(static_cast<size_t>(f.rows()), width_), allTaped_(static_cast<size_t>(f.rows()), 0),
+        settled_(static_cast<size_t>(f.rows()), 0) {
+    // Which levels each row relaxes depends on the sub-problems' first finite levels only, not on their values.
     f_.states([&](const Sub& u) {
-      double* out = row(u);
-      const int64_t settled = std::min(width_ - 1, allTapedLevel(u));
-      int64_t& first = first_[static_cast<size_t>(f_.key(u))];
-      f_.choices(u, [&](const Choice& c) { relax(out, c, start(c), settled + 1, first); });
-      if (first <= settled) std::fill(out + settled + 1, out + width_, out[settled]);
+      const size_t k = static_cast<size_t>(f_.key(u));
+      settled_[k] = std::min(width_ - 1, allTapedLevel(u));
+      f_.choices(u, [&](const Choice& c) { first_[k] = std::min(first_[k], start(c)); });
     });
+    const int64_t block = std::min(width_, std::max<int64_t>(64, kBlockBytes / (8 * f.rows())));
+    for (int64_t j0 = 0; j0 < width_; j0 += block) {
+      const int64_t j1 = std::min(width_, j0 + block);
+      f_.states([&](const Sub& u) {
+        double* out = row(u);
+        const size_t k = static_cast<size_t>(f_.key(u));
+        const int64_t settled = settled_[k], end = std::min(settled + 1, j1);
+        if (j0 < end) f_.choices(u, [&](const Choice& c) { relax(out, c, std::max(start(c), j0), end); });
+        if (first_[k] <= settled && std::max(settled + 1, j0) < j1)
+          std::fill(out + std::max(settled + 1, j0), out + j1, out[settled]);
+      });
+    }
   }
   double at(const Sub& u, int64_t j) const { return row(u)[j]; }
   int64_t heldLevels(const Choice& c) const { return ceilDiv(c.held, unit_); }
@@ -148,9 +165,8 @@ class LevelDp {
     return allTaped_[static_cast<size_t>(f_.key(u))] = level;
   }
 
-  // out[j] = min(out[j], the move's value at j) for from <= j < end; `first` takes the least `from`.
-  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end, int64_t& first) {
-    first = std::min(first, from);
+  // out[j] = min(out[j], the move's value at j) for from <= j < end.
+  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end) {
     const double flops = static_cast<double>(c.flops);
     if (c.a.valid()) {
       const int64_t shift = heldLevels(c);
@@ -175,6 +191,8 @@ class LevelDp {
   std::vector<double> table_;
   std::vector<int64_t> first_;     // per row: its first level that may be finite (width_: none)
   std::vector<int64_t> allTaped_;  // per row: allTapedLevel
+  std::vector<int64_t> settled_;   // per row: the last level it relaxes, min(levels, allTapedLevel)
+  static constexpr int64_t kBlockBytes = int64_t{1} << 20;  // one block's slices of every row
 };
 
 // Emits the schedule of the chosen moves from the root down, and the model's peak of it.
