@@ -4,6 +4,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <system_error>
@@ -23,9 +24,14 @@ fs::path makeUnder(const fs::path& root) {
   return fs::path(buf.data());
 }
 
-bool isWritableTmpfs(const char* dir) {
+// A container's /dev/shm may be 64 MB: a case that did not fit would fail as an adapter fault, so a tmpfs with
+// less free than this is passed over (random and shrunk cases take kilobytes; a catalogue case a few MB).
+constexpr uint64_t kLeastFreeTmpfsBytes = uint64_t{512} << 20;
+
+bool isRoomyWritableTmpfs(const char* dir) {
   struct statfs s {};
-  return statfs(dir, &s) == 0 && s.f_type == TMPFS_MAGIC && access(dir, W_OK | X_OK) == 0;
+  return statfs(dir, &s) == 0 && s.f_type == TMPFS_MAGIC && access(dir, W_OK | X_OK) == 0 &&
+         static_cast<uint64_t>(s.f_bavail) * static_cast<uint64_t>(s.f_bsize) >= kLeastFreeTmpfsBytes;
 }
 
 }  // namespace
@@ -34,7 +40,7 @@ WorkDir::WorkDir(const fs::path& outDir, bool keep) : keep_(keep) {
   if (!keep) {
     if (const char* env = std::getenv("CKPT_SCRATCH"); env && *env)
       path_ = makeUnder(env);
-    else if (isWritableTmpfs("/dev/shm"))
+    else if (isRoomyWritableTmpfs("/dev/shm"))
       path_ = makeUnder("/dev/shm");
   }
   if (path_.empty()) path_ = outDir / "work";

@@ -2,7 +2,8 @@
 // thousands of small files a minute. On ext4, creating files right after deleting others makes each inode
 // allocation scan past the recently freed ones, which cost a third of a PyTorch validate's time and more of a
 // numpy one's; a tmpfs has no such cost. So they go to a fresh directory under $CKPT_SCRATCH, else /dev/shm when
-// it is a writable tmpfs, else (and with --keep-work, which keeps them for people to read) under OUT/work.
+// it is a writable tmpfs with 512 MiB free, else (and with --keep-work, which keeps them for people to read)
+// under OUT/work.
 #pragma once
 #include <filesystem>
 
