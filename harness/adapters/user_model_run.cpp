@@ -10,8 +10,8 @@
 
 #include "common/input_error.h"
 #include "harness/adapters/adapter.h"
-#include "harness/adapters/fork_server.h"
 #include "harness/adapters/case_dir.h"
+#include "harness/adapters/fork_server.h"
 #include "harness/adapters/npy.h"
 #include "harness/adapters/runner.h"
 

@@ -15,10 +15,10 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/reference_check.h"
-#include "harness/adapters/work_dir.h"
 #include "harness/adapters/tolerance.h"
 #include "harness/adapters/validate_case.h"
 #include "harness/adapters/validate_report.h"
+#include "harness/adapters/work_dir.h"
 #include "harness/atomic_file.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
@@ -168,7 +168,7 @@ class ValidateRun {
  public:
   ValidateRun(const ValidateOptions& o, std::ostream& out, std::ostream& err)
       : o_(o), out_(out), err_(err), spec_(adapterSpec(o)), outDir_(fs::absolute(o.outDir)),
-        scratch_(outDir_, o.keepWork), work_(scratch_.path()),
+        workDir_(outDir_, o.keepWork), work_(workDir_.path()),
         client_(spec_, o.timeoutSeconds, (outDir_ / "logs").string(), !o.noServe),
         replayBase_("ckptcheck validate " + shellJoin(spec_.replayArgs)) {
     report_ = initialReport();
@@ -543,7 +543,9 @@ class ValidateRun {
     writeFileAtomic(outDir_ / "validate.json", report_.dump(2) + "\n");
     writeFileAtomic(outDir_ / "validate.md", validateMarkdown(report_));
     if (!o_.junitPath.empty()) writeFileAtomic(o_.junitPath, validateJunit(report_));
-    scratch_.remove();
+    workDir_.remove();
+    std::error_code ec;
+    if (!o_.keepWork) fs::remove_all(outDir_ / "work", ec);  // a timed case's, when the adapter failed on it
     if (o_.json) out_ << report_.dump(2) << "\n";
     else out_ << validateSummaryText(report_, (outDir_ / "validate.md").string());
     return code;
@@ -554,7 +556,7 @@ class ValidateRun {
   std::ostream& err_;
   AdapterSpec spec_;
   fs::path outDir_;
-  WorkDir scratch_;  // before work_, which is its path
+  WorkDir workDir_;  // before work_, which is its path
   fs::path work_;
   AdapterClient client_;
   std::string replayBase_;
