@@ -19,10 +19,13 @@
 //
 // The DP. C(sub-problem, j) = least forward FLOPs with peak <= j units, over j = 0..J, tabulated from short
 // ranges to long: O(L^2) sub-problems x O(L) moves x J levels = O(L^3 J) time and O(L^2 J) memory (a chain whose
-// blocks all have the same model needs only its range lengths: O(L^2 J) time, O(L J) memory). Measured (Release,
-// this project's 2-core machine): L = 200 heterogeneous blocks at J = 500 in 2.5-3.5 s with an 82 MB table; the
-// time grows as L^3 J (L = 300: about 10 s); a homogeneous L = 1000 takes a quarter of a second. Longer chains
-// are refused rather than tabulated on fewer than 16 levels or in more than 1 GiB.
+// blocks all have the same model needs only its range lengths: O(L^2 J) time, O(L J) memory). Three tabulations
+// fill the same values (optimal_table.h; solve() picks one): dense rows (optimal_level_dp.h), rows kept as their
+// frontiers (optimal_frontier_dp.h, where the grid is fine and a row changes at few of its levels) and, for a
+// homogeneous chain, a level at a time (optimal_homogeneous_dp.h). Measured (Release, this project's 2-core
+// machine): L = 200 heterogeneous blocks at J = 500 in 0.6 s with an 82 MB table; the time grows as L^3 J; a
+// homogeneous L = 1000 at J = 500 in 20-70 ms. Longer chains are refused rather than tabulated on fewer than 16
+// levels or with more than 1 GiB of dense table.
 // Every byte count of the model is a multiple of their gcd, so the grid's unit is a whole number of gcds:
 // one gcd (the exact grid, nothing rounded) when budget / gcd levels fit the tables within a few seconds; else
 // the finest grid that does, never coarser than OptimalOptions::levels (500, Rotor's default). On a coarser grid
@@ -46,6 +49,10 @@
 #include "harness/engine/policy_rule.h"
 #include "harness/engine/plan.h"
 #include "harness/policies/optimal_family.h"
+#include "harness/policies/optimal_frontier_dp.h"
+#include "harness/policies/optimal_homogeneous_dp.h"
+#include "harness/policies/optimal_level_dp.h"
+#include "harness/policies/optimal_table.h"
 #include "harness/policies/turns.h"
 #include "reference/block_sim.h"
 
@@ -53,10 +60,6 @@ namespace ckpt {
 namespace {
 
 using namespace optimal_detail;
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Least peak, then least FLOPs among those, per sub-problem; exact bytes.
 struct PeakCost {
@@ -93,106 +96,6 @@ class MinPeakDp {
   PeakCost& cell(const Sub& u) { return table_[static_cast<size_t>(f_.key(u))]; }
   const Family& f_;
   std::vector<PeakCost> table_;
-};
-
-// C(sub-problem, j) for j = 0..levels, least forward FLOPs with peak <= j units (kInf: none). FLOPs are summed in
-// doubles (exact below 2^53) so the inner loops vectorise; the reconstruction repeats the same additions. Rows do
-// not increase with j, so a move is relaxed only from the first level at which it and its sub-problems are all
-// feasible, and only up to the level at which taping every block fits: from there the row is the least FLOPs any
-// move reaches (every forward once), filled, not relaxed. The same values as relaxing every level.
-// The table is filled a block of levels at a time, every row in states() order within a block: a move at level j
-// reads its sub-problems (rows before it in that order) at levels <= j, which this block or an earlier one has
-// computed, and each cell sees the same moves in the same order as row by row, so the values are the same bits.
-// Row by row, each of a long chain's rows read every shorter row whole, several MB beyond the caches (the DP ran
-// at memory speed, 40% of `verify`); a block's slices of all the rows fit in L2.
-class LevelDp {
- public:
-  LevelDp(const Family& f, int64_t unit, int64_t levels)
-      : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf),
-        first_(static_cast<size_t>(f.rows()), width_), allTaped_(static_cast<size_t>(f.rows()), 0),
-        settled_(static_cast<size_t>(f.rows()), 0) {
-    // Which levels each row relaxes depends on the sub-problems' first finite levels only, not on their values.
-    f_.states([&](const Sub& u) {
-      const size_t k = static_cast<size_t>(f_.key(u));
-      settled_[k] = std::min(width_ - 1, allTapedLevel(u));
-      f_.choices(u, [&](const Choice& c) { first_[k] = std::min(first_[k], start(c)); });
-    });
-    const int64_t block = std::min(width_, std::max<int64_t>(64, kBlockBytes / (8 * f.rows())));
-    for (int64_t j0 = 0; j0 < width_; j0 += block) {
-      const int64_t j1 = std::min(width_, j0 + block);
-      f_.states([&](const Sub& u) {
-        double* out = row(u);
-        const size_t k = static_cast<size_t>(f_.key(u));
-        const int64_t settled = settled_[k], end = std::min(settled + 1, j1);
-        if (j0 < end) f_.choices(u, [&](const Choice& c) { relax(out, c, std::max(start(c), j0), end); });
-        if (first_[k] <= settled && std::max(settled + 1, j0) < j1)
-          std::fill(out + std::max(settled + 1, j0), out + j1, out[settled]);
-      });
-    }
-  }
-  double at(const Sub& u, int64_t j) const { return row(u)[j]; }
-  int64_t heldLevels(const Choice& c) const { return ceilDiv(c.held, unit_); }
-  double value(const Choice& c, int64_t j) const {
-    if (ceilDiv(c.peak, unit_) > j) return kInf;
-    double v = static_cast<double>(c.flops);
-    if (c.a.valid()) {
-      const int64_t ja = j - heldLevels(c);
-      v = ja < 0 ? kInf : v + at(c.a, ja);
-    }
-    if (c.b.valid()) v = v + at(c.b, j);
-    return v;
-  }
-
- private:
-  double* row(const Sub& u) { return table_.data() + f_.key(u) * width_; }
-  const double* row(const Sub& u) const { return table_.data() + f_.key(u) * width_; }
-  int64_t first(const Sub& u) const { return first_[static_cast<size_t>(f_.key(u))]; }
-
-  // The least level at which the move can be finite: its own high-water and both sub-problems feasible.
-  int64_t start(const Choice& c) const {
-    const int64_t from = std::max(ceilDiv(c.peak, unit_), c.a.valid() ? heldLevels(c) + first(c.a) : 0);
-    return c.b.valid() ? std::max(from, first(c.b)) : from;
-  }
-
-  // The level from which taping every block of u (a turn at its last) fits the grid, as value() rounds it.
-  int64_t allTapedLevel(const Sub& u) {
-    int64_t level = 0;
-    f_.choices(u, [&](const Choice& c) {
-      if (c.move == Move::kTurn) level = ceilDiv(c.peak, unit_);
-      if (c.move == Move::kTape)
-        level = std::max(ceilDiv(c.peak, unit_), heldLevels(c) + allTaped_[static_cast<size_t>(f_.key(c.a))]);
-    });
-    return allTaped_[static_cast<size_t>(f_.key(u))] = level;
-  }
-
-  // out[j] = min(out[j], the move's value at j) for from <= j < end.
-  void relax(double* __restrict out, const Choice& c, int64_t from, int64_t end) {
-    const double flops = static_cast<double>(c.flops);
-    if (c.a.valid()) {
-      const int64_t shift = heldLevels(c);
-      const double* __restrict a = row(c.a);
-      if (c.b.valid()) {
-        const double* __restrict b = row(c.b);
-        for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + a[j - shift] + b[j]);
-      } else {
-        for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + a[j - shift]);
-      }
-    } else if (c.b.valid()) {
-      const double* __restrict b = row(c.b);
-      for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops + b[j]);
-    } else {
-      for (int64_t j = from; j < end; ++j) out[j] = std::min(out[j], flops);
-    }
-  }
-
-  const Family& f_;
-  int64_t unit_;
-  int64_t width_;
-  std::vector<double> table_;
-  std::vector<int64_t> first_;     // per row: its first level that may be finite (width_: none)
-  std::vector<int64_t> allTaped_;  // per row: allTapedLevel
-  std::vector<int64_t> settled_;   // per row: the last level it relaxes, min(levels, allTapedLevel)
-  static constexpr int64_t kBlockBytes = int64_t{1} << 20;  // one block's slices of every row
 };
 
 // Emits the schedule of the chosen moves from the root down, and the model's peak of it.
@@ -282,12 +185,62 @@ constexpr int64_t kCheapWork = int64_t{400000000};     // cell updates, a second
 constexpr int64_t kMaxCells = int64_t{1} << 27;        // 1 GiB
 constexpr int64_t kMaxWork = int64_t{12000000000};     // about a minute
 constexpr int64_t kFewestLevels = 16;                  // a coarser grid than this is refused
+constexpr int64_t kDenseLevels = 1000;                 // a heterogeneous chain's grid tabulated densely up to this
 
 void refuseTooLong(const ChainModel& model, const Family& family, const std::string& policy) {
   if (std::min(kMaxCells / family.rows(), kMaxWork / family.moveCount()) - 1 < kFewestLevels)
     throw InputError("policy '" + policy + "': a chain of " + std::to_string(model.layers) +
                      (model.homogeneous() ? " identical" : " heterogeneous") +
                      " blocks is too long for the optimal DP (O(L^3 x levels), O(L^2 x levels) when all blocks are alike)");
+}
+
+// The plan from a filled table: the schedule of the first move (in choices() order) that reproduces each table
+// value, from the root at the budget's level down, or the least-peak schedule where rounding left none as cheap.
+template <class Dp>
+void planOnGrid(const ChainModel& model, const Family& family, const MinPeakDp& least, const Dp& dp, int64_t budget,
+                const OptimalOptions& o, OptimalPlan& plan) {
+  const int n = model.layers;
+  const Sub root{0, n - 1, true};
+  const PeakCost floor = least.at(root);
+  Schedule& s = plan.schedule;
+  s.policy = policyText(budget);
+  s.layers = n;
+  s.keep = o.keep;
+  Writer writer(s);
+  const double gridFlops = dp.at(root, plan.levels);
+  if (gridFlops <= static_cast<double>(floor.flops)) {
+    plan.forwardFlops = static_cast<int64_t>(gridFlops);
+    plan.peakBytes = writer.write(root, plan.levels, [&](const Sub& u, int64_t j) {
+      const double want = dp.at(u, j);
+      Picked p;
+      bool found = false;
+      family.choices(u, [&](const Choice& ch) {
+        if (!found && dp.value(ch, j) == want) {
+          p = {ch, j - heldLevels(ch, plan.unitBytes), j};
+          found = true;
+        }
+      });
+      if (!found) throw std::logic_error("optimal: no move reproduces the table's value");
+      return p;
+    });
+  } else {
+    // Rounding left no grid schedule as cheap as the least-peak one (or none at all): take that one.
+    plan.minPeakFallback = true;
+    plan.forwardFlops = floor.flops;
+    plan.peakBytes = writer.write(root, 0, [&](const Sub& u, int64_t) {
+      const PeakCost want = least.at(u);
+      Picked p;
+      bool found = false;
+      family.choices(u, [&](const Choice& ch) {
+        if (!found && least.value(ch) == want) {
+          p = {ch, 0, 0};
+          found = true;
+        }
+      });
+      if (!found) throw std::logic_error("optimal: no move reproduces the least peak");
+      return p;
+    });
+  }
 }
 
 // The DP on a chain's model: the plan is a function of the model, the budget and the grid options alone.
@@ -314,46 +267,16 @@ OptimalPlan solve(const ChainModel& model, int64_t budget, const OptimalOptions&
   plan.levels = budget / plan.unitBytes;
   plan.exactGrid = plan.unitBytes == gcd;
 
-  const LevelDp dp(family, plan.unitBytes, plan.levels);
-  Schedule& s = plan.schedule;
-  s.policy = policyText(budget);
-  s.layers = n;
-  s.keep = o.keep;
-  Writer writer(s);
-  const double gridFlops = dp.at(root, plan.levels);
-  if (gridFlops <= static_cast<double>(floor.flops)) {
-    plan.forwardFlops = static_cast<int64_t>(gridFlops);
-    plan.peakBytes = writer.write(root, plan.levels, [&](const Sub& u, int64_t j) {
-      const double want = dp.at(u, j);
-      Picked p;
-      bool found = false;
-      family.choices(u, [&](const Choice& ch) {
-        if (!found && dp.value(ch, j) == want) {
-          p = {ch, j - dp.heldLevels(ch), j};
-          found = true;
-        }
-      });
-      if (!found) throw std::logic_error("optimal: no move reproduces the table's value");
-      return p;
-    });
-  } else {
-    // Rounding left no grid schedule as cheap as the least-peak one (or none at all): take that one.
-    plan.minPeakFallback = true;
-    plan.forwardFlops = floor.flops;
-    plan.peakBytes = writer.write(root, 0, [&](const Sub& u, int64_t) {
-      const PeakCost want = least.at(u);
-      Picked p;
-      bool found = false;
-      family.choices(u, [&](const Choice& ch) {
-        if (!found && least.value(ch) == want) {
-          p = {ch, 0, 0};
-          found = true;
-        }
-      });
-      if (!found) throw std::logic_error("optimal: no move reproduces the least peak");
-      return p;
-    });
-  }
+  // Three tabulations of the same values, each where it is fastest (Release, this project's 2-core machine): a
+  // homogeneous chain level by level (L = 1000 at 500 levels: 20-70 ms, LevelDp 90-220 ms); a coarse grid densely
+  // (L = 200 heterogeneous at 500 levels: 0.59 s, frontiers 1.51 s); a fine grid by frontiers (a random verify
+  // case's exact grid of thousands of levels, where a frontier holds tens of points).
+  if (model.homogeneous())
+    planOnGrid(model, family, least, HomogeneousDp(family, model, plan.unitBytes, plan.levels), budget, o, plan);
+  else if (plan.levels <= kDenseLevels)
+    planOnGrid(model, family, least, LevelDp(family, plan.unitBytes, plan.levels), budget, o, plan);
+  else
+    planOnGrid(model, family, least, FrontierDp(family, plan.unitBytes, plan.levels), budget, o, plan);
   int64_t once = 0;
   for (int i = 0; i < n; ++i) once += model[i].flops;
   plan.recomputeFlops = plan.forwardFlops - once;
