@@ -24,7 +24,7 @@
 // frontiers (optimal_frontier_dp.h, where the grid is fine and a row changes at few of its levels) and, for a
 // homogeneous chain, a level at a time (optimal_homogeneous_dp.h). Measured (Release, this project's 2-core
 // machine): L = 200 heterogeneous blocks at J = 500 in 0.6 s with an 82 MB table; the time grows as L^3 J; a
-// homogeneous L = 1000 at J = 500 in 20-70 ms. Longer chains are refused rather than tabulated on fewer than 16
+// homogeneous L = 1000 at J = 500 in 10-50 ms. Longer chains are refused rather than tabulated on fewer than 16
 // levels or with more than 1 GiB of dense table.
 // Every byte count of the model is a multiple of their gcd, so the grid's unit is a whole number of gcds:
 // one gcd (the exact grid, nothing rounded) when budget / gcd levels fit the tables within a few seconds; else
@@ -268,7 +268,7 @@ OptimalPlan solve(const ChainModel& model, int64_t budget, const OptimalOptions&
   plan.exactGrid = plan.unitBytes == gcd;
 
   // Three tabulations of the same values, each where it is fastest (Release, this project's 2-core machine): a
-  // homogeneous chain level by level (L = 1000 at 500 levels: 20-70 ms, LevelDp 90-220 ms); a coarse grid densely
+  // homogeneous chain level by level (L = 1000 at 500 levels: 10-50 ms, LevelDp 40-220 ms); a coarse grid densely
   // (L = 200 heterogeneous at 500 levels: 0.59 s, frontiers 1.51 s); a fine grid by frontiers (a random verify
   // case's exact grid of thousands of levels, where a frontier holds tens of points).
   if (model.homogeneous())

@@ -3,7 +3,7 @@
 // rows drops, so a move is the merge of two frontiers (the first shifted by what the move holds across it) and a
 // row is the lower envelope of its moves'. The work per move is the size of its sub-problems' frontiers, not the
 // number of levels: the tabulation for fine grids. A random verify case of 20-40 blocks gets an exact grid of
-// thousands of levels (its byte counts' gcd is a few bytes) while its frontiers hold tens of points.
+// hundreds to thousands of levels (its byte counts' gcd is a few bytes) while its rows hold 10-200 points.
 #pragma once
 #include <cstdint>
 #include <vector>
