@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from saved_bytes import SavedBytes  # noqa: E402
 import torch.utils.checkpoint as tc  # noqa: E402
 from ckpt_adapter import BadRequest  # noqa: E402
 
@@ -311,28 +312,6 @@ def selective_policy(ctx, op, *args, **kwargs):
     if op in (aten.mm.default, aten.addmm.default, aten.bmm.default):
         return tc.CheckpointPolicy.MUST_SAVE
     return tc.CheckpointPolicy.PREFER_RECOMPUTE
-
-
-class SavedBytes:
-    """Counts the distinct storages packed for backward, parameters excluded."""
-
-    def __init__(self, params):
-        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
-        self.seen = {}
-
-    def pack(self, t):
-        s = t.untyped_storage()
-        ptr = s.data_ptr()
-        if ptr not in self.param_ptrs:
-            self.seen[ptr] = s.nbytes()
-        return t
-
-    @staticmethod
-    def unpack(t):
-        return t
-
-    def total(self):
-        return sum(self.seen.values())
 
 
 def run(case, out, mode, options):

@@ -133,7 +133,7 @@ class ChainStack:
 
 class PlanMeter:
     """Each storage packed in the forward pass attributed to the first party that packs it (forward order):
-    plugged into user_model.SavedBytes as its probe, which already leaves parameters out."""
+    plugged into saved_bytes.SavedBytes as its probe, which already leaves parameters out."""
 
     def __init__(self, stack):
         self.stack = stack

@@ -30,6 +30,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import user_model  # noqa: E402  (one thread, deterministic algorithms)
+from saved_bytes import SavedBytes  # noqa: E402
 import chain_probe as cp  # noqa: E402
 
 import torch  # noqa: E402
@@ -93,7 +94,7 @@ def profile_step(setup, model, opt, batch, blocks):
     counter = FlopCounterMode(display=False)
     recorder = cp.OpRecorder(probe.stack.party, counter)
     probe.recorder = recorder
-    meter = user_model.SavedBytes(model.parameters(), probe)
+    meter = SavedBytes(model.parameters(), probe)
     opt.zero_grad(set_to_none=True)
     try:
         with counter:

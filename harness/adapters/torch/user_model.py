@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import placement  # noqa: E402
 import apply_plan  # noqa: E402
 import chain_probe  # noqa: E402
+from saved_bytes import SavedBytes  # noqa: E402
 
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
@@ -98,30 +99,6 @@ def check_setup(setup, factory_name, require_chain=False):
                             "chain"}
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
-
-
-class SavedBytes:
-    """Distinct storages packed for backward during one forward, parameters excluded (as the torch adapter)."""
-
-    def __init__(self, params, probe=None):
-        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
-        self.seen = {}
-        self.probe = probe
-
-    def pack(self, t):
-        s = t.untyped_storage()
-        if s.data_ptr() not in self.param_ptrs:
-            self.seen[s.data_ptr()] = s.nbytes()
-            if self.probe is not None:
-                self.probe.packed(s.data_ptr(), s.nbytes())
-        return t
-
-    @staticmethod
-    def unpack(t):
-        return t
-
-    def total(self):
-        return sum(self.seen.values())
 
 
 class _Probes:

@@ -1,0 +1,28 @@
+"""The activation bytes a forward saves for backward, as the torch adapters measure them (PROTOCOL.md, "Saved
+bytes"): the distinct storages packed by torch.autograd.graph.saved_tensors_hooks, parameters excluded. The case
+adapter (case_model.py) and the user-model driver (user_model.py, with a probe per block) share it."""
+
+
+class SavedBytes:
+    """Distinct storages packed for backward during one forward, parameters excluded. `probe`, if given, is told
+    of every counted pack (chain_probe.py attributes them to blocks)."""
+
+    def __init__(self, params, probe=None):
+        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self.seen = {}
+        self.probe = probe
+
+    def pack(self, t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in self.param_ptrs:
+            self.seen[s.data_ptr()] = s.nbytes()
+            if self.probe is not None:
+                self.probe.packed(s.data_ptr(), s.nbytes())
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    def total(self):
+        return sum(self.seen.values())
