@@ -19,7 +19,7 @@ set(CKPT_PCH_STD_HEADERS <algorithm> <array> <cmath> <cstdint> <cstdio> <cstring
 
 if(CKPT_PCH)
   add_library(ckpt_pch STATIC ${CMAKE_CURRENT_LIST_DIR}/pch_anchor.cpp)
-  target_link_libraries(ckpt_pch PRIVATE Eigen3::Eigen nlohmann_json::nlohmann_json rapidcheck)
+  target_link_libraries(ckpt_pch PRIVATE ckpt_eigen nlohmann_json::nlohmann_json rapidcheck)
   target_precompile_headers(ckpt_pch PRIVATE ${CKPT_PCH_STD_HEADERS} <Eigen/Dense> <nlohmann/json.hpp> <rapidcheck.h>)
 endif()
 
@@ -27,7 +27,7 @@ endif()
 function(ckpt_add_test_pch)
   if(CKPT_PCH)
     add_library(ckpt_test_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cpp)
-    target_link_libraries(ckpt_test_pch PRIVATE Eigen3::Eigen nlohmann_json::nlohmann_json rapidcheck GTest::gtest)
+    target_link_libraries(ckpt_test_pch PRIVATE ckpt_eigen nlohmann_json::nlohmann_json rapidcheck GTest::gtest)
     target_precompile_headers(ckpt_test_pch PRIVATE ${CKPT_PCH_STD_HEADERS} <Eigen/Dense> <nlohmann/json.hpp>
                               <rapidcheck.h> <gtest/gtest.h>)
   endif()

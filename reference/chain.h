@@ -12,6 +12,7 @@
 #include "cases/param_sharing.h"
 #include "reference/block_sim.h"
 #include "reference/blocks.h"
+#include "reference/gemm.h"
 #include "reference/loss.h"
 #include "reference/ops/cross_entropy.h"
 #include "reference/ops/lm_head.h"
@@ -146,6 +147,7 @@ void fillUniform(Mat<T>& m, uint64_t seed, uint64_t stream, double bound, double
 
 template <class T>
 Chain<T> buildChain(const CaseSpec& spec) {
+  useOneGemmThread();  // every model's products on the thread that runs it (reference/gemm.h)
   Chain<T> c;
   c.spec = spec;
   for (size_t i = 0; i < spec.blocks.size(); ++i) c.blocks.push_back(makeBlock<T>(spec.blocks[i], spec, static_cast<int>(i)));
