@@ -4,9 +4,10 @@
 #             kernels at run time for the processor it runs on, whatever CKPT_ARCH compiled our own code for.
 #   eigen     Eigen's own kernels, compiled for CKPT_ARCH.
 # Why OpenBLAS by default: on the wide cases most of a step is GEMM, and on this project's AMD EPYC (Zen 4)
-# machines Eigen 3.4's 48x4 AVX-512 kernel reaches 83-86 GFLOP/s on the 256 x 1024 x 1024 products of mlp-wide,
-# OpenBLAS 93-103 and PyTorch's MKL 96-102, single-threaded (README, "Performance"). The pthread build, not the
-# serial one: Debian's serial build has no locking around its buffer pool, and `ckptcheck verify --threads N`
+# machines Eigen 3.4's 48x4 AVX-512 kernel reaches 78-86 GFLOP/s on the 256 x 1024 x 1024 products of mlp-wide,
+# OpenBLAS 92-103 and PyTorch's MKL 94-103, single-threaded (README, "Overhead reports"). The pthread build, not
+# the serial one: a single-threaded OpenBLAS locks its buffer pool only if it was compiled with USE_LOCKING, which
+# 0.3.21's build line does not report, while the pthread build always locks; and `ckptcheck verify --threads N`
 # runs products on several threads at once.
 # Every bitwise property compares runs of one binary; OpenBLAS's sums do not depend on where the operands lie in
 # memory or on other threads (tests/gemm_placement_test.cpp), as Eigen's do not.
