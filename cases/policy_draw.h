@@ -16,6 +16,7 @@ struct PolicyDraw {
   int optimalRival = 0;         // which other policy of the case optimal is compared with (property 4), modulo
   int longLayers = 0;           // 0, or a homogeneous chain of this many blocks that optimal plans only (property 5)
   int longBudget = 0;           // permille of that chain's [smallest feasible, store-all peak]
+  int segmentsBudget = 0;       // permille of [segments' smallest feasible budget, store-all peak]
   bool operator==(const PolicyDraw&) const = default;
 };
 

@@ -156,6 +156,13 @@ Diagnosis dropoutOffDiagnosis() {
           "bit for bit: the recompute drew other random numbers"};
 }
 
+Diagnosis drawsReplayedDiagnosis() {
+  return {FindingClass::kRngDesync,
+          "with every recompute's draws replayed (the generator restored before it and put back after, no side stream; "
+          "the same model, masks and routing) the checkpointed run equals the plain run bit for bit: the recompute "
+          "drew other random numbers"};
+}
+
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp) {
   const GradientNoise noise = gradientNoise(differing, roundingUlp);
   if (auto why = missingGradient(differing, noise)) return {FindingClass::kMissingGradient, *why};

@@ -2,7 +2,7 @@
 // runs differ, not only where:
 //   missing-gradient     a gradient is absent, or all zero, in the checkpointed run where the plain run has one
 //   rng-desync           a dropout-like output's zero pattern differs, or the generator ends in another state
-//                        (validate also re-runs an unexplained difference with dropout off: equal then, rng-desync)
+//                        (an unexplained difference is re-run where the draws cannot differ: equal then, rng-desync)
 //   state-updated-twice  every differing running statistic equals what one more momentum update would give
 //                        (a counter: one more increment), the recompute having updated it again; or a few more,
 //                        where a block is recomputed more than once
@@ -63,12 +63,16 @@ nlohmann::json toJson(const Diagnosis& d);
 Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundingUlp);
 
 // The one re-run a class may ask for: a semantic difference in a case that draws random numbers (dropout,
-// drop-path, RReLU: drawsRandomNumbers, cases/stochastic_layers.h) that vanishes when the same case runs with
-// them off (randomnessOff) came from the random draws (rng-desync), though no generator state or mask showed
-// it (an engine that draws anew in the recompute and puts the generator back). `validate` re-runs an adapter's
-// case so (harness/adapters/validate_case.cpp), `verify` its engine's policy run (harness/verify/properties.cpp).
+// drop-path, RReLU: drawsRandomNumbers, cases/stochastic_layers.h) that vanishes in a re-run where the draws
+// cannot differ came from the random draws (rng-desync), though no generator state or mask showed it (an engine
+// that draws anew in the recompute and puts the generator back). `verify` re-runs its engine's policy run with
+// the engine's generator handling made the correct one and nothing else changed (harness/verify/draws_replayed.h):
+// the same model, masks and routing. `validate`, which cannot correct a framework, re-runs an adapter's case with
+// the draws off (randomnessOff; harness/adapters/validate_case.cpp), which removes drop-path nodes and changes
+// routing, so there a non-random bug inside a stochastic block can still read as rng-desync.
 bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws);
-Diagnosis dropoutOffDiagnosis();  // rng-desync, with that evidence as its why
+Diagnosis dropoutOffDiagnosis();     // rng-desync, with validate's evidence as its why
+Diagnosis drawsReplayedDiagnosis();  // rng-desync, with verify's
 
 // max |plain - other| in units of the ULP of max |plain| at t.digits (0 when equal, infinity for NaN or a zero
 // scale with a difference).

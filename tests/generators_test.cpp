@@ -91,18 +91,22 @@ TEST(Generators, chainLengthIsMonotoneAndWithinLimits) {
 }
 
 TEST(Generators, policyParametersHitBothEndsOfTheirRanges) {
-  int low = 0, high = 0, longChains = 0;
+  int low = 0, high = 0, longChains = 0, segmentsLeast = 0, segmentsFull = 0;
   const auto gen = genPolicyDraw();
   for (int i = 0; i < 1000; ++i) {
     const PolicyDraw d = gen(rc::Random(rc::Random::Key{5, static_cast<uint64_t>(i), 0, 0}), i % 100).value();
     low += d.uniformK == 0;
     high += d.revolveSlots == 1000;
+    segmentsLeast += d.segmentsBudget == 0;  // segments' least feasible budget (policy_rules_test: drawn exactly)
+    segmentsFull += d.segmentsBudget == 1000;
     longChains += d.longLayers > 0;
     EXPECT_TRUE(d.longLayers == 0 || (d.longLayers >= 100 && d.longLayers <= 1000)) << d.longLayers;
   }
   EXPECT_NEAR(low, 150, 40);
   EXPECT_NEAR(high, 150, 40);
   EXPECT_NEAR(longChains, 50, 25);
+  EXPECT_NEAR(segmentsLeast, 150, 40);
+  EXPECT_NEAR(segmentsFull, 150, 40);
 }
 
 TEST(Generators, everyDrawnCaseIsValid) {

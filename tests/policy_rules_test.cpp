@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "cases/case_json.h"
+#include "common/input_error.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy_rule.h"
@@ -45,7 +47,7 @@ TEST(PolicyRules, everyFamilyResolvesToItsOwnRecord) {
   EXPECT_EQ(policyFamilies().size(), drawn + 2 + composable);
   for (const std::string& family : policyFamilies()) {
     for (int permille : {0, 333, 1000}) {
-      PolicyDraw d{permille, permille, permille, static_cast<uint32_t>(permille % 7), permille % 4, 0, 0, 0};
+      PolicyDraw d{permille, permille, permille, static_cast<uint32_t>(permille % 7), permille % 4, 0, 0, 0, permille};
       const std::string s = resolvePolicy(family, d, c);
       const PolicySpec p = parsePolicy(s);
       const bool composed = family == "composed" || family.find("+selective") != std::string::npos;
@@ -54,6 +56,76 @@ TEST(PolicyRules, everyFamilyResolvesToItsOwnRecord) {
         EXPECT_EQ(p.name, family) << s;
       }
       EXPECT_NO_THROW(validateSchedule(makeSchedule(p, c), c)) << s;
+    }
+  }
+}
+
+// The policy families `plan` accepts, from the records plan parses with: every record's name, and NAME+selective
+// wherever the record's schedule maker takes op-level masks (tried on a chain, with the parameter verify would
+// draw); selective alone. verify must draw each of them, but for two that stand for something else:
+//  - schedule (schedule:FILE): the user's own schedule, in a file; verify cannot draw one, and runs it when named
+//    (`--policies schedule:FILE`, on catalogue cases of its length: tests/schedule_file_test.cpp);
+//  - store-all+selective: its schedule is selective's (store-all with the masks), checked here.
+std::set<std::string> planFamilies(const ChainCost& c) {
+  std::set<std::string> families;
+  const PolicyDraw middle{.uniformK = 500, .revolveSlots = 500, .optimalBudget = 500, .segmentsBudget = 500};
+  for (const auto& r : policyRules()) {
+    families.insert(r.name);
+    if (!r.make || r.takesRest) continue;
+    // A parameter plan accepts on this chain: verify's draw, else the record's default; neither: the name alone
+    // tells that verify cannot draw it.
+    std::string policy = r.draw ? r.draw(middle, c, [] { return std::vector<KeepMask>{}; })
+                                : r.byDefault ? r.byDefault(c).front() : "";
+    if (policy.empty()) continue;
+    try {
+      makeSchedule(parsePolicy(policy + "+selective"), c);
+      families.insert(r.name + "+selective");
+    } catch (const InputError&) {  // plan refuses the composition ("segments does not compose with selective")
+    }
+  }
+  return families;
+}
+
+TEST(PolicyRules, verifyDrawsEveryFamilyPlanAccepts) {
+  const ChainCost c = transformerCost();
+  std::set<std::string> verify(policyFamilies().begin(), policyFamilies().end());
+  EXPECT_EQ(verify.erase("composed"), 1u);
+  const std::set<std::string> exempt = {"schedule", "store-all+selective"};
+  for (const auto& e : exempt) EXPECT_FALSE(verify.count(e)) << e << " is drawn after all: take it off the exemptions";
+  std::set<std::string> want = verify;
+  want.insert(exempt.begin(), exempt.end());
+  EXPECT_EQ(planFamilies(c), want);
+  for (const auto& f : verify) EXPECT_NO_THROW(checkPolicyFamily(f)) << f;  // `verify --policies F`
+  EXPECT_TRUE(verify.count("segments"));
+  const Schedule a = makeSchedule(parsePolicy("store-all+selective"), c), b = makeSchedule(parsePolicy("selective"), c);
+  EXPECT_EQ(a.instrs, b.instrs);
+  EXPECT_EQ(a.keep, b.keep);
+}
+
+// segments:budget= is drawn over its whole feasible range: its least feasible budget at permille 0 (met: the
+// schedule fits it), store-all's peak at 1000; its bound refuses a run over the budget or one that recomputes more
+// than a uniform split fitting the budget.
+TEST(PolicyRules, segmentsDrawReachesItsLeastAndLargestBudget) {
+  for (const char* name : {"transformer", "tiny", "mlp-deep", "moe-tiny"}) {
+    const ChainCost c = caseChainCost(loadCase(test::catalogueCase(name).string()));
+    const int64_t full = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
+    const int64_t least = segmentsMinBudget(c);
+    ASSERT_LE(least, full) << name;
+    const std::function<std::vector<KeepMask>()> none = [] { return std::vector<KeepMask>{}; };
+    const PolicyRule& r = *findPolicyRule("segments");
+    EXPECT_EQ(r.draw(PolicyDraw{.segmentsBudget = 0}, c, none), "segments:budget=" + std::to_string(least)) << name;
+    EXPECT_EQ(r.draw(PolicyDraw{.segmentsBudget = 1000}, c, none), "segments:budget=" + std::to_string(full)) << name;
+    for (const int64_t budget : {least, full}) {
+      const PolicySpec p = parsePolicy("segments:budget=" + std::to_string(budget));
+      const Plan plan = planSchedule(makeSchedule(p, c), c);
+      EXPECT_LE(plan.peakActivationBytes, budget) << name;
+      const std::function<int64_t()> m = [] { return int64_t{0}; };
+      EXPECT_EQ(r.bound({p, c, plan.peakActivationBytes, plan.forwardEvals, plan.flops.recompute, m}), "") << name;
+      EXPECT_NE(r.bound({p, c, budget + 1, plan.forwardEvals, plan.flops.recompute, m}), "") << name;
+      // uniform:k=1 is store-all: at store-all's peak no recompute is needed.
+      if (budget == full) {
+        EXPECT_NE(r.bound({p, c, plan.peakActivationBytes, plan.forwardEvals, 1, m}), "") << name;
+      }
     }
   }
 }

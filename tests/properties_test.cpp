@@ -1,4 +1,4 @@
-// Properties 1-5 with RapidCheck: random cases (1-40 blocks of every kind, both generator models, dropout on
+// Properties 1-6 with RapidCheck: random cases (1-40 blocks of every kind, both generator models, dropout on
 // and off, 1-3 steps, float and double) under every policy family with random parameters, on the correct engine.
 // The invariants themselves live in harness/verify/properties.h, the one home they share with `ckptcheck verify`;
 // a counterexample prints as the case JSON `ckptcheck run --case` accepts.
@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/input_error.h"
+#include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "harness/verify/policy_draw.h"
 #include "harness/verify/search.h"
@@ -70,6 +71,12 @@ RC_GTEST_PROP(Checkpointing, optimalPlansAgreeWithThePlanner, ()) {
   RC_ASSERT(!v.has_value());
 }
 
+RC_GTEST_PROP(Checkpointing, placementsRoundTripAndPredictThePlannersSavedBytes, ()) {
+  const auto v = placementsRoundTrip(randomTrial());
+  RC_LOG() << describe(v) << "\n";
+  RC_ASSERT(!v.has_value());
+}
+
 // A property that cannot even be evaluated (here: a policy string whose parameter does not parse, so the bounds
 // property throws) reports that as its violation instead of aborting the run.
 TEST(Properties, aPropertyThatThrowsIsAViolation) {
@@ -121,6 +128,24 @@ TEST(Properties, eachPropertyReportsItsOwnViolation) {
   withOptimal.longBudget = 400;
   EXPECT_FALSE(optimalPlansConsistent(withOptimal));
 
+  // Property 6: a placement whose schedule plans other than the policy's (here: the run's plan made off by a
+  // byte), and a segments schedule that is no placement.
+  const int64_t least = segmentsMinBudget(t.cost);
+  Trial placements = runTrial(spec, {"uniform:k=2", "segments:budget=" + std::to_string(least)}, EngineVariant());
+  EXPECT_FALSE(placementsRoundTrip(placements));
+  Trial placementOff = placements;
+  placementOff.runs[0].plan.peakActivationBytes += 1;
+  const auto off = placementsRoundTrip(placementOff);
+  ASSERT_TRUE(off);
+  EXPECT_EQ(off->property, Property::kPlacementRoundTrip);
+  EXPECT_NE(off->message.find("plans peak_activation_bytes"), std::string::npos) << off->message;
+  Trial notAPlacement = placements;
+  notAPlacement.runs[1].schedule = revolveSchedule(t.cost, 1);
+  notAPlacement.runs[1].schedule.policy = placements.runs[1].schedule.policy;
+  const auto nested = placementsRoundTrip(notAPlacement);
+  ASSERT_TRUE(nested);
+  EXPECT_NE(nested->message.find("segments' schedule is no per-module placement"), std::string::npos) << nested->message;
+
   Trial invalid = runTrial(spec, {"optimal:budget=1"}, EngineVariant());  // infeasible: no schedule
   EXPECT_EQ(schedulesAreValid(invalid)->property, Property::kSchedulesValid);
   EXPECT_FALSE(bitwiseEqualToReference(invalid));
@@ -144,6 +169,9 @@ TEST(PolicyDraw, resolvesEveryFamilyOverItsRange) {
   EXPECT_EQ(resolvePolicy("uniform", lo, cost), "uniform:k=1");
   EXPECT_EQ(resolvePolicy("uniform", hi, cost), "uniform:k=5");
   EXPECT_EQ(resolvePolicy("revolve", hi, cost), "revolve:slots=5");
+  EXPECT_EQ(resolvePolicy("segments", lo, cost), "segments:budget=" + std::to_string(segmentsMinBudget(cost)));
+  EXPECT_EQ(resolvePolicy("segments", PolicyDraw{.segmentsBudget = 1000}, cost),
+            "segments:budget=" + std::to_string(planSchedule(storeAllSchedule(cost), cost).peakActivationBytes));
   EXPECT_THROW(resolvePolicy("uniformish", lo, cost), InputError);
 }
 

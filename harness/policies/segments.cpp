@@ -25,6 +25,7 @@ namespace {
 
 constexpr int kLevels = 400;
 constexpr int kRetries = 24;
+constexpr int kMostSplits = 256;  // uniform's K segments planned for K up to this
 
 struct BlockFigures {
   std::vector<int64_t> held;       // what block i's tape holds after its forward (boundaries it keeps included)
@@ -120,7 +121,7 @@ std::string policyText(int64_t budget) { return "segments:budget=" + std::to_str
 // recomputed alone but the last.
 std::vector<std::vector<Segment>> plainSplits(int n) {
   std::vector<std::vector<Segment>> all;
-  for (int k = 1; k <= std::min(n, 256); ++k) {
+  for (int k = 1; k <= std::min(n, kMostSplits); ++k) {
     std::vector<Segment> segs;
     for (int s = 0; s < k; ++s) {
       const int a = static_cast<int>(static_cast<int64_t>(s) * n / k);
@@ -202,6 +203,24 @@ int64_t segmentsMinBudget(const ChainCost& c) {
   return hi;
 }
 
+namespace {
+
+// Property 4: within the budget, and no more recompute than a uniform split that fits it (the search plans those
+// itself, for K up to 256; placementSchedule of uniform's segments is uniform's schedule).
+std::string segmentsBound(const BoundCheck& b) {
+  if (std::string over = budgetBound(b); !over.empty()) return over;
+  const int64_t budget = intParam(b.policy, "budget");
+  for (int k = 1; k <= std::min(b.cost.layers(), kMostSplits); ++k) {
+    const Plan u = planSchedule(uniformSchedule(b.cost, k), b.cost);
+    if (u.peakActivationBytes <= budget && u.flops.recompute < b.recomputeFlops)
+      return "recomputes " + std::to_string(b.recomputeFlops) + " FLOPs where uniform:k=" + std::to_string(k) +
+             " fits the budget with " + std::to_string(u.flops.recompute);
+  }
+  return "";
+}
+
+}  // namespace
+
 PolicyRule segmentsRule() {
   PolicyRule r;
   r.name = "segments";
@@ -210,7 +229,15 @@ PolicyRule segmentsRule() {
     if (!keep.empty()) throw InputError("policy '" + p.text + "': segments does not compose with selective");
     return segmentsSchedule(c, intParam(p, "budget"));
   };
-  r.bound = budgetBound;
+  // verify draws budgets over [the least feasible, store-all's peak], each end in 15% of draws: a search that calls
+  // its own least budget infeasible is a schedules-valid finding within a few cases. Not composed with selective:
+  // a tape that drops op-level contexts is no per-module placement (placement.h), so plan refuses the composition.
+  r.draw = [](const PolicyDraw& d, const ChainCost& c, const std::function<std::vector<KeepMask>()>&) {
+    const int64_t full = planSchedule(storeAllSchedule(c), c).peakActivationBytes;
+    const int64_t least = std::min(full, segmentsMinBudget(c));
+    return policyText(least + (full - least) * std::clamp(d.segmentsBudget, 0, 1000) / 1000);
+  };
+  r.bound = segmentsBound;
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "harness/verify/policy_draw.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "common/input_error.h"
 #include "harness/engine/policy.h"
@@ -91,6 +92,25 @@ std::string resolvePolicy(const std::string& family, const PolicyDraw& d, const 
       return blockPolicy(r.name, d, c, true) + "+" + selectiveText(d);
   }
   throw InputError("unknown policy family '" + family + "'");
+}
+
+const std::vector<std::string>& runFamilies() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v;
+    for (const auto& r : policyRules()) {
+      v.push_back(r.name);
+      if (r.make && !r.takesRest) v.push_back(r.name + "+selective");
+    }
+    if (v.size() > 32) throw std::logic_error("more than 32 policy families: widen verify's family bits");
+    return v;
+  }();
+  return all;
+}
+
+uint32_t familyBit(const std::string& family) {
+  const auto& all = runFamilies();
+  const auto it = std::find(all.begin(), all.end(), family);
+  return it == all.end() ? 0 : uint32_t{1} << (it - all.begin());
 }
 
 std::vector<std::string> splitPolicyList(const std::string& list) {

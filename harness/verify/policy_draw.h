@@ -40,7 +40,10 @@ inline rc::Gen<PolicyDraw> genPolicyDraw() {
                                       rc::gen::set(&PolicyDraw::composedWith, rc::gen::inRange(0, 4)),
                                       rc::gen::set(&PolicyDraw::optimalRival, rc::gen::inRange(0, 64)),
                                       rc::gen::set(&PolicyDraw::longLayers, rc::gen::map(genPermille(), longLayersFrom)),
-                                      rc::gen::set(&PolicyDraw::longBudget, genPermilleWithEnds())));
+                                      rc::gen::set(&PolicyDraw::longBudget, genPermilleWithEnds()),
+                                      // Last: a field added later takes the last split of the draw's generator, so
+                                      // every earlier field draws what it drew before (rc::gen::tuple splits in order).
+                                      rc::gen::set(&PolicyDraw::segmentsBudget, genPermilleWithEnds())));
 }
 
 // What `verify --policies` accepts: store-all, uniform, recursive, revolve, optimal, selective, composed (the
@@ -55,6 +58,12 @@ void checkPolicyFamily(const std::string& item);
 
 // The policy string of `family` for a draw on a chain. Throws InputError for an unknown family.
 std::string resolvePolicy(const std::string& family, const PolicyDraw& d, const ChainCost& c);
+
+// Every family a policy string can belong to (policyFamily): each record's name, NAME+selective for each block
+// policy that is not a whole-rest one, and selective; at most 32, so a case's families are one bit each.
+const std::vector<std::string>& runFamilies();
+// The bit of `family` in runFamilies() order; 0 when it is none of them.
+uint32_t familyBit(const std::string& family);
 
 // Splits a --policies list on commas, keeping selective:recompute=a,b lists together.
 std::vector<std::string> splitPolicyList(const std::string& list);

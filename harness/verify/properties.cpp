@@ -7,10 +7,13 @@
 #include "cases/stochastic_layers.h"
 #include "harness/diagnose_steps.h"
 #include "harness/dtype_dispatch.h"
+#include "harness/engine/chain_costs_of.h"
 #include "harness/engine/executor.h"
+#include "harness/engine/placement.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 #include "harness/policies/optimal.h"
+#include "harness/verify/draws_replayed.h"
 #include "reference/trainer.h"
 
 namespace ckpt {
@@ -22,6 +25,7 @@ const char* propertyId(Property p) {
     case Property::kSchedulesValid: return "schedules-valid";
     case Property::kBounds: return "bounds";
     case Property::kOptimalPlanConsistent: return "optimal-plan-consistent";
+    case Property::kPlacementRoundTrip: return "placement-round-trip";
   }
   return "?";
 }
@@ -34,6 +38,8 @@ const char* propertyTitle(Property p) {
     case Property::kBounds: return "store-all, uniform, recursive, revolve and optimal stay within their bounds";
     case Property::kOptimalPlanConsistent:
       return "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains";
+    case Property::kPlacementRoundTrip:
+      return "a placement's schedule reads back as it and plans as the policy's; its predicted saved bytes are the planner's";
   }
   return "?";
 }
@@ -71,62 +77,32 @@ std::vector<NamedMat<T>> initialBuffers(Chain<T>& c) {
   return out;
 }
 
-// `s` for the case without its nodes of kind `op`: their entries leave the keep masks (block-level schedules have
-// none), so every other node keeps or drops its context as before.
-Schedule maskWithout(const Schedule& s, const CaseSpec& spec, const std::string& op) {
-  if (s.keep.empty()) return s;
-  const ChainCost cc = caseChainCost(spec);
-  Schedule out = s;
-  for (size_t b = 0; b < out.keep.size() && b < cc.programOf.size(); ++b) {
-    if (out.keep[b].empty()) continue;
-    const auto& nodes = cc.programs[static_cast<size_t>(cc.programOf[b])].nodes;
-    KeepMask kept;
-    for (size_t k = 0; k < nodes.size() && k < s.keep[b].size(); ++k)
-      if (nodes[k].kind != op) kept.push_back(s.keep[b][k]);
-    out.keep[b] = kept;
-  }
-  return out;
-}
-
-// The case once more with its randomness off (randomnessOff, cases/stochastic_layers.h: dropout, drop-path,
-// RReLU's spread): its reference and `schedule` under `engine`, equal bit for bit? The schedule still fits: every
-// block keeps its dropout and rrelu ops whatever their draws (cases/kinds/); a drop-path node goes with its
-// probability, so an op-level schedule loses those nodes' entries (maskWithout). A run that throws explains
-// nothing (false).
-template <class T>
-bool equalWithDropoutOff(const CaseSpec& spec, const Schedule& original, const EngineVariant& engine, Device device) {
-  const CaseSpec off = randomnessOff(spec);
-  const Schedule schedule = maskWithout(original, spec, "drop_path");
+// The run once more with its draws replayed (draws_replayed.h: the engine's own hooks but for its generator
+// handling in recomputes), against the same reference: equal bit for bit? A run that throws explains nothing.
+template <class T, class Train>
+bool equalWithDrawsReplayed(const std::vector<StepResult<T>>& reference, const Schedule& s,
+                            const EngineVariant& engine, Train&& train) {
+  const DrawsReplayed replayed(engine);
   try {
-    if (device != Device::kCpu)
-      return compareSteps(deviceSteps<T>(device, off, storeAllSchedule(caseChainCost(off)), off.steps),
-                          deviceSteps<T>(device, off, schedule, off.steps, engine))
-          .bitwiseEqual;
-    Chain<T> chain = buildChain<T>(off);
-    const InitialState<T> initial(chain);
-    const auto reference = trainReference(chain, off.steps);
-    initial.restore(chain);
-    std::vector<StepResult<T>> got;
-    for (int k = 0; k < off.steps; ++k) got.push_back(executeStep(chain, schedule, k, engine));
-    return compareSteps(reference, got).bitwiseEqual;
+    return compareSteps(reference, train(s, replayed)).bitwiseEqual;
   } catch (const std::exception&) {
     return false;
   }
 }
 
-// Runs every policy that has a schedule through `train` (schedule -> its steps' results) and records it against
-// the reference, with the class of any difference: validate's diagnoseSteps at its ULP level, and validate's one
-// re-run (worthDropoutOffRerun, harness/diagnose.h) for a semantic difference in a case with dropout. An exception
-// of type Error is the engine failing mid-step (property 1's finding); anything else propagates (on a device: no
-// GPU, a CUDA error).
+// Runs every policy that has a schedule through `train` ((schedule, engine) -> its steps' results) and records it
+// against the reference, with the class of any difference: validate's diagnoseSteps at its ULP level, and one
+// re-run (worthDropoutOffRerun, harness/diagnose.h) for a semantic difference in a case that draws random numbers:
+// the same run with its draws replayed. An exception of type Error is the engine failing mid-step (property 1's
+// finding); anything else propagates (on a device: no GPU, a CUDA error).
 template <class Error, class T, class Train>
 void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, const std::vector<NamedMat<T>>& initial,
-                const EngineVariant& engine, Device device, Train&& train) {
+                const EngineVariant& engine, Train&& train) {
   for (PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;
     std::vector<StepResult<T>> got;
     try {
-      got = train(r.schedule);
+      got = train(r.schedule, engine);
     } catch (const Error& e) {
       r.engineError = e.what();
       continue;
@@ -136,8 +112,8 @@ void recordRuns(Trial& t, const std::vector<StepResult<T>>& reference, const std
     if (!r.comparison.bitwiseEqual) {
       r.diagnosis = diagnoseSteps(reference, got, initial, kRoundingLevelUlp, t.spec.microBatches);
       if (r.diagnosis && worthDropoutOffRerun(*r.diagnosis, drawsRandomNumbers(t.spec)) &&
-          equalWithDropoutOff<T>(t.spec, r.schedule, engine, device))
-        r.diagnosis = dropoutOffDiagnosis();
+          equalWithDrawsReplayed(reference, r.schedule, engine, train))
+        r.diagnosis = drawsReplayedDiagnosis();
     }
     for (const auto& g : got) r.measured.push_back({g.peakActivationBytes, g.forwardEvals, g.flops});
   }
@@ -151,8 +127,10 @@ void runOnDevice(Trial& t, const EngineVariant& engine, Device device) {
   const int steps = t.spec.steps;
   const auto reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
   Chain<T> host = buildChain<T>(t.spec);  // the device chain is built from the same spec: the same buffers
-  recordRuns<std::logic_error>(t, reference, initialBuffers(host), engine, device,
-                               [&](const Schedule& s) { return deviceSteps<T>(device, t.spec, s, steps, engine); });
+  recordRuns<std::logic_error>(t, reference, initialBuffers(host), engine,
+                               [&](const Schedule& s, const EngineVariant& e) {
+                                 return deviceSteps<T>(device, t.spec, s, steps, e);
+                               });
 }
 
 template <class T>
@@ -162,10 +140,10 @@ void runEngines(Trial& t, const EngineVariant& engine) {
   const InitialState<T> initial(chain);
   const std::vector<NamedMat<T>> buffers = initialBuffers(chain);
   const auto reference = trainReference(chain, steps);
-  recordRuns<std::exception>(t, reference, buffers, engine, Device::kCpu, [&](const Schedule& s) {
+  recordRuns<std::exception>(t, reference, buffers, engine, [&](const Schedule& s, const EngineVariant& e) {
     initial.restore(chain);
     std::vector<StepResult<T>> got;
-    for (int k = 0; k < steps; ++k) got.push_back(executeStep(chain, s, k, engine));
+    for (int k = 0; k < steps; ++k) got.push_back(executeStep(chain, s, k, e));
     return got;
   });
 }
@@ -399,6 +377,61 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   return std::nullopt;
 }
 
+namespace {
+
+// The planner's live bytes when the forward pass ends: after the instruction before the loss.
+int64_t liveAtLoss(const Schedule& s, const Plan& p) {
+  for (size_t k = 0; k < s.instrs.size(); ++k)
+    if (s.instrs[k].kind == InstrKind::kLoss) return k == 0 ? 0 : p.liveAfter[k - 1];
+  throw std::logic_error("a schedule without its loss");
+}
+
+// "" when `r`'s placement round-trips and predicts the planner's saved bytes (the chain costs made once, on demand).
+std::string placementMismatch(const Trial& t, const PolicyRun& r, const std::vector<Segment>& segs,
+                              std::optional<ChainCosts>& costs) {
+  const Schedule back = placementSchedule(segs, r.schedule.layers, r.schedule.policy);
+  std::string why;
+  const auto again = placementOrWhy(back, &why);
+  const std::string n = std::to_string(segs.size()) + " segment(s)";
+  if (!again) return "the schedule of its placement (" + n + ") is no placement: " + why;
+  if (*again != segs) return "the schedule of its placement (" + n + ") reads back as " + std::to_string(again->size());
+  const Plan p = planSchedule(back, t.cost);
+  auto differs = [&](const char* what, int64_t policy, int64_t placement) {
+    return "its placement (" + n + ") plans " + what + " " + std::to_string(placement) + ", the policy's schedule " +
+           std::to_string(policy);
+  };
+  if (p.peakActivationBytes != r.plan.peakActivationBytes)
+    return differs("peak_activation_bytes", r.plan.peakActivationBytes, p.peakActivationBytes);
+  if (p.forwardEvals != r.plan.forwardEvals) return differs("forward_evals", r.plan.forwardEvals, p.forwardEvals);
+  if (p.flops.recompute != r.plan.flops.recompute)
+    return differs("flops.recompute", r.plan.flops.recompute, p.flops.recompute);
+  if (!costs) costs = chainCostsOf(t.cost);
+  const int64_t predicted = predictSaved(*costs, segs).total, live = liveAtLoss(back, p);
+  if (predicted != live)
+    return "COSTS.md predicts " + std::to_string(predicted) + " saved bytes for its placement (" + n +
+           "), the planner holds " + std::to_string(live) + " when the forward pass ends";
+  return "";
+}
+
+}  // namespace
+
+std::optional<Violation> placementsRoundTrip(const Trial& t) {
+  std::optional<ChainCosts> costs;
+  for (const PolicyRun& r : t.runs) {
+    if (!r.scheduleError.empty()) continue;
+    std::string why;
+    const auto segs = placementOrWhy(r.schedule, &why);
+    if (!segs) {
+      if (parsePolicy(r.schedule.policy).name == "segments")
+        return violation(Property::kPlacementRoundTrip, r, "segments' schedule is no per-module placement: " + why);
+      continue;
+    }
+    if (const std::string bad = placementMismatch(t, r, *segs, costs); !bad.empty())
+      return violation(Property::kPlacementRoundTrip, r, bad);
+  }
+  return std::nullopt;
+}
+
 std::optional<Violation> checkProperty(Property p, const Trial& t) {
   try {
     switch (p) {
@@ -407,6 +440,7 @@ std::optional<Violation> checkProperty(Property p, const Trial& t) {
       case Property::kSchedulesValid: return schedulesAreValid(t);
       case Property::kBounds: return withinBounds(t);
       case Property::kOptimalPlanConsistent: return optimalPlansConsistent(t);
+      case Property::kPlacementRoundTrip: return placementsRoundTrip(t);
     }
   } catch (const std::exception& e) {
     // A policy whose output cannot even be checked (a schedule the planner rejects, a DP that throws) is broken:

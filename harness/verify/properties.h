@@ -1,4 +1,4 @@
-// The invariants of ckptcheck (ARCHITECTURE.md), 1 to 5, as functions over one Trial: a case trained under a list of
+// The invariants of ckptcheck (ARCHITECTURE.md), 1 to 6, as functions over one Trial: a case trained under a list of
 // policies by an engine (the correct one, or a mutant from harness/mutants/) and by the reference trainer. This
 // is their one home: tests/properties_test.cpp asserts them with RapidCheck and `ckptcheck verify` searches and
 // shrinks with them. Each property checks one invariant and knows nothing of mutants.
@@ -16,7 +16,13 @@
 //  5 optimal-plan-consistent  the optimal DP's own prediction for the schedule it emits (peak bytes, recompute
 //                             FLOPs) agrees with the planner's walk of that schedule, which stays within the
 //                             budget: for every optimal run of the trial, and for a long homogeneous chain
-//                             (Trial::longLayers blocks, plan only) where the DP works on a coarse grid.
+//                             (Trial::longLayers blocks, plan only) where the DP works on a coarse grid;
+//  6 placement-round-trip     every run whose schedule a per-module placement expresses (placement.h: store-all,
+//                             uniform, segments, which always must, and any other that is one) reads back as segments
+//                             whose schedule reads back as the same segments and plans the run's own peak, forward
+//                             evaluations and FLOPs (what placement.json promises for the policy), and the saved
+//                             bytes COSTS.md predicts for the placement on the case's chain as chain costs
+//                             (chainCostsOf) are the planner's live bytes when the forward pass ends.
 // A property that throws (a schedule that cannot be planned, a DP that refuses a feasible budget) reports that as
 // its violation: a broken policy is a finding to shrink, never an aborted run.
 #pragma once
@@ -43,11 +49,13 @@ enum class Property {
   kPlannedEqualsMeasured = 2,
   kSchedulesValid = 3,
   kBounds = 4,
-  kOptimalPlanConsistent = 5
+  kOptimalPlanConsistent = 5,
+  kPlacementRoundTrip = 6
 };
-inline constexpr std::array<Property, 5> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
+inline constexpr std::array<Property, 6> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
                                                         Property::kSchedulesValid, Property::kBounds,
-                                                        Property::kOptimalPlanConsistent};
+                                                        Property::kOptimalPlanConsistent,
+                                                        Property::kPlacementRoundTrip};
 inline constexpr size_t kPropertyCount = kProperties.size();
 inline int propertyNumber(Property p) { return static_cast<int>(p); }
 const char* propertyId(Property p);     // "bitwise-equal"
@@ -111,6 +119,7 @@ std::optional<Violation> plannedEqualsMeasured(const Trial& t);
 std::optional<Violation> schedulesAreValid(const Trial& t);
 std::optional<Violation> withinBounds(const Trial& t);
 std::optional<Violation> optimalPlansConsistent(const Trial& t);
+std::optional<Violation> placementsRoundTrip(const Trial& t);
 std::optional<Violation> checkProperty(Property p, const Trial& t);
 
 }  // namespace ckpt

@@ -15,6 +15,7 @@
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
 #include "harness/text_format.h"
+#include "harness/verify/policy_draw.h"
 
 namespace ckpt {
 namespace {
@@ -81,6 +82,20 @@ FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const 
   return out;
 }
 
+namespace {
+
+// "  policy families (cases that ran one): store-all 508, uniform 508, ...", in the records' order.
+std::string familiesText(const VerifyReport& r) {
+  std::string line;
+  for (const std::string& f : runFamilies()) {
+    const auto it = r.familyCases.find(f);
+    if (it != r.familyCases.end()) line += (line.empty() ? "" : ", ") + f + " " + std::to_string(it->second);
+  }
+  return line.empty() ? "" : "  policy families (cases that ran one): " + line + "\n";
+}
+
+}  // namespace
+
 std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   std::ostringstream s;
   s << "ckptcheck verify: " << engineName(r) << ", seed " << r.seed << ", " << r.randomCases << " random case(s)";
@@ -94,7 +109,7 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
     s << "  " << propertyNumber(p) << " " << propertyId(p) << ": " << (c.violated ? "VIOLATED" : "holds") << " ("
       << c.checked << " case(s))\n";
   }
-  s << r.coverage.toText();
+  s << familiesText(r) << r.coverage.toText();
   if (!r.finding) {
     s << "all properties hold\n";
     return s.str();
@@ -160,6 +175,8 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
                                {"holds", c.violated == 0}});
   }
   j["coverage"] = r.coverage.toJson();
+  j["policy_families"] = nlohmann::json::object();
+  for (const auto& [family, cases] : r.familyCases) j["policy_families"][family] = {{"cases", cases}};
   j["findings"] = nlohmann::json::array();
   if (r.finding) {
     const Finding& f = *r.finding;

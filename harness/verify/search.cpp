@@ -13,6 +13,7 @@
 #include "cases/case_json.h"
 #include "cases/input_error.h"
 #include "harness/engine/policy.h"
+#include "harness/engine/policy_rule.h"
 #include "harness/engine/resource_guard.h"
 #include "harness/mutants/catalog.h"
 #include "harness/random_search.h"
@@ -99,6 +100,7 @@ double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 struct Outcome {
   std::array<std::optional<Violation>, kPropertyCount> violations;
   int64_t policyRuns = 0;
+  uint32_t families = 0;  // familyBits of the runs that ran
   bool failed() const {
     for (const auto& v : violations)
       if (v) return true;
@@ -133,7 +135,11 @@ Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, con
 Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, const Subject& engine) {
   const Trial t = trialOf(c, families, engine);
   Outcome o;
-  for (const auto& r : t.runs) o.policyRuns += r.ran ? 1 : 0;
+  for (const auto& r : t.runs) {
+    if (!r.ran) continue;
+    ++o.policyRuns;
+    o.families |= familyBit(policyFamily(parsePolicy(r.policy)));
+  }
   for (Property p : kProperties) o.violations[static_cast<size_t>(propertyNumber(p) - 1)] = checkProperty(p, t);
   return o;
 }
@@ -192,7 +198,7 @@ std::vector<VerifyCase> catalogueShrinks(const VerifyCase& c) {
 }
 
 // The middle of every range: what a catalogue case runs its policy families with.
-constexpr PolicyDraw kCatalogueDraw{500, 500, 500, 0, 0, 0};
+constexpr PolicyDraw kCatalogueDraw{.uniformK = 500, .revolveSlots = 500, .optimalBudget = 500, .segmentsBudget = 500};
 
 struct Parsed {
   uint64_t seed;
@@ -229,12 +235,19 @@ Parsed parseReproduce(const std::string& token) {
   return p;
 }
 
+void addFamilies(VerifyReport& r, uint32_t bits) {
+  const auto& all = runFamilies();
+  for (size_t k = 0; k < all.size(); ++k)
+    if (bits & (uint32_t{1} << k)) ++r.familyCases[all[k]];
+}
+
 void count(VerifyReport& r, const Outcome& o) {
   for (size_t k = 0; k < kPropertyCount; ++k) {
     ++r.perProperty[k].checked;
     if (o.violations[k]) ++r.perProperty[k].violated;
   }
   r.policyRuns += o.policyRuns;
+  addFamilies(r, o.families);
 }
 
 // Refuses options that cannot run, before any case does (same order of checks as the flags are documented).
@@ -344,9 +357,10 @@ void forEachIndex(int64_t n, int threads, Work&& work, Stop&& stop, What&& what)
 std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subject, VerifyReport& r,
                                     std::map<int64_t, Outcome>& failures) {
   struct Summary {
-    uint8_t violated = 0;  // bit k: property k + 1
-    int32_t policyRuns = 0;
     uint64_t coverage = 0;  // coverageBits of the case
+    int32_t policyRuns = 0;
+    uint32_t families = 0;  // familyBits of the runs that ran
+    uint8_t violated = 0;   // bit k: property k + 1
   };
   auto inShard = [&](int64_t i) { return i % o.shardCount == o.shardIndex; };
   const auto gen = genVerifyCase(o.limits);
@@ -363,6 +377,7 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
         sum.coverage = coverageBits(c.spec);
         for (size_t k = 0; k < kPropertyCount; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
         sum.policyRuns = static_cast<int32_t>(out.policyRuns);
+        sum.families = out.families;
         if (!out.failed()) return;
         std::lock_guard<std::mutex> lock(mutex);
         failures.emplace(i, std::move(out));
@@ -380,6 +395,7 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
       if (sum.violated & (1u << k)) ++r.perProperty[k].violated;
     }
     r.policyRuns += sum.policyRuns;
+    addFamilies(r, sum.families);
     r.coverage.addBits(sum.coverage);
     ++r.randomCases;
   }

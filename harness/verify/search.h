@@ -1,4 +1,4 @@
-// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-5
+// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-6
 // (properties.h) over random cases and the catalogue, and when one fails, shrinks the case toward the smallest
 // model that still violates the same property.
 //
@@ -11,6 +11,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct VerifyReport {
   int64_t randomCases = 0;      // random cases checked (up to and including a failing one)
   int64_t catalogueCases = 0;
   int64_t policyRuns = 0;       // (case, policy) pairs run by the engine
+  // Per policy family (policyFamily: "segments", "uniform+selective", ...), the checked cases that ran one of its
+  // policies, as the coverage table counts cases per feature; families no case ran are left out.
+  std::map<std::string, int64_t> familyCases;
   double searchSeconds = 0;     // random cases only
   double casesPerMinute = 0;    // random cases per minute of wall time, every property and policy
   double totalSeconds = 0;      // everything, shrinking included
