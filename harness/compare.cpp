@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -140,6 +141,55 @@ Comparison compareSteps(const std::vector<StepResult<T>>& expected, const std::v
 
 template Comparison compareSteps(const std::vector<StepResult<float>>&, const std::vector<StepResult<float>>&);
 template Comparison compareSteps(const std::vector<StepResult<double>>&, const std::vector<StepResult<double>>&);
+
+namespace {
+
+template <class T>
+std::optional<std::string> nonFiniteOf(int step, const std::string& name, const T* a, int64_t n) {
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(a[i]) && count++ == 0) first = i;
+  if (count == 0) return std::nullopt;
+  const T v = a[first];
+  const std::string what = std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf";
+  const std::string where = "step " + std::to_string(step) + " " + name + ": ";
+  if (n == 1) return where + what;
+  return where + std::to_string(count) + " of " + std::to_string(n) + " elements are not finite, the first " + what +
+         " at index " + std::to_string(first);
+}
+
+template <class T>
+std::optional<std::string> nonFiniteNamed(int step, const std::string& prefix, const std::vector<NamedMat<T>>& ts) {
+  for (const auto& t : ts)
+    if (auto why = nonFiniteOf(step, prefix + " " + t.name, t.value.data(), t.value.size())) return why;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> nonFinite(int step, const std::string& name, const float* a, int64_t n) {
+  return nonFiniteOf(step, name, a, n);
+}
+
+std::optional<std::string> nonFinite(int step, const std::string& name, const double* a, int64_t n) {
+  return nonFiniteOf(step, name, a, n);
+}
+
+template <class T>
+std::optional<std::string> firstNonFinite(const std::vector<StepResult<T>>& run) {
+  for (size_t s = 0; s < run.size(); ++s) {
+    const auto& r = run[s];
+    const int step = static_cast<int>(s);
+    if (auto why = nonFiniteOf(step, "loss", &r.loss, 1)) return why;
+    if (auto why = nonFiniteNamed(step, "grad", r.grads)) return why;
+    if (auto why = nonFiniteOf(step, "input_grad", r.inputGrad.data(), r.inputGrad.size())) return why;
+    if (auto why = nonFiniteNamed(step, "state", r.state)) return why;
+  }
+  return std::nullopt;
+}
+
+template std::optional<std::string> firstNonFinite(const std::vector<StepResult<float>>&);
+template std::optional<std::string> firstNonFinite(const std::vector<StepResult<double>>&);
 
 std::optional<Difference> compareFlat(int step, const std::string& name, const float* a, const float* b, int64_t n) {
   Comparison c;

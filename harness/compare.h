@@ -47,6 +47,21 @@ std::optional<Difference> compareFlat(int step, const std::string& name, const d
 std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b,
                                       int64_t n);
 
+// A run whose loss, gradients or state are not finite cannot be judged: NaN equals NaN bit for bit, so every
+// comparison of two diverged runs would "hold". nonFinite names the first such value of one tensor in one line
+// ("step 0 grad fc.weight: 12 of 64 elements are not finite, the first NaN at index 3"), nullopt when all are
+// finite; firstNonFinite does so for a whole run, step by step in compareSteps' order (loss, gradients, input
+// gradient, state). The one home of the rule: validate (built-in adapters and user models) and run call it on the
+// run they compare against.
+std::optional<std::string> nonFinite(int step, const std::string& name, const float* a, int64_t n);
+std::optional<std::string> nonFinite(int step, const std::string& name, const double* a, int64_t n);
+template <class T>
+std::optional<std::string> firstNonFinite(const std::vector<StepResult<T>>& run);
+extern template std::optional<std::string> firstNonFinite(const std::vector<StepResult<float>>&);
+extern template std::optional<std::string> firstNonFinite(const std::vector<StepResult<double>>&);
+// The sentence every command ends a non-finite run's message with.
+inline constexpr const char* kNotJudged = "a run with non-finite values cannot be judged (NaN equals NaN bit for bit)";
+
 nlohmann::json toJson(const Difference& d);
 nlohmann::json toJson(const Comparison& c);
 // One line per difference, for people.

@@ -19,6 +19,21 @@ std::string shellJoin(const std::vector<std::string>& argv) {
   return s;
 }
 
+std::string escapeControl(const std::string& s) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string o;
+  o.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') o += "\\n";
+    else if (c == '\r') o += "\\r";
+    else if (c == '\t') o += "\\t";
+    else if (u < 0x20 || u == 0x7f) o += std::string("\\x") + kHex[u >> 4] + kHex[u & 15];
+    else o += c;
+  }
+  return o;
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s.setf(std::ios::fixed);

@@ -14,6 +14,11 @@ std::string shellJoin(const std::vector<std::string>& argv);
 // `v` with exactly `digits` digits after the point.
 std::string fixed(double v, int digits);
 
+// A user's path or value as one line of a message: \n, \r, \t and the other control characters written as
+// escapes (\n, \r, \t, \xNN), so an error that quotes a path holding a line break stays one line. Every
+// one-line error goes through it (harness/cli/main.cpp, the messages validate prints itself).
+std::string escapeControl(const std::string& s);
+
 // Escapes XML's five special characters; control characters XML 1.0 forbids become '?'.
 std::string xmlEscape(const std::string& s);
 

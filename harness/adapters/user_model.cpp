@@ -11,6 +11,7 @@
 #include "harness/adapters/user_model_report.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/exit_codes.h"
+#include "harness/text_format.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -41,7 +42,7 @@ class Checker {
     const RunDump plain = run(seed, steps, batch, "plain", dir + "/plain");
     r.batchSize = plain.batchSize;
     r.zeroBatch = zeroBatch && plain.zeroedTensors > 0;  // a batch of ids only has no values to zero
-    if (!usable(plain, "plain", r)) return r;
+    if (!usable(plain, "plain", r) || !finite(plain, r)) return r;
     const RunDump ckpt = run(seed, steps, batch, "checkpoint", dir + "/checkpoint");
     if (ckpt.status == RunDump::Status::kRaised && ckpt.phase == "checkpoint transform") {
       // The transform itself failed: nothing was trained with checkpointing, so there is nothing to judge.
@@ -90,6 +91,20 @@ class Checker {
     q.timeoutSeconds = o_.timeoutSeconds;
     if (plan_) q.plan = plan_->path;
     return runDriver(spec_, q);
+  }
+
+  // A plain run whose loss, gradients or parameters are not finite cannot be judged (harness/compare.h): a fault,
+  // never "holds" (two NaN runs are equal bit for bit).
+  static bool finite(const RunDump& plain, SeedOutcome& r) {
+    try {
+      const auto why = firstNonFinite(plain);
+      if (!why) return true;
+      r.error = "the plain run is not finite: " + *why + "; " + kNotJudged;
+    } catch (const std::exception& e) {
+      r.error = std::string("cannot read the plain run: ") + e.what();
+    }
+    r.status = SeedOutcome::Status::kFault;
+    return false;
   }
 
   static bool usable(const RunDump& d, const std::string& which, SeedOutcome& r) {
@@ -239,7 +254,7 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
     }
     fs::create_directories(o.outDir);
   } catch (const std::exception& e) {
-    err << "ckptcheck: " << e.what() << "\n";
+    err << "ckptcheck: " << escapeControl(e.what()) << "\n";
     return kExitBadInput;
   }
   Checker checker(rep.spec, opts, rep.placement ? &*rep.placement : nullptr);
@@ -261,18 +276,18 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
   try {
     writeUserModelReport(rep, o.outDir);
   } catch (const std::exception& e) {
-    err << "ckptcheck: " << e.what() << "\n";
+    err << "ckptcheck: " << escapeControl(e.what()) << "\n";
     return kExitInfra;
   }
   if (code == kExitBadInput) {  // one line and nothing else, as for every bad input
-    err << "ckptcheck: " << rep.firstError() << "\n";
+    err << "ckptcheck: " << escapeControl(rep.firstError()) << "\n";
     return code;
   }
   if (o.json)
     out << userModelJson(rep).dump(2) << "\n";
   else
     out << userModelSummary(rep);
-  if (code == kExitInfra) err << "ckptcheck: " << rep.firstError() << "\n";
+  if (code == kExitInfra) err << "ckptcheck: " << escapeControl(rep.firstError()) << "\n";
   return code;
 }
 

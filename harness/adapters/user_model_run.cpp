@@ -294,6 +294,22 @@ std::optional<Difference> compareOne(const DumpedTensor& t, const Loaded& x, con
 
 }  // namespace
 
+std::optional<std::string> firstNonFinite(const RunDump& run) {
+  for (const auto& t : run.tensors) {
+    if (t.step < 0 || (t.kind != "loss" && t.kind != "grad" && t.kind != "param")) continue;
+    const Loaded x = load(run, t);
+    if (!x.present) continue;
+    const std::string label = t.name == t.kind ? t.kind : t.kind + " " + t.name;  // "loss", "grad fc.weight"
+    std::optional<std::string> why;
+    if (x.a.type == NpyType::kFloat32)
+      why = nonFinite(t.step, label, reinterpret_cast<const float*>(x.a.bytes.data()), x.a.count());
+    else if (x.a.type == NpyType::kFloat64)
+      why = nonFinite(t.step, label, reinterpret_cast<const double*>(x.a.bytes.data()), x.a.count());
+    if (why) return why;
+  }
+  return std::nullopt;
+}
+
 DumpComparison compareDumps(const RunDump& plain, const RunDump& other) {
   std::map<std::tuple<int, std::string, std::string>, const DumpedTensor*> byKey;
   for (const auto& t : other.tensors) byKey[{t.step, t.kind, t.name}] = &t;

@@ -89,6 +89,10 @@ struct DumpComparison {
 // Compares `other` against `plain`, bit for bit. Throws AdapterError for an unreadable dump.
 DumpComparison compareDumps(const RunDump& plain, const RunDump& other);
 
+// The first non-finite loss, gradient or parameter after the step of a run (harness/compare.h, nonFinite), in
+// dump order; nullopt when all are finite. Throws AdapterError for an unreadable dump.
+std::optional<std::string> firstNonFinite(const RunDump& run);
+
 // What the checkpoint placement implies the checkpointed run may save: the recomputed modules are those the
 // checkpointed run calls more often than the plain run (outermost only); the bound is what the plain run saves
 // outside them plus their inputs, each storage once. nullopt when nothing is recomputed or a run has no record.

@@ -190,6 +190,13 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
   try {
     pm = s.client.run(caseDir, (dir / "plain").string(), "plain", steps, L);
     plain = readRunResults<T>((dir / "plain").string(), layout, steps);
+    // A diverged plain run cannot be judged (harness/compare.h): neither against the reference nor bitwise.
+    if (const auto why = firstNonFinite(plain)) {
+      o.verdict = Verdict::kFault;
+      o.check = kReference;
+      o.message = "the adapter's plain run is not finite: " + *why + "; " + kNotJudged;
+      return o;
+    }
     cm = s.client.run(caseDir, (dir / "checkpoint").string(), "checkpoint", steps, L);
     ck = readRunResults<T>((dir / "checkpoint").string(), layout, steps);
 

@@ -10,6 +10,7 @@
 #include "harness/adapters/adapter.h"
 #include "harness/adapters/runner.h"
 #include "harness/adapters/user_model_run.h"
+#include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/plan.h"
@@ -61,9 +62,11 @@ int profile(const Options& o) {
   if (r.started && !r.timedOut && r.signal == 0 && r.exitCode == kProfileBadFactory)
     throw InputError(lastLine(err));
   if (!r.ok()) {
-    std::cerr << "ckptcheck: profile of " << spec.label << " failed ("
-              << (r.exitCode == kProfileRaised ? "the model raised" : r.describe()) << "): " << lastLine(err)
-              << " (stderr in " << err << ")\n";
+    std::cerr << "ckptcheck: "
+              << escapeControl("profile of " + spec.label + " failed (" +
+                               (r.exitCode == kProfileRaised ? "the model raised" : r.describe()) + "): " +
+                               lastLine(err) + " (stderr in " + err + ")")
+              << "\n";
     return kExitInfra;
   }
   fs::remove(err);
@@ -94,7 +97,7 @@ void addProfile(CLI::App& app, int& exitCode) {
       ->check(CLI::Range(3, 1000));
   cmd->add_option("--seed", o->seed, "The seed of the model and its batches (default 1)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--adapter-timeout", o->timeoutSeconds, "Seconds before the profiler is stopped (default 600)")
-      ->check(CLI::PositiveNumber);
+      ->check(finiteIn(0, kMaxTimeoutSeconds, true));
   cmd->callback([o, &exitCode] { exitCode = profile(*o); });
 }
 

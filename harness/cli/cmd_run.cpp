@@ -20,6 +20,7 @@
 #include "harness/engine/resource_guard.h"
 #include "harness/exit_codes.h"
 #include "harness/mutants/catalog.h"
+#include "harness/text_format.h"
 #include "reference/trainer.h"
 
 namespace ckpt::cli {
@@ -112,6 +113,8 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
     }
   }
   const Comparison cmp = compareSteps(ref, eng);
+  // A reference that diverged (a case whose lr overflows the parameters) equals any other NaN run bit for bit.
+  const std::optional<std::string> notFinite = firstNonFinite(ref);
   // The class of a difference, as verify reports it for the finding this run replays (harness/diagnose.h).
   std::optional<Diagnosis> diagnosis;
   if (!cmp.bitwiseEqual) {
@@ -130,6 +133,7 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["layers"] = cost.layers();
   j["steps"] = steps;
   j["bitwise_equal"] = cmp.bitwiseEqual;
+  j["not_finite"] = notFinite ? nlohmann::json(*notFinite) : nlohmann::json();
   j["differences"] = toJson(cmp)["differences"];
   j["diagnosis"] = diagnosis ? toJson(*diagnosis) : nlohmann::json();
   j["planned"] = costJson(plan.peakActivationBytes, plan.stepForwardEvals(), plan.stepFlops());
@@ -158,7 +162,11 @@ void printText(const nlohmann::json& j) {
             << j["rng"].get<std::string>() << " rng, " << j["layers"] << " blocks), policy "
             << j["policy"].get<std::string>() << ", " << j["steps"] << " steps"
             << (j["device"] == "cpu" ? "" : ", on " + j["device"].get<std::string>() + " against its own store-all") << "\n";
-  std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
+  if (j["not_finite"].is_string())
+    std::cout << "bitwise equal to the reference: not judged, the reference is not finite ("
+              << j["not_finite"].get<std::string>() << ")\n";
+  else
+    std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
   int shown = 0;
   for (const auto& d : j["differences"]) {
     if (shown++ == 20) {
@@ -232,6 +240,13 @@ void addRun(CLI::App& app, int& exitCode) {
     if (o->json) std::cout << j.dump(2) << "\n";
     else printText(j);
     exitCode = j["bitwise_equal"].get<bool>() && j["planned_equals_measured"].get<bool>() ? kExitOk : kExitFinding;
+    if (j["not_finite"].is_string()) {  // not judged: neither holds nor a finding
+      std::cerr << "ckptcheck: "
+                << escapeControl("the reference run of case '" + spec.name + "' is not finite: " +
+                                 j["not_finite"].get<std::string>() + "; " + kNotJudged)
+                << "\n";
+      exitCode = kExitInfra;
+    }
   });
 }
 

@@ -8,9 +8,13 @@
 #include "harness/adapters/user_model.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/adapters/validate.h"
+#include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 
 namespace ckpt::cli {
+
+// A user model's seeds are ints (torch.manual_seed takes far more; --seeds adds up to 1000 to the first).
+constexpr uint64_t kMaxUserModelSeed = uint64_t{1} << 30;
 
 void addValidate(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<ValidateOptions>();
@@ -32,7 +36,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->add_option("--option", o->options, "Adapter option KEY=VALUE (repeatable)");
   cmd->add_option("--cases", o->cases, "Random cases that must pass (default 25; 0 with --timing-case: timing only)")
       ->check(CLI::Range(0, 100000));
-  auto* s = cmd->add_option("--seed", *seed, "RapidCheck seed (default: random, printed in the report)");
+  auto* s = cmd->add_option("--seed", *seed, "RapidCheck seed (default: random, printed in the report)")
+                ->check(unsignedAtMost(UINT64_MAX));
   cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 24: five segments under round(sqrt(L)))")->check(CLI::Range(1, 40));
   cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")
       ->check(CLI::Range(1, 10));
@@ -49,7 +54,7 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->add_option("--junit", o->junitPath, "Also write a JUnit XML report to FILE");
   cmd->add_option("--adapter-timeout", o->timeoutSeconds,
                   "Seconds per adapter run before its process group is killed (default 120)")
-      ->check(CLI::PositiveNumber);
+      ->check(finiteIn(0, kMaxTimeoutSeconds, true));
   cmd->add_flag("--no-serve", o->noServe, "Start the adapter once per run even if it offers serve mode");
   cmd->add_flag("--keep-work", o->keepWork, "Keep every case and run directory under OUT/work");
   cmd->add_flag("--verbose", o->verbose, "Print every case as it is checked");
@@ -67,7 +72,7 @@ void addValidate(CLI::App& app, int& exitCode) {
           ->check(CLI::Range(1, 1 << 20)),
       cmd->add_option("--min-saving", u->minSaving,
                       "module=: the fraction of saved activation bytes checkpointing must cut (default 0.1)")
-          ->check(CLI::Range(0.0, 1.0)),
+          ->check(finiteIn(0.0, 1.0)),
       cmd->add_option("--ulp", u->ulp, "module=: accept differences within N ULP everywhere (rounding-level)")
           ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62)),
       cmd->add_flag("--no-shrink", *noShrink, "module=: report a finding as found, without shrinking it"),
@@ -92,7 +97,10 @@ void addValidate(CLI::App& app, int& exitCode) {
       u->outDir = o->outDir;
       u->json = o->json;
       u->shrink = !*noShrink;
-      if (s->count() > 0) u->firstSeed = static_cast<int>(std::min<uint64_t>(*seed, 1u << 30));
+      if (s->count() > 0 && *seed > kMaxUserModelSeed)
+        throw InputError("--seed " + std::to_string(*seed) + ": a user model's seeds must be at most " +
+                         std::to_string(kMaxUserModelSeed));
+      if (s->count() > 0) u->firstSeed = static_cast<int>(*seed);
       if (timeout->count() > 0) u->timeoutSeconds = o->timeoutSeconds;
       exitCode = runUserModelValidate(*u, std::cout, std::cerr);
       return;

@@ -10,6 +10,7 @@
 #include "cases/case_json.h"
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
+#include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
@@ -91,7 +92,8 @@ void addVerify(CLI::App& app, int& exitCode) {
       "Check properties 1-5 (bitwise equality, planned == measured, valid schedules, bounds, optimal plan consistent) over random cases and "
       "the catalogue; a violation is shrunk to the smallest case that shows it");
   cmd->add_option("--cases", a->o.cases, "Random cases (default 100)")->check(CLI::Range(0, 100000000));
-  cmd->add_option("--seed", a->o.seed, "Seed of the random cases (default 1); case i depends on (seed, i) only");
+  cmd->add_option("--seed", a->o.seed, "Seed of the random cases (default 1); case i depends on (seed, i) only")
+      ->check(unsignedAtMost(UINT64_MAX));
   cmd->add_option("--policies", a->policies,
                   "Comma-separated policy families (store-all, uniform, recursive, revolve, optimal, selective, "
                   "composed, BLOCK+selective) or fixed policy strings (uniform:k=4; schedule:FILE with --cases 0 on a "
@@ -121,6 +123,8 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (!a->shard.empty()) parseShard(a->shard, a->o);
     if (!a->policies.empty()) a->o.policies = splitPolicyList(a->policies);
     a->o.catalogue = !a->noCatalogue;
+    if (!a->o.catalogueDir.empty()) requireDirectory("--catalogue-dir", a->o.catalogueDir, true);
+    if (!a->out.empty()) requireDirectory("--out", a->out, false);
     checkScheduleFits(a->o);
     const VerifyReport r = runVerify(a->o);
     FindingReplay replay;

@@ -7,15 +7,7 @@
 #include "harness/engine/device_steps.h"
 #include "harness/exit_codes.h"
 #include "harness/heap_reuse.h"
-
-namespace {
-// An error is one line on stderr, even when it quotes input that holds a line break.
-std::string oneLine(std::string s) {
-  std::string o;
-  for (char c : s) o += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
-  return o;
-}
-}  // namespace
+#include "harness/text_format.h"
 
 int main(int argc, char** argv) {
   ckpt::keepFreedMemoryForReuse();
@@ -32,6 +24,7 @@ int main(int argc, char** argv) {
   ckpt::cli::addReport(app, exitCode);
   ckpt::cli::addVerify(app, exitCode);
   ckpt::cli::addMutants(app, exitCode);
+  // An error is one line on stderr, even when it quotes input that holds a line break (escapeControl).
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -49,19 +42,19 @@ int main(int argc, char** argv) {
       msg = word.rfind('-', 0) == 0 ? "option '" + word + "' needs a subcommand before it (one of: " + known + ")"
                                     : "unknown subcommand '" + word + "' (expected one of: " + known + ")";
     }
-    std::cerr << "ckptcheck: " << oneLine(msg) << "\n";
+    std::cerr << "ckptcheck: " << ckpt::escapeControl(msg) << "\n";
     return ckpt::kExitBadInput;
   } catch (const ckpt::InputError& e) {
-    std::cerr << "ckptcheck: " << oneLine(e.what()) << "\n";
+    std::cerr << "ckptcheck: " << ckpt::escapeControl(e.what()) << "\n";
     return ckpt::kExitBadInput;
   } catch (const ckpt::DeviceUnavailable& e) {
-    std::cerr << "ckptcheck: " << oneLine(e.what()) << "\n";
+    std::cerr << "ckptcheck: " << ckpt::escapeControl(e.what()) << "\n";
     return ckpt::kExitInfra;
   } catch (const std::bad_alloc&) {
     std::cerr << "ckptcheck: out of memory\n";
     return ckpt::kExitInfra;
   } catch (const std::exception& e) {
-    std::cerr << "ckptcheck: internal error: " << oneLine(e.what()) << "\n";
+    std::cerr << "ckptcheck: internal error: " << ckpt::escapeControl(e.what()) << "\n";
     return ckpt::kExitInfra;
   }
   return exitCode;

@@ -125,3 +125,43 @@ def reversed_chain(seed):
 def no_chain(seed):
     """A working setup without `chain`: `profile` and `validate --plan` need one (exit 2)."""
     return mlp.correct(seed)
+
+
+def _loss_times(factor):
+    """The correct MLP setup with its loss multiplied by `factor`: every gradient (and the parameters after the
+    step) follows it."""
+    def make(seed):
+        s = mlp.correct(seed)
+        inner = s["loss"]
+        s["loss"] = lambda m, batch: inner(m, batch) * factor
+        return s
+    return make
+
+
+# A non-finite plain run cannot be judged (two NaN runs are equal bit for bit): exit 3, never "holds".
+nan_loss = _loss_times(float("nan"))
+inf_loss = _loss_times(float("inf"))
+
+
+def inf_after_step(seed):
+    """A finite loss and finite gradients (both scaled by 1e30), and an lr of 1e30 that overflows the parameters:
+    the parameters after step 0 are infinite. Exit 3 naming the first non-finite parameter."""
+    s = _loss_times(1e30)(seed)
+    s["optimizer"] = lambda ps: torch.optim.SGD(ps, lr=1e30)
+    return s
+
+
+def escapes_setsid(seed):
+    """Each run forks a grandchild that leaves the run's process group and session (setsid) and sleeps for ten
+    minutes; its pid is appended to $CKPT_TEST_PID_FILE. validate must end it with the run (it holds, exit 0), and
+    none may be left once validate exits (tests/adapters/check_user_model.py --pids-gone)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            time.sleep(600)
+        finally:
+            os._exit(0)
+    with open(os.environ["CKPT_TEST_PID_FILE"], "a") as f:
+        f.write("%d\n" % pid)
+    return mlp.correct(seed)

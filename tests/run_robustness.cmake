@@ -1,0 +1,20 @@
+# Issue 40's run-time half, included at the end of tests/CMakeLists.txt (add_validate_test, add_user_model_test and
+# BROKEN are defined there).
+#
+# A run whose plain run is not finite cannot be judged (harness/compare.h, firstNonFinite): NaN equals NaN bit for
+# bit, so two diverged runs would "hold". Exit 3 with one line naming the step, the tensor and the value, for a user
+# model whose loss is NaN or infinite or whose parameters overflow after the step (tests/adapters/user_models.py),
+# and for a built-in adapter on a case whose lr overflows the parameters (the `run` line is in bad-inputs/MANIFEST).
+add_user_model_test(user_model_nan_loss_not_judged TIMEOUT 120 SANITIZE
+                    EXPECT --exit 3 --stderr "seed 1: the plain run is not finite: step 0 loss: NaN. a run with non-finite values cannot be judged"
+                    ARGS --adapter torch:module=${BROKEN}:nan_loss --seeds 1 --steps 1)
+add_user_model_test(user_model_inf_loss_not_judged TIMEOUT 120
+                    EXPECT --exit 3 --stderr "seed 1: the plain run is not finite: step 0 loss: \\+inf"
+                    ARGS --adapter torch:module=${BROKEN}:inf_loss --seeds 1 --steps 1)
+add_user_model_test(user_model_inf_parameters_not_judged TIMEOUT 120
+                    EXPECT --exit 3 --stderr "seed 1: the plain run is not finite: step 0 param stem\\.weight: 1024 of 1024 elements are not finite, the first -inf at index 0"
+                    ARGS --adapter torch:module=${BROKEN}:inf_after_step --seeds 1 --steps 1)
+add_validate_test(validate_numpy_lr_overflow_not_judged TIMEOUT 120
+                  EXPECT --exit 3 --check reference --needs-python-module numpy
+                         --message "the adapter's plain run is not finite: step 1 loss: NaN"
+                  ARGS --adapter numpy --case ${CMAKE_CURRENT_SOURCE_DIR}/bad-inputs/cases/lr-overflow.json)
