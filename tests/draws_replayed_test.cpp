@@ -109,26 +109,24 @@ std::string classOf(const CaseSpec& spec, const EngineVariant& engine) {
 
 bool startsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-TEST(DrawsReplayed, aWrongDropPathRowIsSemanticAndARedrawnDecisionRngDesync) {
-  const CaseSpec spec = dropPathCase();
+// The wrong computation is semantic, and vanishes with the draws off (so the old rerun would have called it
+// rng-desync); the draws' own bug in the same block, on the same case, is rng-desync.
+void expectSemanticBesideRngDesync(const CaseSpec& spec, const EngineVariant& wrong, const std::string& redraw) {
   ASSERT_TRUE(drawsRandomNumbers(spec));
-  const DropPathRowsShifted shifted;
-  EXPECT_TRUE(startsWith(classOf(spec, shifted), "semantic: ")) << classOf(spec, shifted);
-  // With the draws off there is no drop-path node for the bug to act on: that rerun would have said rng-desync.
-  EXPECT_EQ(classOf(randomnessOff(spec), shifted), "no finding");
-  const auto redrawn = findMutant("drop-path-redrawn")->make();
+  EXPECT_TRUE(startsWith(classOf(spec, wrong), "semantic: ")) << classOf(spec, wrong);
+  EXPECT_EQ(classOf(randomnessOff(spec), wrong), "no finding");
+  const auto redrawn = findMutant(redraw)->make();
   EXPECT_TRUE(startsWith(classOf(spec, *redrawn), "rng-desync: ")) << classOf(spec, *redrawn);
 }
 
+// With the draws off there is no drop-path node for the bug to act on.
+TEST(DrawsReplayed, aWrongDropPathRowIsSemanticAndARedrawnDecisionRngDesync) {
+  expectSemanticBesideRngDesync(dropPathCase(), DropPathRowsShifted(), "drop-path-redrawn");
+}
+
+// Without the jitter the routing fills no expert's last slot.
 TEST(DrawsReplayed, aShortMoeCapacityIsSemanticAndRedrawnJitterRngDesync) {
-  const CaseSpec spec = moeCase();
-  ASSERT_TRUE(drawsRandomNumbers(spec));
-  const MoeCapacityShort shortened;
-  EXPECT_TRUE(startsWith(classOf(spec, shortened), "semantic: ")) << classOf(spec, shortened);
-  // Without the jitter the routing fills no expert's last slot: that rerun would have said rng-desync.
-  EXPECT_EQ(classOf(randomnessOff(spec), shortened), "no finding");
-  const auto redrawn = findMutant("moe-jitter-redrawn")->make();
-  EXPECT_TRUE(startsWith(classOf(spec, *redrawn), "rng-desync: ")) << classOf(spec, *redrawn);
+  expectSemanticBesideRngDesync(moeCase(), MoeCapacityShort(), "moe-jitter-redrawn");
 }
 
 // verify's own search with each test variant as its engine: the first finding is classed semantic.

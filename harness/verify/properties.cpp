@@ -35,7 +35,7 @@ const char* propertyTitle(Property p) {
     case Property::kBitwiseEqual: return "every policy is bitwise equal to the reference (loss, grads, input grad, state, RNG)";
     case Property::kPlannedEqualsMeasured: return "measured peak bytes, forward evaluations and FLOPs per phase equal the plan";
     case Property::kSchedulesValid: return "every policy emits a schedule that passes the validator";
-    case Property::kBounds: return "store-all, uniform, recursive, revolve and optimal stay within their bounds";
+    case Property::kBounds: return "store-all, uniform, recursive, revolve, optimal and segments stay within their bounds";
     case Property::kOptimalPlanConsistent:
       return "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains";
     case Property::kPlacementRoundTrip:

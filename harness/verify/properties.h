@@ -12,7 +12,8 @@
 //                             revolve:slots=C runs numforw(L, C) + L forwards; optimal stays within its budget
 //                             and, where its DP grid is exact, never recomputes more FLOPs than any other policy
 //                             of the trial (or the one Trial::optimalRival picks) at that policy's own peak and
-//                             op-level masks.
+//                             op-level masks; segments:budget=B stays within B and recomputes no more than any
+//                             uniform:k=K (K <= 256) that fits B.
 //  5 optimal-plan-consistent  the optimal DP's own prediction for the schedule it emits (peak bytes, recompute
 //                             FLOPs) agrees with the planner's walk of that schedule, which stays within the
 //                             budget: for every optimal run of the trial, and for a long homogeneous chain
