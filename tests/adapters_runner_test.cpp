@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/input_error.h"
 #include "harness/adapters/adapter.h"
@@ -82,6 +83,49 @@ TEST(Runner, timeoutKillsTheWholeProcessGroup) {
   EXPECT_LT(took, 3.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   EXPECT_FALSE(fs::exists(marker)) << "a grandchild outlived the timeout";
+}
+
+// Alive and not a zombie: /proc/PID/stat's state after the command name.
+bool running(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// The pid a child wrote to `file`, waiting up to 5 s for it.
+pid_t pidIn(const fs::path& file) {
+  for (int i = 0; i < 250 && slurp(file).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return static_cast<pid_t>(std::stol(slurp(file)));
+}
+
+// A descendant that left the process group and session (setsid) is out of a group kill's reach; ckptcheck, the
+// child subreaper of what it starts, ends it when the run ends (reapStrays).
+TEST(Runner, endsDescendantsThatLeftTheGroupAndSession) {
+  const fs::path d = tempDir("setsid");
+  const ProcessResult r = runProcess(
+      {"sh", "-c", "setsid sleep 600 & echo $! > '" + (d / "pid").string() + "'; setsid sh -c 'sleep 600 & sleep 600' &"},
+      "", "", 10);
+  ASSERT_TRUE(r.ok()) << r.describe();
+  const pid_t escaped = pidIn(d / "pid");
+  EXPECT_FALSE(running(escaped)) << "pid " << escaped << " outlived the run";
+  if (running(escaped)) kill(escaped, SIGKILL);
+  EXPECT_EQ(reapStrays(), 0) << "a descendant of a descendant was left";
+}
+
+TEST(Serve, stopEndsDescendantsThatLeftTheGroupAndSession) {
+  const fs::path d = tempDir("serve-setsid");
+  ServeProcess p;
+  std::string err;
+  ASSERT_TRUE(p.start({"sh", "-c", "setsid sleep 600 & echo $! > '" + (d / "pid").string() + "'; read l"},
+                      (d / "err").string(), err))
+      << err;
+  const pid_t escaped = pidIn(d / "pid");
+  EXPECT_TRUE(running(escaped));
+  p.stop();
+  EXPECT_FALSE(running(escaped)) << "pid " << escaped << " outlived the serve process";
+  if (running(escaped)) kill(escaped, SIGKILL);
 }
 
 TEST(Serve, answersOneLinePerRequestUntilItExits) {

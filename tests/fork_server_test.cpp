@@ -42,6 +42,16 @@ if __name__ == "__main__":
         os.kill(os.getpid(), 9)
     elif what == "stdin":
         print("stdin:", repr(sys.stdin.read()))
+    elif what in ("escape", "escape-and-hang"):
+        pid = os.fork()
+        if pid == 0:  # a grandchild that leaves the run's group and session: only the subreaper finds it
+            os.setsid()
+            time.sleep(600)
+            os._exit(0)
+        with open(sys.argv[2], "w") as f:
+            f.write(str(pid))
+        if what == "escape-and-hang":
+            time.sleep(600)
     elif what == "hang":
         if os.fork() == 0:  # a grandchild in the run's group, which the timeout must kill too
             with open(sys.argv[2], "w") as f:
@@ -110,6 +120,23 @@ TEST_F(ForkServerTest, timeoutKillsTheRunsWholeGroupAndTheServerGoesOn) {
   const pid_t grandchild = std::stoi(readFile(pidFile));
   for (int i = 0; i < 100 && alive(grandchild); ++i) ::usleep(20000);  // reaped by init once killed
   EXPECT_FALSE(alive(grandchild));
+  EXPECT_TRUE(run({"exit", "0"}, "after").ok());
+  EXPECT_TRUE(server.lastForked());
+}
+
+// A grandchild that called setsid() is in no group a kill reaches; ckptcheck, the child subreaper of what it starts
+// (runner.h), ends it when the run ends, and when the run times out.
+TEST_F(ForkServerTest, aRunsDescendantThatLeftItsSessionEndsWithTheRun) {
+  for (const std::string mode : {"escape", "escape-and-hang"}) {
+    SCOPED_TRACE(mode);
+    const fs::path pidFile = d / (mode + ".pid");
+    const ProcessResult r = run({mode, pidFile.string()}, mode, mode == "escape" ? 60 : 2);
+    EXPECT_TRUE(server.lastForked());
+    EXPECT_EQ(r.timedOut, mode != "escape") << r.describe();
+    const pid_t grandchild = std::stoi(readFile(pidFile));
+    EXPECT_FALSE(alive(grandchild)) << "pid " << grandchild << " outlived its run";
+    if (alive(grandchild)) ::kill(grandchild, SIGKILL);
+  }
   EXPECT_TRUE(run({"exit", "0"}, "after").ok());
   EXPECT_TRUE(server.lastForked());
 }

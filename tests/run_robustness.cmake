@@ -18,3 +18,23 @@ add_validate_test(validate_numpy_lr_overflow_not_judged TIMEOUT 120
                   EXPECT --exit 3 --check reference --needs-python-module numpy
                          --message "the adapter's plain run is not finite: step 1 loss: NaN"
                   ARGS --adapter numpy --case ${CMAKE_CURRENT_SOURCE_DIR}/bad-inputs/cases/lr-overflow.json)
+
+# A factory's run that forks a grandchild calling setsid() (out of every group kill's reach): ckptcheck, the child
+# subreaper of what it starts (harness/adapters/runner.h), ends it with the run; none is left once validate exits.
+# The same for runProcess, ServeProcess and the fork server in adapters_test (*LeftTheGroupAndSession,
+# *LeftItsSession*).
+# Two validate runs given one --out: the second is refused at once (exit 2, one line) while the first holds OUT's
+# lock (harness/adapters/work_dir.h, OutDirLock), so no verdict is read from the other run's files.
+foreach(t "user_model_setsid_grandchildren_ended;escaped-children;${BROKEN};FALSE"
+          "validate_shared_out_refused;shared-out;${EXAMPLES};TRUE")
+  list(GET t 0 name)
+  list(GET t 1 mode)
+  list(GET t 2 path)
+  list(GET t 3 sanitize)
+  ckpt_framework_labels(labels "adapters;torch;user-model" ${sanitize})
+  add_test(NAME ${name}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/adapters/check_run_isolation.py ${mode}
+                   $<TARGET_FILE:ckptcheck> ${path} ${CKPT_VALIDATE_OUT}/${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "${labels}"
+                       ENVIRONMENT "CKPT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endforeach()

@@ -57,6 +57,8 @@ ProcessResult PythonForkServer::run(const std::vector<std::string>& preloadArgs,
     return fresh();
   }
   r.started = true;
+  // The run's child has been reaped: whatever it started outside its group (setsid) was re-parented to ckptcheck.
+  reapStrays();
   const json j = json::parse(reply, nullptr, false);
   if (j.is_object() && j.contains("seconds") && j["seconds"].is_number()) r.seconds = j["seconds"].get<double>();
   if (j.is_object() && j.contains("exit") && j["exit"].is_number_integer()) {

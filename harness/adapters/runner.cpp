@@ -3,14 +3,19 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/input_error.h"
@@ -63,6 +68,55 @@ void fillResult(ProcessResult& r, int status) {
     r.signal = WTERMSIG(status);
 }
 
+// The children ckptcheck started and still owns (runProcess's while it runs, each running ServeProcess); every
+// other child of ckptcheck is an adopted orphan (reapStrays).
+std::mutex ownedMutex;
+std::set<pid_t>& owned() {
+  // Never destroyed: the fork server, a function-local static made before it, stops (and disowns) at exit.
+  static auto* pids = new std::set<pid_t>;
+  return *pids;
+}
+
+// The child has been reaped: what it left behind outside its group is a stray now.
+void disown(pid_t pid) {
+  {
+    const std::lock_guard<std::mutex> lock(ownedMutex);
+    owned().erase(pid);
+  }
+  reapStrays();
+}
+
+// Once, before the first child: orphans of what ckptcheck starts come to ckptcheck, not to init.
+void becomeSubreaper() {
+  static const bool once = [] {
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    return true;
+  }();
+  (void)once;
+}
+
+// The processes whose parent is ckptcheck, from /proc/PID/stat ("PID (COMM) STATE PPID ..."; COMM may hold
+// spaces and parentheses, so the fields after the last ')').
+std::vector<pid_t> childrenOfThisProcess() {
+  std::vector<pid_t> kids;
+  const pid_t self = getpid();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      kids.push_back(static_cast<pid_t>(std::atol(name.c_str())));
+  }
+  return kids;
+}
+
 struct SpawnSetup {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -83,6 +137,16 @@ struct SpawnSetup {
   ~SpawnSetup() {
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
+  }
+  // posix_spawnp, the child owned from its first instant (a reapStrays on another thread must not take it for a
+  // stray); 0 or the error number.
+  int spawn(const std::vector<std::string>& argv, pid_t& pid) {
+    becomeSubreaper();
+    auto args = cArgv(argv);
+    const std::lock_guard<std::mutex> lock(ownedMutex);
+    const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+    if (rc == 0) owned().insert(pid);
+    return rc;
   }
   void output(int fd, const std::string& path) {
     if (path.empty())
@@ -147,10 +211,9 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const std::string
   posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
   s.output(1, stdoutPath);
   s.output(2, stderrPath);
-  auto args = cArgv(argv);
   pid_t pid;
   const auto t0 = Clock::now();
-  const int rc = posix_spawnp(&pid, args[0], &s.actions, &s.attr, args.data(), environ);
+  const int rc = s.spawn(argv, pid);
   if (rc != 0) {
     r.startError = std::string(argv[0]) + ": " + std::strerror(rc);
     return r;
@@ -166,7 +229,29 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const std::string
   }
   r.seconds = since(t0);
   fillResult(r, status);
+  disown(pid);
   return r;
+}
+
+int reapStrays() {
+  int ended = 0;
+  // A stray that forks faster than it is killed could keep this going: a bound, far above any real tree.
+  for (int round = 0; round < 64; ++round) {
+    std::vector<pid_t> strays;
+    {
+      const std::lock_guard<std::mutex> lock(ownedMutex);
+      for (const pid_t p : childrenOfThisProcess())
+        if (!owned().count(p)) strays.push_back(p);
+    }
+    if (strays.empty()) break;
+    for (const pid_t p : strays) kill(p, SIGKILL);
+    for (const pid_t p : strays) {
+      int status = 0;
+      waitUntil(p, status, Clock::now() + std::chrono::seconds(5));
+    }
+    ended += static_cast<int>(strays.size());
+  }
+  return ended;
 }
 
 std::string fileTail(const std::string& path, size_t maxBytes) {
@@ -196,9 +281,8 @@ bool ServeProcess::start(const std::vector<std::string>& argv, const std::string
   posix_spawn_file_actions_adddup2(&s.actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&s.actions, out[1], 1);
   s.output(2, stderrPath);
-  auto args = cArgv(argv);
   pid_t pid;
-  const int rc = posix_spawnp(&pid, args[0], &s.actions, &s.attr, args.data(), environ);
+  const int rc = s.spawn(argv, pid);
   close(in[0]);
   close(out[1]);
   if (rc != 0) {
@@ -269,6 +353,7 @@ void ServeProcess::stop(double graceSeconds) {
       killGroup(pid_, status, 1.0);
     else
       kill(-pid_, SIGKILL);
+    disown(pid_);
   }
   pid_ = -1;
   if (fromChild_ >= 0) close(fromChild_);

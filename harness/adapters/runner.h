@@ -35,6 +35,14 @@ struct ProcessResult {
 ProcessResult runProcess(const std::vector<std::string>& argv, const std::string& stdoutPath,
                          const std::string& stderrPath, double timeoutSeconds);
 
+// Descendants that leave the process group (setsid(), a daemon's double fork) escape a group kill. So the first
+// process this file starts makes ckptcheck a child subreaper (prctl PR_SET_CHILD_SUBREAPER): every orphan of what
+// it started is re-parented to ckptcheck instead of init, and reapStrays() kills and reaps each child of
+// ckptcheck that no runProcess or ServeProcess owns, round after round (a stray's own children are re-parented to
+// ckptcheck in turn), until none is left. Called when every run ends or times out, when a serve process stops,
+// and by the fork server after each run (fork_server.h). Returns how many it ended.
+int reapStrays();
+
 // The last `maxBytes` of a text file, for error messages ("" when missing).
 std::string fileTail(const std::string& path, size_t maxBytes = 2000);
 

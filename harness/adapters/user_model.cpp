@@ -10,6 +10,7 @@
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/user_model_report.h"
 #include "harness/adapters/user_model_run.h"
+#include "harness/adapters/work_dir.h"
 #include "harness/exit_codes.h"
 #include "harness/text_format.h"
 
@@ -243,6 +244,7 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
   UserModelReport rep;
   UserModelOptions opts = o;  // --plan sets the batch
   rep.options = &opts;
+  std::optional<OutDirLock> lock;
   try {
     rep.spec = parseUserModelSpec(o.adapter, o.options);
     if (!o.planPath.empty()) {
@@ -252,7 +254,7 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
                          "' was planned at batch " + std::to_string(rep.placement->batchSize));
       opts.batchSize = static_cast<int>(rep.placement->batchSize);
     }
-    fs::create_directories(o.outDir);
+    lock.emplace(o.outDir);  // OUT is this run's until it returns (work_dir.h)
   } catch (const std::exception& e) {
     err << "ckptcheck: " << escapeControl(e.what()) << "\n";
     return kExitBadInput;

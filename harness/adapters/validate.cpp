@@ -575,7 +575,7 @@ int runValidate(const ValidateOptions& o, std::ostream& out, std::ostream& err) 
     throw InputError("validate: give exactly one of --adapter NAME[:k=v,...] and --adapter-cmd \"COMMAND ARGS\"");
   if (o.cases < 0 || (o.cases == 0 && o.timingCases.empty()))
     throw InputError("validate: --cases must be >= 1 (0 only with --timing-case)");
-  fs::create_directories(fs::absolute(o.outDir));
+  const OutDirLock lock(fs::absolute(o.outDir));  // OUT is this run's until it returns (work_dir.h)
   return ValidateRun(o, out, err).run();
 }
 

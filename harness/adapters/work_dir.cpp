@@ -1,14 +1,21 @@
 #include "harness/adapters/work_dir.h"
 
+#include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "common/input_error.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -53,5 +60,30 @@ void WorkDir::remove() {
 }
 
 WorkDir::~WorkDir() { remove(); }
+
+OutDirLock::OutDirLock(const fs::path& outDir) {
+  const std::string quoted = "--out '" + outDir.string() + "'";
+  std::error_code ec;
+  if (fs::exists(outDir, ec) && !fs::is_directory(outDir, ec))
+    throw InputError(quoted + ": exists and is not a directory");
+  fs::create_directories(outDir, ec);
+  if (ec) throw InputError(quoted + ": cannot create the directory: " + ec.message());
+  const fs::path lock = outDir / ".ckptcheck.lock";
+  fd_ = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError(quoted + ": cannot open " + lock.string() + ": " + std::strerror(errno));
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    close(fd_);
+    fd_ = -1;
+    if (e == EWOULDBLOCK)
+      throw InputError(quoted + ": another ckptcheck validate is using it (it holds " + lock.string() +
+                       "); give each run its own --out");
+    throw InputError(quoted + ": cannot lock " + lock.string() + ": " + std::strerror(e));
+  }
+}
+
+OutDirLock::~OutDirLock() {
+  if (fd_ >= 0) close(fd_);  // drops the flock
+}
 
 }  // namespace ckpt

@@ -25,4 +25,21 @@ class WorkDir {
   bool keep_;
 };
 
+// OUT belongs to one `validate` at a time: two runs given the same --out would write and read the same files
+// (OUT/work, OUT/case, the reports), so one run's verdict could be read from the other's tensors. The constructor
+// creates OUT and takes an exclusive flock on OUT/.ckptcheck.lock for the object's life (the kernel drops it when
+// the process ends, however it ends, so a lock is never stale); a second run finds it held and is refused at once
+// with one line, an InputError (exit 2: the command line names a directory in use). Not inherited by the
+// processes validate starts (O_CLOEXEC). Also refuses an OUT that exists and is not a directory.
+class OutDirLock {
+ public:
+  explicit OutDirLock(const std::filesystem::path& outDir);
+  ~OutDirLock();
+  OutDirLock(const OutDirLock&) = delete;
+  OutDirLock& operator=(const OutDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace ckpt
