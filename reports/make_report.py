@@ -23,11 +23,15 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it is run
 from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,  # noqa: E402
-                         FrontierPoint, PlannerPoint, StepRow, Verify, load_json, median_of, policy_family)
+                         FrontierPoint, PlannerPoint, StepRow, Verify, load_json, policy_family)
 from report_figures import figures  # noqa: E402
-from report_format import (evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time,  # noqa: E402
-                           opt_tax)
+from report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax  # noqa: E402
+from report_tables import (FRAMEWORK_HEADER, FULL_HEADER, KIND_HEADER, STEP_HEADER, TAX_HEADER,  # noqa: E402
+                           TAX_NOTE, case_summary, context_lines, framework_rows, full_recompute_rows, md_table,
+                           planner_rows, recompute_kind_rows, step_cells, step_class, tax_class, tax_rows)
+import baseline  # noqa: E402
 import costs_report  # noqa: E402
+import overview  # noqa: E402
 import plan_checks  # noqa: E402
 import report_html  # noqa: E402
 import time_model  # noqa: E402
@@ -138,162 +142,14 @@ def verdict(row, verify):
 # Text: tables and the summary
 
 
-STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
-               "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]
-
-
-def step_cells(rep, r):
-    flag = rep.frontier_status(r)[1] if rep.frontier.get(r.case) else None
-    frontier = {True: "on", False: "off", None: "—"}[flag]
-    bitwise = r.verdict if r.verdict is not None else "—"
-    if not r.planned_ok:
-        bitwise += " (measured ≠ planned)"
-    name = r.display + (" (full recompute)" if r.is_full_recompute else "")
-    return [name, fmt_bytes(r.peak), str(r.peak), fmt_ratio(r.memory_ratio), evals_text(r),
-            fmt_overhead(r.flop_overhead), f"{fmt_ratio(r.time_ratio)} ({fmt_ratio(r.q1)}–{fmt_ratio(r.q3)})",
-            fmt_tax(r.engine_tax), opt_tax(r.op_cost_tax), opt_tax(r.rest_tax), frontier, bitwise]
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for row in rows:
-        out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
-    return "\n".join(out)
-
-
-def case_summary(rep, case):
-    """Sentences with numbers: where the frontier runs and which policy is on it at which budget. Numbers in
-    brackets are FLOP overheads."""
-    rows = rep.steps.get(case, [])
-    pts = rep.frontier.get(case, [])
-    parts = []
-    head = []
-    if rows:
-        head.append(f"{rows[0].layers} blocks, store-all {fmt_bytes(rows[0].store_all_peak)}")
-    if pts:
-        least = pts[0]
-        share = f" ({fmt_pct(least.budget / least.store_all_peak)} of store-all)" if least.store_all_peak else ""
-        head.append(f"the optimal frontier runs from {fmt_bytes(least.budget)}{share} at "
-                    f"{fmt_overhead(least.flop_overhead)} to no recompute at {fmt_bytes(pts[-1].budget)}")
-        free = next((p for p in pts if p.flops_recompute == 0), None)
-        if free is not None and free.store_all_peak and free.budget < free.store_all_peak:
-            head.append(f"recompute is free from {fmt_bytes(free.budget)}")
-    if head:
-        parts.append("; ".join(head) + ".")
-    on, below, off = [], [], []
-    for r in rows if pts else []:
-        opt, exact = rep.optimal_at(r.case, r.peak)
-        if opt is None:
-            continue
-        item = f"{r.display} at {fmt_bytes(r.peak)} ({fmt_overhead(r.flop_overhead)}"
-        if r.flops_recompute == opt.flops_recompute and exact:
-            on.append(item + ")")
-        elif r.flops_recompute < opt.flops_recompute:
-            below.append(item + f" vs optimal's {fmt_overhead(opt.flop_overhead)})")
-        else:
-            off.append(item + f" vs optimal's {'≤ ' if not exact else ''}{fmt_overhead(opt.flop_overhead)})")
-    if on:
-        parts.append("On the frontier: " + ", ".join(on) + ".")
-    if below:
-        parts.append("Below the block-level frontier (op-level recompute, outside the optimal DP's family): "
-                     + ", ".join(below) + ".")
-    if off:
-        parts.append("Off it, recomputing more than optimal at the same budget: " + ", ".join(off) + ".")
-    return " ".join(parts)
-
-
-def tax_rows(rep):
-    out = []
-    for fam, rs in rep.tax_by_policy().items():
-        worst = max(rs, key=lambda r: r.engine_tax)
-        ok = all(r.engine_tax <= ENGINE_TAX_GOAL for r in rs)
-        out.append([fam, str(len(rs)), fmt_tax(statistics.median([r.engine_tax for r in rs])),
-                    f"{fmt_tax(worst.engine_tax)} ({worst.case})", "yes" if ok else "no",
-                    opt_tax(median_of([r.op_cost_tax for r in rs])), opt_tax(median_of([r.rest_tax for r in rs]))])
-    return out
-
-
-TAX_HEADER = ["policy", "cases", "median engine tax", "worst (case)", f"≤ {ENGINE_TAX_GOAL} everywhere",
-              "median recomputed-ops part", "median rest"]
-
-TAX_NOTE = ("The engine tax splits exactly in two. bench_engine clocks, in separate instrumented steps, the time spent "
-            "inside the forward calls of recomputed ops (share *s* of the policy's step). *Recomputed ops* = time ratio "
-            "× s − FLOP overhead: what the recomputation costs beyond its FLOP share, because element-wise ops "
-            "(Philox dropout, libm GELU/tanh, attention's softmax) take far more time per FLOP than the matrix "
-            "products that dominate the FLOP count. *Rest* = time ratio × (1 − s) − 1: everything else the step "
-            "spends beyond the reference step — the executor's bookkeeping, allocation and page faults, and cache "
-            "effects (a recomputed tape is hot in cache when its backward runs, which can make this negative). The "
-            "store-all row runs the reference's own instructions through the executor: its tax is the executor's "
-            "fixed cost.")
-
-
-def full_recompute_rows(rep):
-    out = []
-    for r in rep.all_rows():
-        if r.is_full_recompute:
-            ops = "—" if r.recompute_share is None else fmt_pct(r.time_ratio * r.recompute_share)
-            out.append([r.case, fmt_pct(r.time_ratio - 1.0), ops, fmt_pct(r.flop_overhead),
-                        fmt_pct(FULL_RECOMPUTE_THEORY), fmt_tax(r.engine_tax)])
-    return out
-
-
-FULL_HEADER = ["case", "measured overhead", "time in recomputed ops", "FLOP overhead (this model)",
-               "textbook theory", "engine tax"]
-
-
-def recompute_kind_rows(rep):
-    """Per case, the full-recompute row's recompute time and FLOPs per op kind."""
-    out = []
-    for r in rep.all_rows():
-        if not r.is_full_recompute or not r.recompute_kinds:
-            continue
-        for kind, (t, f) in sorted(r.recompute_kinds.items(), key=lambda kv: -kv[1][0]):
-            per = f"{t / f:.1f}" if f > 0 else "—"
-            out.append([r.case, kind, fmt_pct(t), fmt_pct(f), per])
-    return out
-
-
-KIND_HEADER = ["case", "op kind", "recompute time (% of reference step)", "recompute FLOPs (% of step FLOPs)",
-               "time ÷ FLOP share"]
-
-
-def planner_rows(rep):
-    layers = sorted({p.layers for pts in rep.planner.values() for p in pts})
-    fams = list(rep.planner)
-    rows = []
-    for L in layers:
-        row = [str(L)]
-        for f in fams:
-            p = next((p for p in rep.planner[f] if p.layers == L), None)
-            row.append(f"{fmt_bytes(p.peak)} / {p.forward_evals} / {fmt_time(p.seconds)}" if p else "—")
-        rows.append(row)
-    return ["L"] + fams, rows
-
-
-def context_lines(rep):
-    c = rep.bench.context
-    keys = [("git_commit", "commit"), ("ckpt_mode", "benchmark mode"), ("compiler", "compiler"),
-            ("build_type", "build"), ("cpu", "CPU"), ("num_cpus", "cores")]
-    out = [f"{label}: {c[k]}" for k, label in keys if k in c]
-    load = c.get("load_avg")
-    if isinstance(load, list) and load:
-        cores = c.get("num_cpus") or 1
-        note = f"load average at start: {', '.join(f'{x:.2f}' for x in load)}"
-        if load[0] > cores:
-            note += (f" (above the {cores} cores: other work shared the machine; steps are timed in thread CPU time "
-                     f"and interleaved, which cancels being descheduled and slow drift, but not the cache and memory "
-                     f"bandwidth other work takes, so ratios are noisier than on an idle machine)")
-        out.append(note)
-    return out
-
-
-def headline(rep):
+def cost_lines(rep):
+    """Where the time goes, one line each: the engine tax, the time model, full recomputation."""
     lines = []
     rows = list(rep.all_rows())
     if rows:
         worst = max(rows, key=lambda r: r.engine_tax)
         over = [r for r in rows if r.engine_tax > ENGINE_TAX_GOAL]
-        s = (f"Engine tax (time ratio − (1 + FLOP overhead)) over {len(rows)} case × policy runs: median "
+        s = (f"Engine tax over {len(rows)} case × policy runs: median "
              f"{fmt_tax(statistics.median([r.engine_tax for r in rows]))}, worst {fmt_tax(worst.engine_tax)} "
              f"({worst.display} on {worst.case}); goal ≤ {ENGINE_TAX_GOAL}: "
              + ("met everywhere." if not over else f"not met in {len(over)} of {len(rows)}."))
@@ -304,7 +160,7 @@ def headline(rep):
             s += (f" Split: recomputed ops costing more time than their FLOP share, median {fmt_tax(statistics.median(ops))}; "
                   f"everything else (executor, allocation, cache), median {fmt_tax(statistics.median(rest))}")
             if store:
-                s += (f"; the executor running store-all's own schedule: "
+                s += ("; the executor running store-all's own schedule: "
                       + ", ".join(f"{fmt_tax(r.engine_tax)} ({r.case})" for r in store))
             s += "."
         lines.append(s)
@@ -317,6 +173,13 @@ def headline(rep):
                      + ", ".join(f"{fmt_pct(r.time_ratio - 1.0)} on {r.case} (FLOPs: {fmt_pct(r.flop_overhead)})"
                                  for r in fr)
                      + f", against the textbook {fmt_pct(FULL_RECOMPUTE_THEORY)}.")
+    return lines
+
+
+def check_lines(rep):
+    """Whether what was measured can be trusted: bitwise verdicts, verify, measured against planned."""
+    lines = []
+    rows = list(rep.all_rows())
     checked = [r for r in rows if r.verdict is not None]
     if checked:
         differs = [r for r in checked if r.verdict.startswith("DIFFERS")]
@@ -344,46 +207,46 @@ def findings_lines(rep):
     return out
 
 
-DEFINITIONS = ("Definitions: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the store-all step); "
-               "*time ratio* = policy step time / reference store-all step time (thread CPU time, median over "
-               "repetitions of interleaved steps; IQR in brackets); *engine tax* = time ratio − (1 + FLOP overhead), split into "
-               "*recomputed ops* (their time beyond their FLOP share) and *rest* (everything else: executor, "
-               "allocation, cache; see Engine tax per policy); *frontier*: on = no more recompute than the optimal "
-               "policy at the same budget; *bitwise*: loss, every gradient and all state after the step bitwise equal "
-               "to the reference (the bench's own step and, when given, `ckptcheck verify`).")
+DEFINITIONS = ("The words used from here on: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the "
+               "store-all step), what recomputation costs if time followed FLOPs; *time ratio* = policy step time / "
+               "reference store-all step time (thread CPU time, median over repetitions of interleaved steps; IQR in "
+               "brackets), so the step time paid is time ratio − 1; *engine tax* = time ratio − (1 + FLOP "
+               "overhead), what a policy costs beyond its FLOPs, split into *recomputed ops* (their time beyond "
+               "their FLOP share) and *rest* (everything else: executor, allocation, cache; see Engine tax per "
+               "policy); *time-model tax* = measured − predicted time overhead, the prediction coming from the "
+               "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute than the "
+               "optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the step "
+               "bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`).")
+FRONTIER_NOTE = ("Which policy is on the memory/recompute frontier at which budget (FLOP overheads in brackets; the "
+                 "optimal policy at a policy's own peak is the comparison), and every policy's measured numbers.")
 
 
-FRAMEWORK_HEADER = ["case", "blocks", "K", "framework", "options", "plain ms", "checkpointed ms", "overhead",
-                    "bitwise", "ckptcheck policy", "reference ms", "engine ms", "ckptcheck overhead"]
-
-
-def framework_rows(rep):
-    return [[r["case"], str(r["blocks"]), str(r["segments"]), r["framework"], r["options"] or "-",
-             f"{r['fw_plain']:.2f}", f"{r['fw_ckpt']:.2f}", fmt_overhead(r["fw_overhead"]),
-             "equal" if r["fw_bitwise"] else "DIFFERS", r["policy"], f"{r['ck_plain']:.2f}", f"{r['ck_ckpt']:.2f}",
-             fmt_overhead(r["ck_overhead"])] for r in rep.frameworks]
-
-
-def document(rep, figs):
-    """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure."""
-    d = [("h1", "ckptcheck overhead report"), ("h2", "Summary"),
-         ("ul", headline(rep) + costs_report.summary_lines(rep.costs))]
-    per_case = [f"**{c}**: {case_summary(rep, c)}" for c in rep.cases if case_summary(rep, c)]
-    if per_case:
-        d += [("p", "Per case: which policy is on the memory/recompute frontier at which budget (FLOP overheads in "
-                    "brackets; the optimal policy at a policy's own peak is the comparison)."), ("ul", per_case)]
-    if rep.has_bench:
-        d += [("h2", "Run"), ("ul", context_lines(rep)), ("p", DEFINITIONS)]
+def case_blocks(rep):
+    d = []
     for case in rep.cases:
+        inner = []
+        text = case_summary(rep, case)
+        if text:
+            inner.append(("p", text))
         rows = rep.steps.get(case, [])
         if rows:
-            d += [("h2", case), ("table", STEP_HEADER, [step_cells(rep, r) for r in rows], step_class)]
+            inner.append(("table", STEP_HEADER, [step_cells(rep, r) for r in rows], step_class))
+        if inner:
+            d.append(("details", f"**{case}**" + (f": {len(rows)} policies" if rows else ""), inner))
+    return [("h2", "Per case"), ("p", FRONTIER_NOTE)] + d if d else []
+
+
+def analysis_blocks(rep):
+    """The engine tax, the time model and full recomputation: tables collapsed under their summary lines."""
+    d = []
     if rep.steps:
-        d += [("h2", "Engine tax per policy"), ("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)]
+        d += [("h2", "Engine tax per policy"),
+              ("details", "The table", [("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)])]
     tm = time_model.time_model_rows(rep.steps)
     if tm:
-        d += [("h2", "Time model: predicted vs measured time overhead"),
-              ("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)]
+        d += [("h2", "Time model: predicted vs measured time overhead"), ("p", time_model.time_model_headline(rep.steps)),
+              ("details", "Per case × policy, with the tax split",
+               [("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)])]
     fr = full_recompute_rows(rep)
     if fr:
         d += [("h2", "Full recomputation vs the 33% theory"), ("table", FULL_HEADER, fr, None),
@@ -392,15 +255,20 @@ def document(rep, figs):
                     "reference steps.")]
         kinds = recompute_kind_rows(rep)
         if kinds:
-            d += [("h3", "Where full recomputation's time goes, per op kind"), ("table", KIND_HEADER, kinds, None),
-                  ("p", "A time ÷ FLOP share above 1 means the op kind costs more time per FLOP than the step's "
-                        "average, so recomputing it costs more than its FLOPs predict.")]
+            d.append(("details", "Where full recomputation's time goes, per op kind",
+                      [("table", KIND_HEADER, kinds, None),
+                       ("p", "A time ÷ FLOP share above 1 means the op kind costs more time per FLOP than the step's "
+                             "average, so recomputing it costs more than its FLOPs predict.")]))
     if rep.planner:
         header, rows = planner_rows(rep)
         d += [("h2", "Planner scaling"),
-              ("p", "Homogeneous chains, planner only. Each cell: peak activation / forward evaluations / planner run "
-                    "time (schedule + plan)."),
-              ("table", header, rows, None)]
+              ("details", "Homogeneous chains, planner only. Each cell: peak activation / forward evaluations / "
+                          "planner run time (schedule + plan).", [("table", header, rows, None)])]
+    return d
+
+
+def other_blocks(rep):
+    d = []
     if rep.frameworks:
         d += [("h2", "Side by side with other frameworks"),
               ("p", "The same case and segmenting, timed in the same run on this machine: the framework's own plain "
@@ -415,6 +283,23 @@ def document(rep, figs):
               ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]
     for plans in rep.costs:
         d += costs_report.section_blocks(plans)
+    return d
+
+
+def document(rep, figs, summary_fig=None, comparison=None):
+    """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure and
+    details (a summary line and the blocks it folds). The first screen answers what checkpointing saves and costs
+    (overview.py); the jargon, the per-case tables and the time model follow, collapsed where they are long."""
+    d = [("h1", "ckptcheck overhead report")] + overview.blocks(rep, summary_fig)
+    checks = check_lines(rep)
+    if checks:
+        d.append(("ul", checks))
+    if comparison is not None:
+        d += baseline.blocks(comparison)
+    costs = cost_lines(rep) + costs_report.summary_lines(rep.costs)
+    if costs:
+        d += [("h2", "Where the time goes")] + ([("p", DEFINITIONS)] if rep.has_bench else []) + [("ul", costs)]
+    d += case_blocks(rep) + analysis_blocks(rep) + other_blocks(rep)
     if figs:
         d.append(("h2", "Figures"))
     for name, title, caption, svg in figs:
@@ -424,12 +309,14 @@ def document(rep, figs):
         d += [("h2", "Findings"), ("ul", fl)]
     if rep.bench.errors:
         d += [("h2", "Benchmarks that reported an error"), ("ul", [f"{n}: {m}" for n, m in rep.bench.errors])]
+    if rep.has_bench:
+        d += [("h2", "Run"), ("ul", context_lines(rep))]
     return d
 
 
-def render_markdown(rep, figs):
+def markdown_lines(blocks):
     md = []
-    for block in document(rep, figs):
+    for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
             md += ["#" * int(kind[1]) + " " + block[1], ""]
@@ -440,28 +327,17 @@ def render_markdown(rep, figs):
         elif kind == "table":
             md += [md_table(block[1], block[2]), ""]
         elif kind == "figure":
-            _, name, title, caption, _ = block
-            md += [f"### {title}", "", f"![{title}]({name}.svg)", "", caption, ""]
-    return "\n".join(md)
+            name, title, caption = block[1:4]
+            md += ([f"### {title}", ""] if len(block) < 6 or block[5] else []) + [f"![{title}]({name}.svg)", "", caption, ""]
+        elif kind == "details":
+            # GitHub and GitLab render HTML's <details> in Markdown; the blank lines let the Markdown inside render.
+            md += [f"<details><summary>{report_html.inline_html(block[1])}</summary>", ""]
+            md += markdown_lines(block[2]) + ["</details>", ""]
+    return md
 
 
-def step_class(column, c):
-    if column == "bitwise":
-        return "bad" if "DIFFERS" in c or "≠" in c else ("good" if c == "equal" else "")
-    if column in ("engine tax", "rest"):
-        try:
-            return "bad" if float(c) > ENGINE_TAX_GOAL else ""
-        except ValueError:
-            return ""
-    return ""
-
-
-def tax_class(column, c):
-    return "bad" if column.startswith("≤") and c == "no" else ""
-
-
-def render_html(rep, figs):
-    return report_html.render(document(rep, figs))
+def render_markdown(blocks):
+    return "\n".join(markdown_lines(blocks))
 
 
 def terminal_table(rep):
@@ -480,7 +356,8 @@ def terminal_table(rep):
                          for i, c in enumerate(cells)).rstrip()
 
     out = [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
-    return "\n".join(out + [""] + [re.sub(r"[*`]", "", l) for l in headline(rep)])
+    words = [f"{sub.name}: {overview.sentence(sub)}" for sub in overview.subjects(rep)]
+    return "\n".join(out + [""] + words + [re.sub(r"[*`]", "", l) for l in cost_lines(rep) + check_lines(rep)])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -488,6 +365,9 @@ def terminal_table(rep):
 
 
 def write_atomic(path, text):
+    # As harness/atomic_file.h: the rename would replace a link, a device or a pipe, not write through it.
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        raise BadInput(f"cannot write '{path}': not a regular file (it would be replaced, not written to)")
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
     try:
@@ -515,6 +395,9 @@ def main(argv):
                     help="check_plan_loop.py's plan-loop.json: a profiled model's placements applied and checked")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="compare with an earlier report's runs (DIR/runs.json): a section, exit 1 on a regression")
+    ap.add_argument("--junit", metavar="FILE", help="with --baseline: the comparison as a JUnit report")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when a benchmarked step is not bitwise equal, its measurements differ from the plan, "
                          "a benchmark reported an error, or the verify JSON has a finding")
@@ -532,25 +415,41 @@ def main(argv):
         costs = [costs_report.load(c) for c in a.costs_plans]
         costs_report.attach_checks(costs, [plan_checks.load(p) for p in a.plan_loop])
         rep = Report(bench, verify, frameworks, costs)
+        if a.junit and not a.baseline:
+            raise BadInput("--junit needs --baseline (the JUnit report is the comparison's)")
+        comparison = baseline.Comparison(baseline.load(a.baseline), baseline.runs_doc(rep)) if a.baseline else None
     except BadInput as e:
         print(f"ckptcheck report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         figs = figures(rep)
+        summary_fig = overview.figure(rep)
         costs_report.draw_figures(rep.costs)
         os.makedirs(a.out, exist_ok=True)
-        for name, _, _, svg in figs + [c.figure for c in rep.costs]:
+        for name, _, _, svg in figs + [c.figure for c in rep.costs] + ([summary_fig] if summary_fig else []):
             write_atomic(os.path.join(a.out, name + ".svg"), svg)
-        write_atomic(os.path.join(a.out, "report.md"), render_markdown(rep, figs))
-        write_atomic(os.path.join(a.out, "report.html"), render_html(rep, figs))
+        blocks = document(rep, figs, summary_fig, comparison)
+        write_atomic(os.path.join(a.out, "report.md"), render_markdown(blocks))
+        write_atomic(os.path.join(a.out, "report.html"), report_html.render(blocks))
+        if rep.steps:
+            write_atomic(os.path.join(a.out, baseline.FILE), baseline.runs_text(rep))
+        if a.junit:
+            write_atomic(a.junit, baseline.junit(comparison))
+    except BadInput as e:  # an output path that is not a regular file
+        print(f"ckptcheck report: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (OSError, RuntimeError) as e:
         print(f"ckptcheck report: {e}", file=sys.stderr)
         return EXIT_INFRA
     if a.print_summary:
         lines = ([terminal_table(rep)] if rep.has_bench else []) + costs_report.terminal_lines(rep.costs)
         print("\n".join(lines))
+    nfig = len(figs) + len(rep.costs) + (summary_fig is not None)
     print(f"ckptcheck report: wrote {os.path.join(a.out, 'report.md')} and {os.path.join(a.out, 'report.html')} "
-          f"({len(figs) + len(rep.costs)} figure{'' if len(figs) + len(rep.costs) == 1 else 's'})", file=sys.stderr)
+          f"({nfig} figure{'' if nfig == 1 else 's'})", file=sys.stderr)
+    if comparison is not None and comparison.regressed:
+        print("ckptcheck report: regressions against the baseline: " + "; ".join(
+            f"{c.case}/{c.policy}: {', '.join(c.regressions)}" for c in comparison.regressed), file=sys.stderr)
     if a.check:
         failed = [f"{r.case}/{r.display}" for r in rep.all_rows()
                   if (r.verdict or "").startswith("DIFFERS") or not r.planned_ok]
@@ -560,7 +459,7 @@ def main(argv):
         if failed:
             print("ckptcheck report: verification failed: " + ", ".join(failed), file=sys.stderr)
             return EXIT_FINDING
-    return EXIT_OK
+    return EXIT_FINDING if comparison is not None and comparison.regressed else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -87,6 +87,9 @@ class Bench:
                     vals = [e[k] for e in entries if isinstance(e.get(k), (int, float))]
                     merged[k] = statistics.median(vals)
             merged["repetitions_folded"] = len(entries)
+            # Each repetition's time ratio: the spread a comparison with a baseline run judges against (baseline.py).
+            merged["time_overhead_repetitions"] = [e["time_overhead"] for e in entries
+                                                   if isinstance(e.get("time_overhead"), (int, float))]
             # BM_Step's interquartile range of the time ratio over repetitions (older JSON: counters of one run).
             for q, agg in quartiles.get(name, {}).items():
                 if isinstance(agg.get("time_overhead"), (int, float)):
@@ -140,6 +143,7 @@ class StepRow:
         self.time_ratio = float(need(e, "time_overhead", name))
         self.q1 = float(e.get("time_overhead_q1", self.time_ratio))
         self.q3 = float(e.get("time_overhead_q3", self.time_ratio))
+        self.time_repetitions = [float(x) for x in e.get("time_overhead_repetitions") or [self.time_ratio]]
         self.step_seconds = float(e.get("step_seconds", 0.0))
         self.store_all_seconds = float(e.get("store_all_step_seconds", 0.0))
         self.samples = int(e.get("samples", e.get("repetitions_folded", 0)))  # repetitions (older JSON: samples)

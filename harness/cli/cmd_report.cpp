@@ -1,8 +1,9 @@
 // ckptcheck report: bench_engine's JSON (and optionally `ckptcheck verify --json`) into DIR/report.md and a
-// self-contained DIR/report.html with plots. The tables, summary and figures are made by reports/make_report.py
+// self-contained DIR/report.html with plots, and DIR/runs.json, the baseline a later `report --baseline DIR`
+// compares with (reports/baseline.py). The tables, summary and figures are made by reports/make_report.py
 // (matplotlib); this subcommand checks the arguments, finds the script and a Python that has matplotlib, runs it
-// and passes its exit code on (0 written, 1 written but --check found a failed verification, 2 bad input,
-// 3 missing dependency or I/O error).
+// and passes its exit code on (0 written, 1 written but --check found a failed verification or --baseline a
+// regression, 2 bad input, 3 missing dependency or I/O error).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ struct Options {
   std::vector<std::string> costs;
   std::vector<std::string> planLoops;
   int64_t budget = 0;
+  std::string baseline;
+  std::string junit;
   std::string out;
   bool quiet = false;
   bool check = false;
@@ -119,7 +122,11 @@ void addReport(CLI::App& app, int& exitCode) {
   cmd->add_option("--frameworks", o->frameworks,
                   "ckptcheck validate --timing-case ... --json output: another framework's checkpointing overhead next "
                   "to ckptcheck's; repeatable");
-  cmd->add_option("--out", o->out, "Output directory (report.md, report.html, fig-*.svg)")->required();
+  cmd->add_option("--baseline", o->baseline,
+                  "The --out directory of an earlier report (its runs.json): compare peak bytes, forward evaluations "
+                  "and FLOPs exactly and the time overhead against both runs' spread; exit 1 on a regression");
+  cmd->add_option("--junit", o->junit, "With --baseline: write the comparison as a JUnit report to FILE");
+  cmd->add_option("--out", o->out, "Output directory (report.md, report.html, runs.json, fig-*.svg)")->required();
   cmd->add_flag("--quiet", o->quiet, "Do not print the summary table");
   cmd->add_flag("--check", o->check,
                 "Exit 1 when a benchmarked step is not bitwise equal or not as planned, a benchmark failed, or the "
@@ -128,6 +135,9 @@ void addReport(CLI::App& app, int& exitCode) {
     if (o->bench.empty() && o->costs.empty()) throw InputError("report: give --bench FILE or --costs FILE");
     if (o->budget > 0 && o->costs.empty()) throw InputError("report: --budget needs --costs");
     if (!o->planLoops.empty() && o->costs.empty()) throw InputError("report: --plan-loop needs --costs");
+    if (!o->junit.empty() && o->baseline.empty()) throw InputError("report: --junit needs --baseline");
+    if (!o->baseline.empty() && !fs::is_directory(o->baseline))
+      throw InputError("report: --baseline '" + o->baseline + "': no such directory");
     for (const auto& b : o->bench)
       if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
     if (!o->verify.empty() && !fs::is_regular_file(o->verify))
@@ -156,6 +166,14 @@ void addReport(CLI::App& app, int& exitCode) {
       if (!fs::is_regular_file(p)) throw InputError("report: --plan-loop '" + p + "': no such file");
       args.push_back("--plan-loop");
       args.push_back(p);
+    }
+    if (!o->baseline.empty()) {
+      args.push_back("--baseline");
+      args.push_back(o->baseline);
+    }
+    if (!o->junit.empty()) {
+      args.push_back("--junit");
+      args.push_back(o->junit);
     }
     args.push_back("--out");
     args.push_back(o->out);

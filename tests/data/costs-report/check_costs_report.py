@@ -126,11 +126,15 @@ def run(tmp):
         check(text in svg, f"the figure lacks '{text}'")
 
     # The summary names the profiled model; a costs-only report has no bench sections.
-    summary = section(md, "Summary")
+    summary = section(md, "Where the time goes")
     check(f"- Profiled model **{MODEL}** (torch 2.15.0, batch 4, 6 blocks; predicted from its chain costs, not "
           "measured): store-all peak 44.2 MiB, smallest feasible budget 14.2 MiB (32.2% of it); cheapest under "
           "20.0 MiB: segments:budget=20971520 (FLOP overhead 0.2449, predicted time overhead 0.2520); 6 of 10 "
           "policies can be applied as a per-module placement." in summary, f"summary line:\n{summary}")
+    # The first screen's table: uniform:k=3 peaks at 22282240 of 46399488 bytes (saves 52%) for a predicted 0.2016
+    # (+20%), the cheapest per-module placement within half the memory.
+    check("| gpt2.py:plan<br>6 blocks, predicted | 44.2 MiB<br>12.30 ms | uniform:k=3<br>52% saved, +20% time |" in md,
+          f"first-screen row of the model:\n{md[:3000]}")
     for h in ("## Run", "## Figures", "## Engine tax per policy"):
         check("\n" + h + "\n" not in md, f"a costs-only report has '{h}'")
     check(f"Profiled model {MODEL} (predicted): Smallest feasible budget: 14.2 MiB" in out and
@@ -139,7 +143,7 @@ def run(tmp):
 
     # The HTML: self-contained, the figure embedded once.
     check("http" not in html and "<script" not in html and "<link" not in html, "the HTML is not self-contained")
-    check(html.count('src="data:image/svg+xml;base64,') == 1, "the HTML does not embed exactly one figure")
+    check(html.count('src="data:image/svg+xml;base64,') == 2, "the HTML does not embed the summary and the model's figure")
     check(f"<h2>Profiled model: {MODEL}</h2>" in html and "<td>16515072</td>" in html, "the HTML lacks the section")
 
     # Deterministic: the same input, the same bytes.
@@ -170,12 +174,12 @@ def run(tmp):
     rc, _, err = report(["--bench", BENCH, "--costs-plans", PLANS], os.path.join(tmp, "mixed"))
     if check(rc == 0, f"bench + costs report: exit {rc}, {err}"):
         mmd = read(os.path.join(tmp, "mixed", "report.md"))
-        check("\n## tiny\n" in mmd and f"\n## Profiled model: {MODEL}\n" in mmd and "\n## Run\n" in mmd,
+        check("\n<details><summary><b>tiny</b>: 8 policies</summary>\n" in mmd and f"\n## Profiled model: {MODEL}\n" in mmd and "\n## Run\n" in mmd,
               "bench + costs report lacks a part")
-        for f in ("fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg", FIGURE):
+        for f in ("fig-summary.svg", "fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg", FIGURE):
             check(os.path.isfile(os.path.join(tmp, "mixed", f)), f"bench + costs report: {f} not written")
-        check(read(os.path.join(tmp, "mixed", "report.html")).count('src="data:image/svg+xml;base64,') == 4,
-              "bench + costs HTML does not embed 4 figures")
+        check(read(os.path.join(tmp, "mixed", "report.html")).count('src="data:image/svg+xml;base64,') == 5,
+              "bench + costs HTML does not embed 5 figures")
 
     # Bad input: exit 2, one line naming the file and the field, nothing written.
     v2 = dict(plans, version=2)
