@@ -37,10 +37,13 @@ struct Options {
 // The one-block case a --layers chain repeats, validated as any case file is.
 CaseSpec homogeneousSpec(const Options& o) {
   nlohmann::json block = {{"kind", o.kind}};
-  // --heads goes to the kinds that take heads (the transformer's field), as a case file would give it.
+  // --heads goes to the kinds that take heads (the transformer's field), as a case file would give it; another
+  // kind refuses it rather than ignore it.
   if (const BlockKindDef* d = findBlockKind(o.kind))
     for (const BlockField& f : d->fields)
       if (std::string(f.name) == "heads") block["heads"] = o.heads;
+  if (o.heads != 1 && !block.contains("heads"))
+    throw InputError("--heads " + std::to_string(o.heads) + ": --kind " + o.kind + " takes no heads");
   nlohmann::json j = {{"name", "homogeneous-" + o.kind}, {"dtype", o.dtype}, {"batch", o.batch}, {"seq", o.seq},
                       {"width", o.width}, {"dropout", o.dropout}, {"blocks", nlohmann::json::array({block})}};
   return parseCase(j);

@@ -213,6 +213,8 @@ Parsed parseReproduce(const std::string& token) {
   const size_t b = token.find(':', a + 1);
   try {
     size_t used = 0;
+    // Digits only: stoull takes "-1" for 2^64 - 1.
+    if (a == 0 || token.find_first_not_of("0123456789") < a) throw bad();
     p.seed = std::stoull(token.substr(0, a), &used);
     if (used != a) throw bad();
     const std::string idx = token.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
