@@ -1,6 +1,7 @@
 #include "harness/adapters/user_model.h"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -8,6 +9,7 @@
 
 #include "common/input_error.h"
 #include "harness/adapters/case_dir.h"
+#include "harness/adapters/user_model_instruments.h"
 #include "harness/adapters/user_model_report.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/adapters/work_dir.h"
@@ -20,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 double median(std::vector<double> v) {
-  if (v.size() > 1) v.erase(v.begin());  // step 0 ran under the saved-tensor hooks: not a fair time
+  if (v.size() > 1) v.erase(v.begin());  // step 0 warms the allocator up (and compiles): not a fair time
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -32,7 +34,8 @@ class Checker {
       : spec_(spec), o_(o), plan_(plan) {}
 
   // Plain and checkpointed runs of one seed, compared; a difference is confirmed against a second plain run.
-  SeedOutcome check(int seed, int steps, int batch, bool zeroBatch, const std::string& dir) {
+  // `measure`: the measuring passes too (user_model_instruments.h); shrink trials need only the masks.
+  SeedOutcome check(int seed, int steps, int batch, bool zeroBatch, const std::string& dir, bool measure = true) {
     SeedOutcome r;
     r.zeroBatch = zeroBatch;
     r.seed = seed;
@@ -61,17 +64,35 @@ class Checker {
     if (!usable(ckpt, "checkpointed", r)) return r;
     r.secondsPlain = median(plain.stepSeconds);
     r.secondsCheckpoint = median(ckpt.stepSeconds);
-    r.savedPlain = plain.savedBytes;
-    r.savedCheckpoint = ckpt.savedBytes;
-    if (const auto bound = placementBound(plain, ckpt)) {
-      r.placementBytes = bound->bytes;
-      r.recomputed = bound->recomputed;
+    // The compared runs carry no instrument: every figure comes from a measuring pass that changed nothing.
+    const RunDump *savedPlain = &plain, *savedCkpt = &ckpt;  // a driver that measures in its compared runs
+    if (measure && inPasses()) {
+      MeasuringPasses m = runMeasuringPasses(passRunner(seed, steps, r.batchSize), plain, ckpt, dir);
+      r.instruments = m.checks;
+      if (!m.fault.empty()) {
+        r.status = SeedOutcome::Status::kFault;
+        r.error = m.fault;
+        return r;
+      }
+      measured_ = std::move(m.saved);
+      savedPlain = measured_[0] ? &*measured_[0] : nullptr;
+      savedCkpt = measured_[1] ? &*measured_[1] : nullptr;
+      r.memoryPlain = m.memory[0];
+      r.memoryCheckpoint = m.memory[1];
+    }
+    if (savedPlain && savedCkpt) {
+      r.savedPlain = savedPlain->savedBytes;
+      r.savedCheckpoint = savedCkpt->savedBytes;
+      if (const auto bound = placementBound(*savedPlain, *savedCkpt)) {
+        r.placementBytes = bound->bytes;
+        r.recomputed = bound->recomputed;
+      }
     }
     if (!compare(plain, ckpt, dir, r)) return r;
     // With --plan the placement's exact prediction is the memory property (a store-all placement saves nothing
     // on purpose); without, the saving and the placement bound.
     if (!plan_) checkMemory(r);
-    if (!checkPlacement(plain, ckpt, r)) return r;
+    if (!checkPlacement(plain, savedCkpt, r)) return r;
     r.status = r.bitwiseFinding() || r.memoryFinding || r.planFinding() ? SeedOutcome::Status::kFinding
                                                                          : SeedOutcome::Status::kHolds;
     return r;
@@ -80,7 +101,17 @@ class Checker {
   int runs() const { return runs_; }
 
  private:
-  RunDump run(int seed, int steps, int batch, const std::string& mode, const std::string& dir) {
+  // The torch driver measures in passes of their own.
+  bool inPasses() const { return spec_.label.rfind("torch", 0) == 0; }
+
+  PassRunner passRunner(int seed, int steps, int batch) {
+    return [this, seed, steps, batch](const std::string& mode, const std::string& dir, const std::string& inst) {
+      return run(seed, steps, batch, mode, dir, inst);
+    };
+  }
+
+  RunDump run(int seed, int steps, int batch, const std::string& mode, const std::string& dir,
+              const std::string& instruments = "") {
     ++runs_;
     DriverRequest q;
     q.seed = seed;
@@ -91,6 +122,7 @@ class Checker {
     q.dir = dir;
     q.timeoutSeconds = o_.timeoutSeconds;
     if (plan_) q.plan = plan_->path;
+    q.instruments = instruments;
     return runDriver(spec_, q);
   }
 
@@ -143,6 +175,9 @@ class Checker {
         return false;
       }
       r.differences = std::move(c.differences);
+      if (inPasses())  // the dropout masks, from the masks pass of each mode (user_model_instruments.h)
+        for (auto& e : maskEvidence(passRunner(r.seed, r.steps, r.batchSize), plain, ckpt, dir, r.instruments))
+          c.evidence.push_back(std::move(e));
       r.diagnosis = diagnose(c.evidence, std::max(o_.ulp, kRoundingLevelUlp));
       r.roundingAccepted = o_.ulp > 0 && r.diagnosis->cls == FindingClass::kRoundingLevel &&
                            r.diagnosis->worstScaledUlp <= static_cast<double>(o_.ulp);
@@ -154,14 +189,21 @@ class Checker {
     }
   }
 
+  // The profiler's activation bytes (memory the forward leaves for the backward, user_model_instruments.h) when
+  // measured, else the saved-tensor bytes; the placement bound is in saved-tensor bytes, as its evidence is.
   void checkMemory(SeedOutcome& r) const {
-    if (!r.savedPlain || !r.savedCheckpoint || *r.savedPlain <= 0) return;
-    const double plain = static_cast<double>(*r.savedPlain), ckpt = static_cast<double>(*r.savedCheckpoint);
+    const bool profiled = r.memoryPlain && r.memoryCheckpoint;
+    const std::optional<int64_t> p = profiled ? r.memoryPlain->activationBytes : r.savedPlain;
+    const std::optional<int64_t> c = profiled ? r.memoryCheckpoint->activationBytes : r.savedCheckpoint;
+    if (!p || !c || *p <= 0) return;
+    const std::string what = profiled ? "activation memory (bytes the forward leaves for the backward, "
+                                        "torch.profiler)" : "saved activations";
+    const std::string figures = " (plain " + std::to_string(*p) + " bytes, checkpointed " + std::to_string(*c) + ")";
+    const double plain = static_cast<double>(*p), ckpt = static_cast<double>(*c);
     if (ckpt >= plain) {
       r.memoryFinding = true;
-      r.memoryWhy = "checkpointing had no effect on saved activations (plain " + std::to_string(*r.savedPlain) +
-                    " bytes, checkpointed " + std::to_string(*r.savedCheckpoint) + ")";
-    } else if (r.placementBytes && *r.savedCheckpoint > *r.placementBytes) {
+      r.memoryWhy = "checkpointing had no effect on " + what + figures;
+    } else if (r.placementBytes && r.savedCheckpoint && *r.savedCheckpoint > *r.placementBytes) {
       r.memoryFinding = true;
       r.memoryWhy = "the checkpointed run saved " + std::to_string(*r.savedCheckpoint) +
                     " bytes, more than its checkpoint placement implies: " + std::to_string(*r.placementBytes) +
@@ -170,24 +212,26 @@ class Checker {
     } else if (ckpt > (1.0 - o_.minSaving) * plain) {
       std::ostringstream s;
       s.precision(3);
-      s << "checkpointing saved only " << 100.0 * (1.0 - ckpt / plain) << "% of the saved activations (plain "
-        << *r.savedPlain << " bytes, checkpointed " << *r.savedCheckpoint << "); --min-saving requires "
-        << 100.0 * o_.minSaving << "%";
+      s << "checkpointing saved only " << 100.0 * (1.0 - ckpt / plain) << "% of the " << what << figures
+        << "; --min-saving requires " << 100.0 * o_.minSaving << "%";
       r.memoryWhy = s.str();
       r.memoryFinding = true;
     }
   }
 
   // --plan: the prediction is for the batch it was profiled at, so a shrink trial at another batch is not held to it.
-  bool checkPlacement(const RunDump& plain, const RunDump& ckpt, SeedOutcome& r) const {
+  // `measured`: the checkpointed run's saved-bytes pass, which holds the plan record (null: that pass changed
+  // the run, so its record cannot be trusted).
+  bool checkPlacement(const RunDump& plain, const RunDump* measured, SeedOutcome& r) const {
     if (!plan_ || plain.batchSize != plan_->batchSize) return true;
-    if (!ckpt.planRecord) {
+    if (!measured || !measured->planRecord) {
       r.status = SeedOutcome::Status::kFault;
-      r.error = "the checkpointed run applied the placement but wrote no plan record";
+      r.error = measured ? "the checkpointed run applied the placement but wrote no plan record"
+                         : "the placement's saved-bytes pass changed the checkpointed run: the plan is not measured";
       return false;
     }
     try {
-      r.plan = checkPlan(*plan_, *ckpt.planRecord, r.secondsPlain, r.secondsCheckpoint);
+      r.plan = checkPlan(*plan_, *measured->planRecord, r.secondsPlain, r.secondsCheckpoint);
     } catch (const std::exception& e) {
       r.status = SeedOutcome::Status::kFault;
       r.error = std::string("unreadable plan record: ") + e.what();
@@ -200,6 +244,7 @@ class Checker {
   const UserModelOptions& o_;
   const PlacementFile* plan_;
   int runs_ = 0;
+  std::array<std::optional<RunDump>, 2> measured_;  // the check in progress: its saved-bytes passes
   bool zero_ = false;  // the batch values of the check in progress
 };
 
@@ -223,7 +268,7 @@ SeedOutcome shrink(Checker& checker, SeedOutcome f, const UserModelOptions& o, c
            classOf(c) == classOf(original) && signOnly(c) == signOnly(original);
   };
   auto attempt = [&](int seed, int steps, int batch, bool zero) {
-    SeedOutcome c = checker.check(seed, steps, batch, zero, root + "/shrink-" + std::to_string(++trial));
+    SeedOutcome c = checker.check(seed, steps, batch, zero, root + "/shrink-" + std::to_string(++trial), false);
     if (same(c)) f = c;
     return same(c);
   };

@@ -99,11 +99,12 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
       j["differences"].push_back(toJson(s.differences[i]));
   }
   if (s.diagnosis) j["diagnosis"] = toJson(*s.diagnosis);
-  if (s.savedPlain && s.savedCheckpoint) {
-    j["memory"] = {{"plain_bytes", *s.savedPlain},
-                   {"checkpoint_bytes", *s.savedCheckpoint},
-                   {"saving", *s.savedPlain > 0 ? saving(s) : 0.0},
-                   {"result", s.memoryFinding ? "finding" : "holds"}};
+  if ((s.savedPlain && s.savedCheckpoint) || (s.memoryPlain && s.memoryCheckpoint)) {
+    j["memory"] = {{"result", s.memoryFinding ? "finding" : "holds"}};
+    if (s.savedPlain && s.savedCheckpoint)  // the saved-tensor hooks' figure, beside the profiler's
+      j["memory"].update({{"plain_bytes", *s.savedPlain}, {"checkpoint_bytes", *s.savedCheckpoint},
+                          {"saving", *s.savedPlain > 0 ? saving(s) : 0.0}});
+    if (s.memoryPlain && s.memoryCheckpoint) j["memory"]["profiler"] = toJson(*s.memoryPlain, *s.memoryCheckpoint);
     if (s.placementBytes) {
       j["memory"]["placement_bound_bytes"] = *s.placementBytes;
       j["memory"]["recomputed_modules"] = s.recomputed;
@@ -114,6 +115,10 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
     j["step_seconds"] = {{"plain", s.secondsPlain}, {"checkpoint", s.secondsCheckpoint}};
   if (s.plan) j["plan"] = planJson(r, *s.plan);
   if (s.shrunkFrom) j["shrunk_from_seed"] = *s.shrunkFrom;
+  if (!s.instruments.empty()) {
+    j["instruments"] = json::array();
+    for (const auto& c : s.instruments) j["instruments"].push_back(toJson(c));
+  }
   if (s.bitwiseFinding() || s.memoryFinding || s.planFinding()) j["replay"] = shellJoin(replayArgs(r, s));
   return j;
 }
@@ -135,10 +140,14 @@ std::string differenceLine(const SeedOutcome& s) {
 }
 
 std::string memoryLine(const SeedOutcome& s) {
-  if (!s.savedPlain || !s.savedCheckpoint) return "";
-  std::string m = std::string("memory ") + (s.memoryFinding ? "FINDING" : "holds") + ": saved activations plain " +
-                  std::to_string(*s.savedPlain) + " B, checkpointed " + std::to_string(*s.savedCheckpoint) + " B";
-  if (*s.savedPlain > 0) m += " (" + fixed(100.0 * saving(s), 1) + "% saved)";
+  const bool profiled = s.memoryPlain && s.memoryCheckpoint;
+  if ((!s.savedPlain || !s.savedCheckpoint) && !profiled) return "";
+  std::string m = std::string("memory ") + (s.memoryFinding ? "FINDING" : "holds") + ":";
+  if (profiled) m += " " + toText(*s.memoryPlain, *s.memoryCheckpoint) + ";";
+  if (s.savedPlain && s.savedCheckpoint)
+    m += " saved-tensor bytes plain " + std::to_string(*s.savedPlain) + " B, checkpointed " +
+         std::to_string(*s.savedCheckpoint) + " B";
+  if (s.savedPlain && s.savedCheckpoint && *s.savedPlain > 0) m += " (" + fixed(100.0 * saving(s), 1) + "% saved)";
   if (s.placementBytes)
     m += ", placement bound " + std::to_string(*s.placementBytes) + " B (" + std::to_string(s.recomputed.size()) +
          " recomputed module(s))";
@@ -217,6 +226,8 @@ std::string userModelSummary(const UserModelReport& r) {
     if (x.diagnosis) s << "    class " << findingClassName(x.diagnosis->cls) << ": " << x.diagnosis->why << "\n";
     if (const std::string m = memoryLine(x); !m.empty()) s << "    " << m << "\n";
     if (x.memoryFinding) s << "    " << x.memoryWhy << "\n";
+    for (const auto& c : x.instruments)
+      if (c.changed) s << "    instruments: " << c.describe() << "\n";
     if (x.plan) s << "    " << planLine(r, *x.plan) << "\n";
     if (x.planFinding()) s << "    " << x.plan->why << "\n";
   }

@@ -10,6 +10,7 @@
 
 #include "harness/adapters/plan_check.h"
 #include "harness/adapters/user_model.h"
+#include "harness/adapters/user_model_instruments.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/compare.h"
 #include "harness/diagnose.h"
@@ -32,6 +33,9 @@ struct SeedOutcome {
   bool memoryFinding = false;
   std::optional<PlanOutcome> plan;  // --plan: the placement's prediction against what PyTorch did
   std::string memoryWhy;
+  // The memory pass of each run (torch.profiler, user_model_instruments.h): the memory property's figure.
+  std::optional<StepMemory> memoryPlain, memoryCheckpoint;
+  std::vector<InstrumentCheck> instruments;  // each measuring pass against its compared run
   double secondsPlain = 0, secondsCheckpoint = 0;  // median step time (step 0, under the hooks, left out)
   std::string dir;                                 // its runs: plain/, checkpoint/ (plain-again/)
   std::optional<int> shrunkFrom;                   // the seed this shrunk finding came from

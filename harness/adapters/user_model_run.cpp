@@ -24,6 +24,7 @@ namespace {
 // The driver's exit codes (user_model.py).
 constexpr int kDriverBadFactory = 2;
 constexpr int kDriverRaised = 4;
+constexpr int kDriverInfra = 5;  // torch.compile failed, or the profiler recorded no memory: a fault
 
 std::string oneLine(std::string s) {
   for (char& c : s)
@@ -103,8 +104,14 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   if (!req.plan.empty() && req.mode == "checkpoint") {
     argv.push_back("--plan");
     argv.push_back(fs::absolute(req.plan).string());
-    argv.push_back("--timing-pairs");
-    argv.push_back(std::to_string(kPlanTimingPairs));
+    if (req.instruments == "saved") {  // the pass that measures the placement times it too, after its dumps
+      argv.push_back("--timing-pairs");
+      argv.push_back(std::to_string(kPlanTimingPairs));
+    }
+  }
+  if (!req.instruments.empty()) {
+    argv.push_back("--instruments");
+    argv.push_back(req.instruments);
   }
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
   // Forked from an interpreter that imported the driver's and the module's imports once (fork_server.h).
@@ -123,7 +130,8 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     }
   }
   const bool known = r.started && !r.timedOut && r.signal == 0 &&
-                     (r.exitCode == 0 || r.exitCode == kDriverBadFactory || r.exitCode == kDriverRaised);
+                     (r.exitCode == 0 || r.exitCode == kDriverBadFactory || r.exitCode == kDriverRaised ||
+                      r.exitCode == kDriverInfra);
   if (!known || !j.is_object()) {
     d.status = RunDump::Status::kCrashed;
     const std::string tail = oneLine(fileTail(err, 300));
@@ -133,8 +141,11 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   }
   d.phase = j.value("phase", "");
   if (r.exitCode != 0) {
-    d.status = r.exitCode == kDriverBadFactory ? RunDump::Status::kBadFactory : RunDump::Status::kRaised;
+    d.status = r.exitCode == kDriverBadFactory ? RunDump::Status::kBadFactory
+               : r.exitCode == kDriverInfra    ? RunDump::Status::kCrashed
+                                               : RunDump::Status::kRaised;
     d.error = j.contains("error") ? oneLine(j["error"].value("message", "")) : "(no message)";
+    if (r.exitCode == kDriverInfra) d.error = "the " + req.mode + " run (" + d.phase + "): " + d.error;
   }
   try {
     if (j.contains("saved_activation_bytes") && j["saved_activation_bytes"].is_number_integer())
@@ -143,6 +154,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     d.batchSize = j.value("batch_size", 0);
     d.zeroedTensors = j.value("zeroed_tensors", int64_t{0});
     if (j.contains("plan") && j["plan"].is_object()) d.planRecord = j["plan"];
+    if (j.contains("memory") && j["memory"].is_object()) d.memoryRecord = j["memory"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];

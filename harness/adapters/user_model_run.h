@@ -58,6 +58,7 @@ struct RunDump {
   std::map<std::string, double> momenta;  // running buffer -> its module's momentum
   std::optional<Placement> placement;     // absent under torch.compile
   std::optional<nlohmann::json> planRecord;  // with --plan: what the applied placement saved and ran (user_model.py)
+  std::optional<nlohmann::json> memoryRecord;  // the memory pass: its profiled step (peak_memory.py)
   std::vector<DumpedTensor> tensors;      // in comparison order
 };
 
@@ -74,6 +75,7 @@ struct DriverRequest {
   std::string mode;   // plain | checkpoint
   std::string dir;    // created empty
   std::string plan;   // a placement file applied instead of the factory's checkpoint (checkpoint mode)
+  std::string instruments;  // a measuring pass (user_model_instruments.h); empty: a compared run
   double timeoutSeconds = 300;
 };
 

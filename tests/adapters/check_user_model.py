@@ -16,6 +16,9 @@ Expectations:
   --replay                   the shrunk finding's replay command, run too, exits the same way
   --needs-python-module M    the Python of the built-in adapters must import M, else fail with a hint (or skip,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
+  --changed INSTRUMENT:MODE  the report says this measuring pass changed its run (user_model_instruments.h); every
+                             pass not named must have changed nothing (--changed none: no pass changed its run)
+  --max-seconds S            the command took at most S seconds of wall time (printed either way)
 Prints every seed's figures (saved bytes, step times) so the CTest log shows them.
 """
 import argparse
@@ -25,6 +28,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_validate import fail, require_python_modules  # noqa: E402
@@ -34,6 +38,11 @@ def check_seeds(rep, a):
     compared = [s for s in rep["seeds"] if s["status"] in ("holds", "finding")]
     for s in rep["seeds"]:
         mem = s.get("memory", {})
+        prof = mem.get("profiler")
+        if prof:
+            print("seed %d: profiler activation bytes plain %d, checkpointed %d; step peak %d / %d"
+                  % (s["seed"], prof["plain"]["activation_bytes"], prof["checkpoint"]["activation_bytes"],
+                     prof["plain"]["peak_bytes"], prof["checkpoint"]["peak_bytes"]))
         t = s.get("step_seconds", {})
         print("seed %d: %s, bitwise %s, memory %s (plain %s B, checkpointed %s B), step %s / %s s%s"
               % (s["seed"], s["status"], s["bitwise"], mem.get("result"), mem.get("plain_bytes"),
@@ -46,6 +55,15 @@ def check_seeds(rep, a):
             fail("seed %d: bitwise %s, expected %s" % (s["seed"], s["bitwise"], a.bitwise))
         if a.memory and s.get("memory", {}).get("result") != a.memory:
             fail("seed %d: memory %s, expected %s" % (s["seed"], s.get("memory"), a.memory))
+    if a.changed is not None:
+        want = {c for c in a.changed if c != "none"}  # --changed none: every pass changed nothing
+        for s in compared:
+            got = {"%s:%s" % (c["instrument"], c["mode"]) for c in s.get("instruments", []) if c["changed"]}
+            if not s.get("instruments"):
+                fail("seed %d: no measuring pass in the report" % s["seed"])
+            if got != want:
+                fail("seed %d: the passes that changed their run are %s, expected %s"
+                     % (s["seed"], sorted(got) or "none", sorted(want) or "none"))
     for want in a.seed_status:
         seed, status = want.split(":")
         got = [s["status"] for s in rep["seeds"] if s["seed"] == int(seed)]
@@ -98,12 +116,19 @@ def main():
     p.add_argument("--seed-status", action="append", default=[])
     p.add_argument("--replay", action="store_true")
     p.add_argument("--needs-python-module", action="append", default=[])
+    p.add_argument("--changed", action="append", default=None)
+    p.add_argument("--max-seconds", type=float)
     a = p.parse_args(argv[:split])
     cmd = argv[split + 1:]
     require_python_modules(a.needs_python_module)
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
     sys.stdout.write(r.stdout)
+    print("wall time: %.1f s" % seconds)
+    if a.max_seconds is not None and seconds > a.max_seconds:
+        fail("took %.1f s, more than --max-seconds %g" % (seconds, a.max_seconds))
     print("stderr: " + r.stderr.strip().replace("\n", "\n        "))
     if r.returncode != a.exit:
         fail("exit code %d, expected %d" % (r.returncode, a.exit))

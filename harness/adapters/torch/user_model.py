@@ -15,7 +15,11 @@ checkpointed one, alternating, after the dumped steps (side_by_side).
 
 Exit codes: 0 done; 2 the module or the factory is unusable (missing, not a function, returns the wrong
 things: error.json says which); 4 the factory or the training raised (error.json holds the one-line message and
-the phase, so the harness can tell "the checkpointed run raised" — a finding — from a broken model).
+the phase, so the harness can tell "the checkpointed run raised" — a finding — from a broken model); 5 this
+machine cannot run what was asked: torch.compile failed (a backend not installed, a model it cannot compile — never
+a silent fallback to eager) or the profiler recorded no memory (a fault, not a finding, in either run).
+
+--instruments NAME[,NAME]: a measuring pass (instruments.py); without it the run carries nothing of ckptcheck's.
 """
 import argparse
 import copy
@@ -35,6 +39,8 @@ import placement  # noqa: E402
 import apply_plan  # noqa: E402
 import chain_probe  # noqa: E402
 from saved_bytes import SavedBytes  # noqa: E402
+import instruments  # noqa: E402
+import peak_memory  # noqa: E402
 
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
@@ -42,6 +48,7 @@ torch.use_deterministic_algorithms(True)
 
 EXIT_BAD_FACTORY = 2
 EXIT_RAISED = 4
+EXIT_INFRA = 5
 DEFAULT_BATCH = 4
 TIMING_WARMUP_PAIRS = 2
 
@@ -123,25 +130,6 @@ def apply_placement(setup, model, path):
         return modules, apply_plan.apply(model, modules, plan)
     except (chain_probe.ChainError, apply_plan.BadPlacement) as e:
         raise BadFactory(str(e)) from None
-
-
-class MaskProbe:
-    """The zero pattern of every dropout-like module's output, as of its last call in a step (the recompute's
-    when a checkpoint recomputes it). Evidence for the RNG-desync diagnosis only; never compared for equality."""
-
-    def __init__(self, model):
-        self.masks = {}
-        self.handles = []
-        for name, m in model.named_modules():
-            kind = type(m).__name__
-            if "Dropout" in kind or "DropPath" in kind:
-                self.handles.append(m.register_forward_hook(self._hook(name)))
-
-    def _hook(self, name):
-        def hook(_module, _inputs, output):
-            if isinstance(output, torch.Tensor):
-                self.masks[name] = (output.detach() == 0).cpu().numpy()
-        return hook
 
 
 class Dump:
@@ -226,7 +214,8 @@ def train(setup, args, dump, meta, rank=0, world=1):
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     modules = list(model.named_modules())  # before the transform renames any
-    probe = MaskProbe(model)
+    # A compared run carries no instrument; a measuring pass the ones it names (instruments.py).
+    probe = instruments.MaskProbe(model) if "masks" in args.instruments else None
     make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
     opt = make_opt(model.parameters())
     meta["momenta"] = momenta(model)
@@ -270,8 +259,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         where = plan_meter = None
-        if step == 0:
-            # Step 0 only, so the hooks' own cost stays out of the later steps' times.
+        if step == 0 and "saved" in args.instruments:
             eager = not placement.traced(runner) and setup.get("wrap") is None
             if eager:
                 where = placement.PlacementProbe(modules, {p.untyped_storage().data_ptr() for p in model.parameters()})
@@ -306,13 +294,35 @@ def train(setup, args, dump, meta, rank=0, world=1):
         for n, p in params.items():
             dump.tensor(step, "param", n, p)
         dump.tensor(step, "rng", "cpu", torch.get_rng_state())
-        for n, mask in sorted(probe.masks.items()):
+        for n, mask in sorted(probe.masks.items() if probe else []):
             dump.tensor(step, "mask", n, mask)
-        probe.masks.clear()
+        if probe:
+            probe.masks.clear()
     meta.update({"saved_activation_bytes": saved, "step_seconds": seconds})
+    if "memory" in args.instruments:
+        meta["phase"] = "memory pass"
+        meta["memory"] = memory_step(setup, args, runner, opt, batch_size, dump.out, rank, world)
     if twin is not None and meta.get("plan"):
         meta["phase"] = "side-by-side timing"
         meta["plan"]["timing"] = side_by_side(setup, args.timing_pairs, (twin, twin_opt), (runner, opt), batch_size)
+
+
+def compile_failure(e):
+    """torch.compile could not compile the model (Dynamo's or a backend's own exception): this machine's
+    limit, not the checkpointing's doing."""
+    dynamo = sys.modules.get("torch._dynamo.exc")
+    return dynamo is not None and isinstance(e, dynamo.TorchDynamoException)
+
+
+def memory_step(setup, args, runner, opt, batch_size, out, rank, world):
+    """--instruments memory: one more step, after every dumped one, under the profiler (peak_memory.py); a
+    compiled model has compiled in the steps before, so the profile holds the step, not the compilation."""
+    gen = torch.Generator().manual_seed((args.seed * 1000003 + args.steps) * world + rank)
+    batch = setup["batch"](gen, batch_size)
+    if args.zero_batch:
+        batch = zero_floats(batch)
+    opt.zero_grad(set_to_none=True)
+    return peak_memory.measure(lambda: setup["loss"](runner, batch), out)
 
 
 def ddp_worker(rank, args, factory, world, rendezvous):
@@ -368,9 +378,15 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=0)
     ap.add_argument("--zero-batch", action="store_true", help="floating tensors of every batch set to zero")
     ap.add_argument("--plan", default=None, help="a placement.json applied instead of the factory's checkpoint")
+    ap.add_argument("--instruments", default="",
+                    help="a measuring pass: comma-separated instruments.NAMES (none: a compared run)")
     ap.add_argument("--timing-pairs", type=int, default=0,
                     help="with --plan: plain and checkpointed steps timed side by side after the dumped steps")
     args = ap.parse_args(argv)
+    try:
+        args.instruments = instruments.parse(args.instruments)
+    except ValueError as e:
+        ap.error(str(e))
     dump = Dump(args.out)
     meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
             "phase": "import"}
@@ -395,11 +411,19 @@ def main(argv=None):
     except BadFactory as e:
         meta["error"] = {"kind": "bad_factory", "message": one_line(e)}
         code = EXIT_BAD_FACTORY
+    except peak_memory.CannotRecord as e:
+        meta["error"] = {"kind": "infrastructure", "message": one_line(e)}
+        code = EXIT_INFRA
     except Exception as e:  # the user's code raised: the harness decides whether that is a finding
         traceback.print_exc()
-        text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
-        meta["error"] = {"kind": "raised", "message": one_line(text)}
-        code = EXIT_RAISED
+        if compile_failure(e):
+            meta["error"] = {"kind": "infrastructure",
+                             "message": one_line("torch.compile failed: %s: %s" % (type(e).__name__, e))}
+            code = EXIT_INFRA
+        else:
+            text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
+            meta["error"] = {"kind": "raised", "message": one_line(text)}
+            code = EXIT_RAISED
     meta["tensors"] = dump.tensors
     tmp = os.path.join(args.out, ".index.json.tmp")
     with open(tmp, "w") as f:

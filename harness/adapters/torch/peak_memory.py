@@ -1,0 +1,74 @@
+"""The memory of one training step from PyTorch's own allocator accounting (USER_MODEL.md, "Memory"): a step's
+forward and backward under torch.profiler with profile_memory=True, read through the profiler's memory timeline
+(export_memory_timeline's raw events: every allocation and free the CPU allocator reported, each with the
+category torch.profiler._memory_profiler gave it).
+
+Per step, above what was allocated when the step began (parameters, optimizer state, the batch):
+  peak_bytes                the most the step held at once, forward and backward (recomputes included);
+  activation_bytes          what the forward left allocated when the backward began: every tensor kept for the
+                            backward (saved activations, a checkpoint's saved inputs and generator states,
+                            selective checkpointing's cache, a compiled graph's residuals) plus the loss;
+  profiler_activation_bytes the peak of the profiler's own ACTIVATION category. Its data-flow categorisation
+                            follows eager autograd only: under torch.compile it reads 0 (torch 2.15, CPU), which
+                            is why activation_bytes, which needs no categorisation, is the memory property's figure.
+
+Only ever run in a measuring pass of its own (user_model.py --instruments memory), on a step after every dumped
+one: nothing it does can reach a compared tensor."""
+import gzip
+import json
+import os
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, Action, Category
+
+FORWARD, BACKWARD = "ckptcheck::forward", "ckptcheck::backward"
+
+
+class CannotRecord(Exception):
+    """The profiler recorded no memory of the step (a build without the memory profiler, another device)."""
+
+
+def _start_ns(events, name):
+    for e in events:
+        if e.name == name:
+            return e.start_time_ns
+        found = _start_ns(e.children, name)
+        if found is not None:
+            return found
+    return None
+
+
+def measure(forward, work_dir, device="cpu"):
+    """forward(): the step's forward, returning the scalar loss; its backward runs here too. Returns the figures
+    of the module docstring. The raw timeline is left in work_dir (memory_timeline.raw.json.gz) for a reader."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        with record_function(FORWARD):
+            loss = forward()
+        with record_function(BACKWARD):
+            loss.backward()
+    path = os.path.join(work_dir, "memory_timeline.raw.json.gz")
+    prof.export_memory_timeline(path, device)
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)  # (time ns, action, signed bytes, category index), in the timeline's order
+    backward_ns = _start_ns(prof.profiler.kineto_results.experimental_event_tree(), BACKWARD)
+    created = [e for e in raw if e[1] == Action.CREATE.value]
+    if not created or backward_ns is None:
+        raise CannotRecord("the profiler recorded no memory of the step on %s (profile_memory=True gave %d "
+                           "allocation events)" % (device, len(created)))
+    activation = _CATEGORY_TO_INDEX[Category.ACTIVATION]
+    baseline = sum(e[2] for e in raw if e[1] == Action.PREEXISTING.value)
+    total, peak, at_backward, act, act_peak = 0, baseline, None, 0, 0
+    for t, action, nbytes, category in raw:
+        if at_backward is None and t >= backward_ns:
+            at_backward = total
+        total += nbytes
+        peak = max(peak, total)
+        if category == activation:
+            act += nbytes
+            act_peak = max(act_peak, act)
+    if at_backward is None:
+        at_backward = total
+    return {"peak_bytes": peak - baseline, "activation_bytes": at_backward - baseline,
+            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}
