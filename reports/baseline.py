@@ -6,11 +6,14 @@ The rule, per case x policy:
 - peak activation bytes, forward evaluations and FLOPs (forward, recompute, backward; so the FLOP overhead) are
   exact: any change is reported, an increase is a regression;
 - the time overhead (policy step / store-all step - 1, the median over repetitions) is a regression only when it
-  grew by more than each run's own spread: median_new - median_old > max(reps_old) - min(reps_old) and
-  > max(reps_new) - min(reps_new). Each repetition's ratio is of interleaved steps, so it is a fair sample of the
-  run's noise; the full range (not the interquartile range) is the spread, so that an unchanged rerun on a busy
-  machine is not flagged. A run with fewer than MIN_REPETITIONS repetitions has no spread to judge by, and its
-  time is reported but not judged.
+  grew by more than SPREADS times each run's own spread: median_new - median_old > SPREADS x (max(reps_old) -
+  min(reps_old)) and > SPREADS x (max(reps_new) - min(reps_new)). The spread is the full range of the
+  repetitions, not the interquartile range; the factor is there because the repetitions of one run share the
+  machine's state, so two runs differ by more than one run's repetitions do: five reruns of tiny and mlp-deep
+  (16 policies) on this 2-core machine at load 13-17 differed, over all 320 ordered pairs, by up to 1.76 times the
+  larger spread (mlp-deep/recursive: +63.0% in one run, +68-75% in the others), so a factor of 1 flagged 7 of
+  them and 2 flags none. Both runs must have MIN_REPETITIONS repetitions and ran on the same CPU model (the bench
+  context's "cpu"), else the time is listed but not judged: another CPU changes what an op costs.
 
 A baseline that is not such a file, has another version, or lacks a case this run benchmarks is bad input (one
 line, exit 2). Policies new in this run are listed as new; cases or policies gone are listed as gone.
@@ -25,6 +28,7 @@ FORMAT = "ckptcheck-runs"
 VERSION = 1
 FILE = "runs.json"
 MIN_REPETITIONS = 3
+SPREADS = 2.0  # how many times each run's spread a time overhead must grow by to be a regression
 EXACT = (("peak_activation_bytes", "peak activation"), ("forward_evals", "forward evaluations"),
          ("flops_forward", "forward FLOPs"), ("flops_recompute", "recompute FLOPs"),
          ("flops_backward", "backward FLOPs"))
@@ -89,17 +93,17 @@ def load(directory):
 class Change:
     """One case x policy in both runs: what changed, and whether it is a regression."""
 
-    def __init__(self, old, new):
+    def __init__(self, old, new, same_cpu):
         self.case, self.policy = new["case"], new["policy"]
         self.old, self.new = old, new
         self.exact = [(label, old[k], new[k]) for k, label in EXACT if old[k] != new[k]]
         self.delta = new["time_overhead"] - old["time_overhead"]
         self.spread_old = _spread(old["time_overhead_repetitions"])
         self.spread_new = _spread(new["time_overhead_repetitions"])
-        judged = self.spread_old is not None and self.spread_new is not None
+        judged = same_cpu and self.spread_old is not None and self.spread_new is not None
         self.time_judged = judged
-        self.time_slower = judged and self.delta > max(self.spread_old, self.spread_new)
-        self.time_faster = judged and -self.delta > max(self.spread_old, self.spread_new)
+        self.time_slower = judged and self.delta > SPREADS * max(self.spread_old, self.spread_new)
+        self.time_faster = judged and -self.delta > SPREADS * max(self.spread_old, self.spread_new)
 
     @property
     def regressions(self):
@@ -138,7 +142,9 @@ class Comparison:
         if missing:
             _fail(baseline["path"], f"has no runs of case {', '.join(missing)} (benchmarked with another catalogue or "
                                     f"filter? refresh the baseline)")
-        self.changes = [Change(old[k], new[k]) for k in new if k in old]
+        cpus = (baseline.get("context", {}).get("cpu"), current.get("context", {}).get("cpu"))
+        self.same_cpu = cpus[0] == cpus[1]
+        self.changes = [Change(old[k], new[k], self.same_cpu) for k in new if k in old]
         self.added = [k for k in new if k not in old]
         self.gone = [k for k in old if k not in new]
 
@@ -149,8 +155,9 @@ class Comparison:
 
 RULE = ("Peak activation bytes, forward evaluations and FLOPs are exact: any change is listed, an increase is a "
         "regression. The time overhead is a regression only when its median over repetitions grew by more than "
-        "the spread (largest − smallest repetition) of either run, so an unchanged rerun on a busy machine is "
-        f"not one; runs of fewer than {MIN_REPETITIONS} repetitions are listed, not judged.")
+        f"{SPREADS:g} times the spread (largest − smallest repetition) of each run: two runs differ by more than one "
+        "run's repetitions do, and an unchanged rerun on a busy machine is not a regression. Runs of fewer than "
+        f"{MIN_REPETITIONS} repetitions, or on another CPU model, are listed, not judged.")
 HEADER = ["case", "policy", "change", "peak activation", "forward evals", "FLOP overhead", "time overhead before",
           "time overhead after", "spreads (points)"]
 
@@ -180,6 +187,9 @@ def summary_line(cmp):
         s += f"; {len(changed)} improved"
     if cmp.added:
         s += f"; new (no baseline): {', '.join(f'{c}/{p}' for c, p in cmp.added)}"
+    if not cmp.same_cpu:
+        s += (f"; time not judged: the baseline ran on {ctx.get('cpu', '?')}, this run on "
+              f"{cmp.current.get('context', {}).get('cpu', '?')}")
     if cmp.gone:
         s += f"; gone since the baseline: {', '.join(f'{c}/{p}' for c, p in cmp.gone)}"
     return s + "."

@@ -1,9 +1,11 @@
 // The CI examples users copy (ci/examples/): they parse as YAML with the structure their CI system needs (a job
 // that runs a script and publishes a JUnit report), every ckptcheck subcommand and flag they run exists (checked
-// against `ckptcheck SUB --help`), every CMake option they pass is one of ours, and the verify command they run
-// writes a well-formed JUnit report.
+// against `ckptcheck SUB --help`), every CMake option they pass is one of ours, the verify command they run
+// writes a well-formed JUnit report, and they compare the overhead with the previous run's runs.json and keep
+// their own for the next.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +138,30 @@ TEST_P(CiExample, everyCkptcheckSubcommandAndFlagExists) {
     }
   }
   EXPECT_TRUE(subcommands.count("verify"));
+}
+
+// The overhead regression gate: the example benchmarks, compares with the previous run's runs.json
+// (`report --baseline`, a JUnit report beside verify's), and keeps this run's runs.json for the next one (GitHub:
+// the Actions cache, saved from the default branch; GitLab: this job's artifacts, fetched by the next run).
+TEST_P(CiExample, comparesOverheadWithThePreviousRunAndKeepsItsRuns) {
+  const std::string text = readFile(path());
+  EXPECT_NE(text.find("bin/bench_engine "), std::string::npos);
+  bool compared = false;
+  for (const auto& c : ckptcheckInvocations(text)) {
+    const auto has = [&](const char* f) { return std::find(c.flags.begin(), c.flags.end(), f) != c.flags.end(); };
+    compared |= c.subcommand == "report" && has("--baseline") && has("--junit");
+  }
+  EXPECT_TRUE(compared) << "no `ckptcheck report --baseline DIR --junit FILE`";
+  EXPECT_NE(text.find("--junit reports/ckptcheck-overhead.xml"), std::string::npos) << "the JUnit report is not published";
+  if (GetParam() == "github-actions.yml") {
+    EXPECT_NE(text.find("uses: actions/cache/restore@"), std::string::npos);
+    EXPECT_NE(text.find("uses: actions/cache/save@"), std::string::npos);
+    EXPECT_NE(text.find("cp reports/overhead/runs.json baseline/runs.json"), std::string::npos);
+  } else {
+    EXPECT_NE(text.find("jobs/artifacts/$CI_DEFAULT_BRANCH/download?job=$CI_JOB_NAME"), std::string::npos);
+    EXPECT_NE(text.find("reports/overhead/runs.json -d baseline"), std::string::npos);
+    EXPECT_NE(text.find("      - reports/\n"), std::string::npos) << "reports/ (with overhead/runs.json) is not kept";
+  }
 }
 
 TEST_P(CiExample, passesOnlyOurCMakeOptions) {
