@@ -6,14 +6,12 @@
 #include "cases/lm_case.h"
 #include "cases/stochastic_layers.h"
 #include "cases/param_sharing.h"
+#include "cases/user_file.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <vector>
 
 namespace ckpt {
@@ -45,14 +43,14 @@ int getShare(const json& b, const std::string& field) {
   const std::string s = getString(b, "share", field, std::nullopt);
   const bool digits = s.size() >= 2 && s.size() <= 7 && s[0] == 'b' &&
                       s.find_first_not_of("0123456789", 1) == std::string::npos;
-  if (!digits) fail(field, "must name an earlier block as \"b<index>\", e.g. \"b0\" (got '" + s + "')");
+  if (!digits) fail(field, "must name an earlier block as \"b<index>\", e.g. \"b0\" (got '" + clipped(s) + "')");
   return std::stoi(s.substr(1));
 }
 
 void rejectUnknown(const json& obj, const std::set<std::string>& known, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!known.count(it.key()))
-      fail(where.empty() ? it.key() : where + "." + it.key(), "unknown field");
+      fail(where.empty() ? clipped(it.key()) : where + "." + clipped(it.key()), "unknown field");
 }
 
 // The keys a block object may hold: kind, repeat and every registered kind's fields.
@@ -81,7 +79,7 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
   rejectUnknown(b, blockKeys(), where);
   const std::string name = getString(b, "kind", where + ".kind", std::nullopt);
   const BlockKindDef* def = findBlockKind(name);
-  if (!def) fail(where + ".kind", "unknown value '" + name + "' (expected one of: " + blockKindNames() + ")");
+  if (!def) fail(where + ".kind", "unknown value '" + clipped(name) + "' (expected one of: " + blockKindNames() + ")");
   BlockSpec s;
   s.kind = def;
   for (const BlockKindDef* owner : blockKinds())
@@ -98,7 +96,7 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
 }  // namespace
 
 CaseSpec parseCase(const json& j) {
-  if (!j.is_object()) throw InputError("case: must be a JSON object (got " + j.dump().substr(0, 40) + ")");
+  if (!j.is_object()) throw InputError("case: must be a JSON object (got " + clipped(j, 40) + ")");
   {
     std::set<std::string> keys = {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng",
                                   "dropout", "lr", "steps", "input_grad", "micro_batches", "rrelu_range", "compute",
@@ -166,33 +164,18 @@ CaseSpec parseCase(const json& j) {
 }
 
 CaseSpec parseCaseText(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    // parse_error, or out_of_range for a number beyond double (1e999). nlohmann's message carries the byte
-    // offset; keep it on one line.
-    std::string what = e.what();
-    for (char& ch : what)
-      if (ch == '\n') ch = ' ';
-    throw InputError(origin + ": malformed JSON: " + what);
-  }
-  return parseCase(j);
+  return parseCase(parseUserJson(text, origin));
 }
 
 CaseSpec loadCase(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError("case file '" + path + "': is a directory");
-  std::ifstream in(path);
-  if (!in) throw InputError("case file '" + path + "': cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string origin = "case file '" + path + "'";
+  const std::string text = readUserFile(path, "case file", kMaxJsonFileBytes);
   try {
-    return parseCaseText(ss.str(), "case file '" + path + "'");
+    return parseCaseText(text, origin);
   } catch (const InputError& e) {
     const std::string m = e.what();
     if (m.rfind("case file", 0) == 0) throw;
-    throw InputError("case file '" + path + "': " + m);
+    throw InputError(origin + ": " + m);
   }
 }
 

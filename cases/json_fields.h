@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "cases/user_file.h"
 #include "common/input_error.h"
 
 namespace ckpt::json_fields {
@@ -36,7 +37,7 @@ E getEnum(const nlohmann::json& obj, const std::string& key, const std::string& 
     if (s == n) return e;
     allowed += (allowed.empty() ? "" : ", ") + std::string(n);
   }
-  fail(field, "unknown value '" + s + "' (expected one of: " + allowed + ")");
+  fail(field, "unknown value '" + clipped(s) + "' (expected one of: " + allowed + ")");
 }
 
 }  // namespace ckpt::json_fields

@@ -36,7 +36,7 @@ const char* const* lmFieldKeys() {
 void parseLmFields(const nlohmann::json& j, CaseSpec& c) {
   const std::string input = getString(j, "input", "input", std::string("dense"));
   if (input != "dense" && input != "tokens")
-    fail("input", "unknown value '" + input + "' (expected one of: dense, tokens)");
+    fail("input", "unknown value '" + clipped(input) + "' (expected one of: dense, tokens)");
   if (input == "dense") {
     for (const char* const* k = lmFieldKeys() + 1; *k; ++k)
       if (j.contains(*k)) fail(*k, "only a case with \"input\": \"tokens\" takes it");
@@ -61,7 +61,7 @@ void parseLmFields(const nlohmann::json& j, CaseSpec& c) {
     const auto& v = t[i];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab)
       fail("tokens[" + std::to_string(i) + "]", "must be a token id in [0, vocab " + std::to_string(c.vocab) +
-                                                     ") (got " + v.dump() + ")");
+                                                     ") (got " + clipped(v) + ")");
     c.tokens.push_back(static_cast<int>(v.get<int64_t>()));
   }
 }

@@ -46,7 +46,7 @@ void parseRreluRange(const nlohmann::json& j, CaseSpec& c) {
   if (!j.contains("rrelu_range")) return;
   const auto& r = j.at("rrelu_range");
   if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number())
-    fail("rrelu_range", "must be [lower, upper], two numbers (got " + r.dump().substr(0, 40) + ")");
+    fail("rrelu_range", "must be [lower, upper], two numbers (got " + clipped(r, 40) + ")");
   const double lo = r[0].get<double>(), hi = r[1].get<double>();
   if (!(lo >= 0 && lo <= hi && hi < 1))
     fail("rrelu_range", "needs 0 <= lower <= upper < 1 (got [" + number(lo) + ", " + number(hi) + "])");

@@ -17,16 +17,31 @@ class BadInput(Exception):
     pass
 
 
+MAX_JSON_BYTES = 64 << 20  # as ckptcheck's own readers (cases/user_file.h)
+
+
 def load_json(path, what):
+    """A JSON input, read up to MAX_JSON_BYTES (a pipe too: endless input is refused, not waited out); nesting
+    past Python's recursion limit is refused too. BadInput of one line otherwise."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with open(path, "rb") as f:
+            data = f.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
         raise BadInput(f"{what} '{path}': no such file")
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})")
+    except IsADirectoryError:
+        raise BadInput(f"{what} '{path}': is a directory")
     except OSError as e:
         raise BadInput(f"{what} '{path}': {e.strerror}")
+    if len(data) > MAX_JSON_BYTES:
+        raise BadInput(f"{what} '{path}': more than {MAX_JSON_BYTES >> 20} MiB")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} '{path}': not UTF-8 text")
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})")
+    except RecursionError:
+        raise BadInput(f"{what} '{path}': nested too deeply")
 
 
 def base_name(name):

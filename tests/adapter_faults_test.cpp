@@ -107,7 +107,7 @@ const Fault kFaults[] = {
     {"exit-nonzero", 3, "run (plain) exit code 1"},
     {"crash", 3, "killed by signal 11"},
     {"hang-capabilities", 3, "capabilities query: timed out after", false, 3},
-    {"capabilities-garbage", 3, "capabilities: not JSON", false},
+    {"capabilities-garbage", 3, "capabilities: malformed JSON", false},
     {"capabilities-protocol", 3, "adapter speaks protocol 99", false},
     {"writes-nothing", 3, "meta.json: missing"},
     {"missing-step", 3, "step1: missing"},

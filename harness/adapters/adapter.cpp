@@ -13,6 +13,7 @@
 #include "cases/lm_case.h"
 #include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
+#include "cases/user_file.h"
 #include "common/input_error.h"
 
 namespace ckpt {
@@ -269,10 +270,12 @@ RunMeta readRunMeta(const std::string& outDir, int steps, int blocks) {
   std::ifstream in(p);
   if (!in) throw AdapterError("adapter output " + p.string() + ": missing");
   RunMeta m;
-  try {
-    m.raw = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw AdapterError("adapter output " + p.string() + ": malformed JSON: " + oneLine(e.what()));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {  // nested at most 100 levels (cases/user_file.h): messages and reports print parts of it
+    m.raw = parseUserJson(text.str(), "adapter output " + p.string());
+  } catch (const InputError& e) {
+    throw AdapterError(e.what());  // the adapter's fault, not the user's input
   }
   const json& j = m.raw;
   auto bad = [&](const std::string& what) { return AdapterError("adapter output " + p.string() + ": " + what); };
@@ -329,11 +332,10 @@ const Capabilities& AdapterClient::capabilities() {
   std::stringstream ss;
   ss << in.rdbuf();
   json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw AdapterError("adapter '" + spec_.label + "' capabilities: not JSON (" + oneLine(e.what()) + ")" +
-                       logTail(out));
+  try {  // nested at most 100 levels: an option's values are printed
+    j = parseUserJson(ss.str(), "adapter '" + spec_.label + "' capabilities");
+  } catch (const InputError& e) {
+    throw AdapterError(e.what() + logTail(out));
   }
   caps_ = parseCapabilities(j);
   return *caps_;

@@ -1,8 +1,10 @@
 #include "harness/adapters/plan_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
+#include "cases/user_file.h"
 #include "common/input_error.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/placement.h"
@@ -16,10 +18,17 @@ using nlohmann::json;
   throw InputError("placement file '" + path + "': " + field + ": " + what);
 }
 
+// A non-negative integer of at most `most` (the costs format's bound: every count is a sum over a costs file).
+int64_t bounded(const std::string& path, const json& v, const std::string& field, int64_t most = kMaxCostsCount) {
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    bad(path, field, "must be a non-negative integer");
+  if (v.get<uint64_t>() > static_cast<uint64_t>(most)) bad(path, field, "must be at most " + std::to_string(most));
+  return v.get<int64_t>();
+}
+
 int64_t count(const std::string& path, const json& o, const std::string& key, const std::string& field) {
   if (!o.contains(key)) bad(path, field, "missing");
-  if (!o[key].is_number_integer() || o[key].get<int64_t>() < 0) bad(path, field, "must be a non-negative integer");
-  return o[key].get<int64_t>();
+  return bounded(path, o[key], field);
 }
 
 std::vector<int64_t> counts(const std::string& path, const json& o, const std::string& key, const std::string& field,
@@ -27,13 +36,44 @@ std::vector<int64_t> counts(const std::string& path, const json& o, const std::s
   if (!o.contains(key) || !o[key].is_array()) bad(path, field, "must be an array");
   if (o[key].size() != n) bad(path, field, "must hold " + std::to_string(n) + " numbers, one per block");
   std::vector<int64_t> v;
-  for (size_t i = 0; i < n; ++i) {
-    const json& e = o[key][i];
-    if (!e.is_number_integer() || e.get<int64_t>() < 0)
-      bad(path, field + "[" + std::to_string(i) + "]", "must be a non-negative integer");
-    v.push_back(e.get<int64_t>());
-  }
+  for (size_t i = 0; i < n; ++i) v.push_back(bounded(path, o[key][i], field + "[" + std::to_string(i) + "]"));
   return v;
+}
+
+// A number >= 0 (`null` too when `orNull`); nullopt for null.
+std::optional<double> ratio(const std::string& path, const json& o, const std::string& key, const std::string& field,
+                            bool orNull) {
+  if (!o.contains(key)) bad(path, field, "missing");
+  const json& v = o[key];
+  if (orNull && v.is_null()) return std::nullopt;
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+    bad(path, field, orNull ? "must be a non-negative number or null" : "must be a non-negative number");
+  return v.get<double>();
+}
+
+// predicted: each field as COSTS.md has it, the total the sum of its parts, each block run once (stored) or twice
+// (recomputed) as its segment says.
+void readPredicted(const std::string& path, const json& j, const std::vector<bool>& recomputed, PlacementFile& p) {
+  if (!j.contains("predicted") || !j["predicted"].is_object()) bad(path, "predicted", "must be an object");
+  const json& q = j["predicted"];
+  p.savedBytes = count(path, q, "saved_bytes", "predicted.saved_bytes");
+  p.savedBefore = count(path, q, "saved_bytes_before", "predicted.saved_bytes_before");
+  p.savedAfter = count(path, q, "saved_bytes_after", "predicted.saved_bytes_after");
+  p.savedByBlock = counts(path, q, "saved_bytes_by_block", "predicted.saved_bytes_by_block", p.blocks.size());
+  p.forwardCalls = counts(path, q, "forward_calls", "predicted.forward_calls", p.blocks.size());
+  for (size_t i = 0; i < p.blocks.size(); ++i)
+    if (p.forwardCalls[i] != (recomputed[i] ? 2 : 1))
+      bad(path, "predicted.forward_calls[" + std::to_string(i) + "]",
+          std::string("must be ") + (recomputed[i] ? "2: block " : "1: block ") + std::to_string(i) + " is " +
+              (recomputed[i] ? "recomputed" : "stored"));
+  int64_t sum = p.savedBefore;  // each part at most 2^53: stop once past it, before anything can wrap
+  for (size_t i = 0; i <= p.blocks.size() && sum <= kMaxCostsCount; ++i)
+    sum += i < p.blocks.size() ? p.savedByBlock[i] : p.savedAfter;
+  if (sum != p.savedBytes)
+    bad(path, "predicted.saved_bytes", "must be saved_bytes_before + saved_bytes_by_block + saved_bytes_after");
+  count(path, q, "peak_activation_bytes", "predicted.peak_activation_bytes");
+  ratio(path, q, "flop_overhead", "predicted.flop_overhead", false);
+  p.timeOverhead = ratio(path, q, "time_overhead", "predicted.time_overhead", true);
 }
 
 std::string text(const std::string& path, const json& o, const std::string& key) {
@@ -44,7 +84,10 @@ std::string text(const std::string& path, const json& o, const std::string& key)
 }  // namespace
 
 PlacementFile loadPlacementFile(const std::string& path) {
-  const json j = readJsonFile(path, "placement file");
+  return parsePlacementFile(readUserJson(path, "placement file"), path);
+}
+
+PlacementFile parsePlacementFile(const json& j, const std::string& path) {
   if (!j.is_object()) throw InputError("placement file '" + path + "': must be a JSON object (COSTS.md)");
   PlacementFile p;
   p.path = path;
@@ -54,14 +97,20 @@ PlacementFile loadPlacementFile(const std::string& path) {
     bad(path, "version", "this ckptcheck reads version " + std::to_string(kPlacementVersion) + "; plan it again");
   p.model = text(path, j, "model");
   p.policy = text(path, j, "policy");
-  p.batchSize = count(path, j, "batch_size", "batch_size");
+  if (!j.contains("batch_size")) bad(path, "batch_size", "missing");
+  p.batchSize = bounded(path, j["batch_size"], "batch_size", kMaxCostsBatch);
+  if (p.batchSize < 1) bad(path, "batch_size", "must be at least 1");
   if (!j.contains("blocks") || !j["blocks"].is_array() || j["blocks"].empty())
     bad(path, "blocks", "must be a non-empty array of block names");
+  if (j["blocks"].size() > static_cast<size_t>(kMaxCostsBlocks))
+    bad(path, "blocks", "must hold at most " + std::to_string(kMaxCostsBlocks) + " blocks, as a costs file");
   for (size_t i = 0; i < j["blocks"].size(); ++i) {
-    if (!j["blocks"][i].is_string()) bad(path, "blocks[" + std::to_string(i) + "]", "must be a string");
+    if (!j["blocks"][i].is_string() || j["blocks"][i].get<std::string>().empty())
+      bad(path, "blocks[" + std::to_string(i) + "]", "must be a non-empty string");
     p.blocks.push_back(j["blocks"][i].get<std::string>());
   }
   if (!j.contains("segments") || !j["segments"].is_array()) bad(path, "segments", "must be an array");
+  std::vector<bool> recomputed;
   int next = 0;
   for (size_t i = 0; i < j["segments"].size(); ++i) {
     const json& g = j["segments"][i];
@@ -72,17 +121,11 @@ PlacementFile loadPlacementFile(const std::string& path) {
       bad(path, f, "must start at block " + std::to_string(next) + " and end within the " +
                        std::to_string(p.blocks.size()) + " blocks (segments cover the chain in order)");
     if (!g.contains("recompute") || !g["recompute"].is_boolean()) bad(path, f + ".recompute", "must be true or false");
+    recomputed.resize(static_cast<size_t>(last) + 1, g["recompute"].get<bool>());
     next = static_cast<int>(last) + 1;
   }
   if (next != static_cast<int>(p.blocks.size())) bad(path, "segments", "do not cover every block");
-  if (!j.contains("predicted") || !j["predicted"].is_object()) bad(path, "predicted", "must be an object");
-  const json& q = j["predicted"];
-  p.savedBytes = count(path, q, "saved_bytes", "predicted.saved_bytes");
-  p.savedBefore = count(path, q, "saved_bytes_before", "predicted.saved_bytes_before");
-  p.savedAfter = count(path, q, "saved_bytes_after", "predicted.saved_bytes_after");
-  p.savedByBlock = counts(path, q, "saved_bytes_by_block", "predicted.saved_bytes_by_block", p.blocks.size());
-  p.forwardCalls = counts(path, q, "forward_calls", "predicted.forward_calls", p.blocks.size());
-  if (q.contains("time_overhead") && q["time_overhead"].is_number()) p.timeOverhead = q["time_overhead"].get<double>();
+  readPredicted(path, j, recomputed, p);
   return p;
 }
 

@@ -21,8 +21,11 @@ struct PlacementFile {
   std::optional<double> timeOverhead;
 };
 
-// Throws InputError of one line naming the file and the field.
+// Throws InputError of one line naming the file and the field: every field COSTS.md documents is checked, within
+// the costs format's bounds (costs_file.h), and the predicted figures against each other (forward_calls against
+// the segments, saved_bytes against its parts).
 PlacementFile loadPlacementFile(const std::string& path);
+PlacementFile parsePlacementFile(const nlohmann::json& j, const std::string& path);
 
 struct PlanOutcome {
   int64_t predictedBytes = 0, measuredBytes = 0;

@@ -1,8 +1,8 @@
 #include "harness/engine/costs_file.h"
 
-#include <fstream>
 #include <numeric>
 
+#include "cases/user_file.h"
 #include "common/input_error.h"
 
 namespace ckpt {
@@ -10,9 +10,12 @@ namespace {
 
 using nlohmann::json;
 
-// Field readers: each failure is one line naming the file and the field.
+// Field readers: each failure is one line naming the file and the field. Byte counts and FLOPs are also added
+// up over the file as they are read, and the field whose count takes its kind's total past kMaxCostsCount is
+// refused: every sum the planner forms (a peak, a plan's FLOPs) is then a small multiple of these totals.
 struct Reader {
   std::string where;
+  int64_t bytes = 0, flops = 0;  // the totals so far, each at most kMaxCostsCount
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw InputError(where + ": " + field + ": " + what);
   }
@@ -22,13 +25,33 @@ struct Reader {
     return obj.at(key);
   }
   int64_t count(const json& obj, const std::string& key, const std::string& field) const {
-    const json& v = at(obj, key, field);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(field, "must be a non-negative integer");
+    return bounded(at(obj, key, field), field);
+  }
+  int64_t bounded(const json& v, const std::string& field) const {
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+      fail(field, "must be a non-negative integer");
+    if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxCostsCount))
+      fail(field, "must be at most 2^53 (" + std::to_string(kMaxCostsCount) + ")");
     return v.get<int64_t>();
+  }
+  // A byte count or a FLOP count, added to the file's total of its kind.
+  int64_t summed(int64_t& total, const char* kind, const json& v, const std::string& field) {
+    const int64_t x = bounded(v, field);
+    if (x > kMaxCostsCount - total)
+      fail(field, std::string("the file's ") + kind + " add up to more than 2^53 (" + std::to_string(kMaxCostsCount) + ")");
+    total += x;
+    return x;
+  }
+  int64_t byteCount(const json& obj, const std::string& key, const std::string& field) {
+    return summed(bytes, "byte counts", at(obj, key, field), field);
+  }
+  int64_t flopCount(const json& obj, const std::string& key, const std::string& field) {
+    return summed(flops, "FLOPs", at(obj, key, field), field);
   }
   double seconds(const json& obj, const std::string& key, const std::string& field) const {
     const json& v = at(obj, key, field);
     if (!v.is_number() || !(v.get<double>() >= 0)) fail(field, "must be a non-negative number");
+    if (!(v.get<double>() <= kMaxCostsSeconds)) fail(field, "must be at most 10^9 seconds");
     return v.get<double>();
   }
   bool flag(const json& obj, const std::string& key, const std::string& field) const {
@@ -48,17 +71,17 @@ struct Reader {
   }
 };
 
-ProfiledOp readOp(const Reader& r, const json& o, const std::string& f) {
+ProfiledOp readOp(Reader& r, const json& o, const std::string& f) {
   ProfiledOp op;
   op.op = r.text(o, "op", f + ".op");
-  op.savedBytes = r.count(o, "saved_bytes", f + ".saved_bytes");
-  op.forwardFlops = r.count(o, "forward_flops", f + ".forward_flops");
-  op.backwardFlops = r.count(o, "backward_flops", f + ".backward_flops");
+  op.savedBytes = r.byteCount(o, "saved_bytes", f + ".saved_bytes");
+  op.forwardFlops = r.flopCount(o, "forward_flops", f + ".forward_flops");
+  op.backwardFlops = r.flopCount(o, "backward_flops", f + ".backward_flops");
   op.matmul = r.flag(o, "matmul", f + ".matmul");
   return op;
 }
 
-ProfiledBlock readBlock(const Reader& r, const json& b, const std::string& f) {
+ProfiledBlock readBlock(Reader& r, const json& b, const std::string& f) {
   ProfiledBlock k;
   k.name = r.text(b, "name", f + ".name");
   if (k.name.empty()) r.fail(f + ".name", "must not be empty");
@@ -70,7 +93,7 @@ ProfiledBlock readBlock(const Reader& r, const json& b, const std::string& f) {
   k.backwardFlops = r.count(b, "backward_flops", f + ".backward_flops");
   k.forwardSeconds = r.seconds(b, "forward_seconds", f + ".forward_seconds");
   k.backwardSeconds = r.seconds(b, "backward_seconds", f + ".backward_seconds");
-  int64_t fwd = 0, bwd = 0;
+  int64_t fwd = 0, bwd = 0;  // at most the file's FLOPs
   for (const ProfiledOp& op : k.ops) {
     fwd += op.forwardFlops;
     bwd += op.backwardFlops;
@@ -82,20 +105,20 @@ ProfiledBlock readBlock(const Reader& r, const json& b, const std::string& f) {
   return k;
 }
 
-ProfiledPart readPart(const Reader& r, const json& p, const std::string& f, const char* boundaryKey) {
+ProfiledPart readPart(Reader& r, const json& p, const std::string& f, const char* boundaryKey) {
   ProfiledPart part;
-  part.savedBytes = r.count(p, "saved_bytes", f + ".saved_bytes");
-  part.forwardFlops = r.count(p, "forward_flops", f + ".forward_flops");
-  part.backwardFlops = r.count(p, "backward_flops", f + ".backward_flops");
+  part.savedBytes = r.byteCount(p, "saved_bytes", f + ".saved_bytes");
+  part.forwardFlops = r.flopCount(p, "forward_flops", f + ".forward_flops");
+  part.backwardFlops = r.flopCount(p, "backward_flops", f + ".backward_flops");
   part.forwardSeconds = r.seconds(p, "forward_seconds", f + ".forward_seconds");
   part.backwardSeconds = r.seconds(p, "backward_seconds", f + ".backward_seconds");
   part.savesBoundary = r.flag(p, boundaryKey, f + "." + boundaryKey);
   return part;
 }
 
-SharedStorage readShared(const Reader& r, const json& s, const std::string& f, int layers) {
+SharedStorage readShared(Reader& r, const json& s, const std::string& f, int layers) {
   SharedStorage sh;
-  sh.bytes = r.count(s, "bytes", f + ".bytes");
+  sh.bytes = r.byteCount(s, "bytes", f + ".bytes");
   const json& by = r.array(s, "saved_by", f + ".saved_by");
   for (size_t i = 0; i < by.size(); ++i) {
     const std::string fi = f + ".saved_by[" + std::to_string(i) + "]";
@@ -120,33 +143,34 @@ int64_t ProfiledBlock::savedBytes() const {
 }
 
 ChainCosts parseChainCosts(const json& j, const std::string& where) {
-  const Reader r{where};
+  Reader r{where};
   if (!j.is_object()) throw InputError(where + ": must be a JSON object (COSTS.md)");
   if (r.text(j, "format", "format") != kCostsFormat)
     r.fail("format", std::string("must be \"") + kCostsFormat + "\" (a chain-costs file of `ckptcheck profile`)");
   const json& v = r.at(j, "version", "version");
   if (!v.is_number_integer() || v.get<int64_t>() != kCostsVersion)
-    r.fail("version", "this ckptcheck reads version " + std::to_string(kCostsVersion) + ", the file has " + v.dump() +
+    r.fail("version", "this ckptcheck reads version " + std::to_string(kCostsVersion) + ", the file has " + clipped(v) +
                           "; profile the model again");
   ChainCosts c;
   c.model = r.text(j, "model", "model");
   c.framework = r.text(j, "framework", "framework");
   c.batchSize = r.count(j, "batch_size", "batch_size");
-  if (c.batchSize < 1) r.fail("batch_size", "must be at least 1");
+  if (c.batchSize < 1 || c.batchSize > kMaxCostsBatch)
+    r.fail("batch_size", "must be between 1 and " + std::to_string(kMaxCostsBatch) + " (got " + std::to_string(c.batchSize) + ")");
   c.stepSeconds = r.seconds(j, "step_seconds", "step_seconds");
   const json& blocks = r.array(j, "blocks", "blocks");
   if (blocks.empty()) r.fail("blocks", "must hold at least one block");
+  if (blocks.size() > static_cast<size_t>(kMaxCostsBlocks))
+    r.fail("blocks", "holds " + std::to_string(blocks.size()) + " blocks; the planner takes at most " +
+                         std::to_string(kMaxCostsBlocks) + " (COSTS.md, Bounds)");
   for (size_t i = 0; i < blocks.size(); ++i)
     c.blocks.push_back(readBlock(r, blocks[i], "blocks[" + std::to_string(i) + "]"));
   const json& bounds = r.array(j, "boundary_bytes", "boundary_bytes");
   if (bounds.size() != blocks.size() + 1)
     r.fail("boundary_bytes", "must hold " + std::to_string(blocks.size() + 1) + " sizes (x_0 .. x_L for " +
                                  std::to_string(blocks.size()) + " blocks), has " + std::to_string(bounds.size()));
-  for (size_t i = 0; i < bounds.size(); ++i) {
-    if (!bounds[i].is_number_integer() || bounds[i].get<int64_t>() < 0)
-      r.fail("boundary_bytes[" + std::to_string(i) + "]", "must be a non-negative integer");
-    c.boundaryBytes.push_back(bounds[i].get<int64_t>());
-  }
+  for (size_t i = 0; i < bounds.size(); ++i)
+    c.boundaryBytes.push_back(r.summed(r.bytes, "byte counts", bounds[i], "boundary_bytes[" + std::to_string(i) + "]"));
   const json& outside = r.at(j, "outside", "outside");
   c.before = readPart(r, r.at(outside, "before", "outside.before"), "outside.before", "saves_chain_input");
   c.after = readPart(r, r.at(outside, "after", "outside.after"), "outside.after", "saves_chain_output");
@@ -156,17 +180,7 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
   return c;
 }
 
-json readJsonFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw InputError(what + " '" + path + "': cannot be read");
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(what + " '" + path + "': not JSON (byte " + std::to_string(e.byte) + ")");
-  }
-}
-
-ChainCosts loadChainCosts(const std::string& path) { return parseChainCosts(readJsonFile(path, "costs file"), path); }
+ChainCosts loadChainCosts(const std::string& path) { return parseChainCosts(readUserJson(path, "costs file"), path); }
 
 namespace {
 

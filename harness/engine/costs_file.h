@@ -55,12 +55,20 @@ struct ChainCosts {
 inline constexpr const char* kCostsFormat = "ckptcheck-chain-costs";
 inline constexpr int kCostsVersion = 1;
 
+// The format's bounds (COSTS.md, "Bounds"), refused on load with the field named. Every integer is at most
+// kMaxCostsCount, and so are the file's byte counts added up and its FLOPs added up: a peak, a plan's FLOPs with
+// blocks recomputed (the planner checks its own sums) and the placement's sums then stay far inside 64 bits.
+// Blocks are bounded by the planner's work: segments:budget= is O(L^2 x levels) a try (3000 identical blocks took 20 s
+// on a loaded 2-core machine, 10000 over 200 s); optimal refuses heterogeneous chains past ~1600 blocks itself.
+inline constexpr int64_t kMaxCostsCount = int64_t{1} << 53;
+inline constexpr double kMaxCostsSeconds = 1e9;
+inline constexpr int64_t kMaxCostsBatch = int64_t{1} << 20;  // as profile's and validate's --batch-size
+inline constexpr int kMaxCostsBlocks = 2000;
+
 // Throws InputError of one line naming the file and the field: "costs.json: blocks[3].forward_flops: must be a
 // non-negative integer".
 ChainCosts parseChainCosts(const nlohmann::json& j, const std::string& where);
 ChainCosts loadChainCosts(const std::string& path);
-// A JSON file read whole; InputError "WHAT 'PATH': cannot be read" or "...: not JSON (byte N)".
-nlohmann::json readJsonFile(const std::string& path, const std::string& what);
 
 // The planner's view (COSTS.md): block i a program of one node per op, boundaries from boundary_bytes, the part
 // before the chain as the stem's FLOPs, the part after as the loss. A shared storage is charged once, to the

@@ -2,8 +2,10 @@
 // order schedule.h documents for each instruction, which is the order the executor (executor.h) allocates and
 // frees tensors in.
 #include <deque>
+#include <string>
 #include <vector>
 
+#include "common/input_error.h"
 #include "harness/engine/plan.h"
 
 namespace ckpt {
@@ -38,11 +40,18 @@ class TapeSlots {
   std::vector<int> free_;
 };
 
+// FLOP sums are checked: a block recomputed many times (revolve:slots=1 on a long chain, a schedule file that
+// repeats a forward) can take them past 64 bits, and a wrapped count would be read as a small or negative one.
+void addFlops(int64_t& to, int64_t v, const Schedule& s) {
+  if (__builtin_add_overflow(to, v, &to))
+    throw InputError("policy '" + s.policy + "': its planned FLOPs do not fit in 64 bits (more than 2^63)");
+}
+
 }  // namespace
 
 double Plan::flopOverhead() const {
-  const int64_t base = flops.forward + flops.backward;
-  return base > 0 ? static_cast<double>(flops.recompute) / static_cast<double>(base) : 0.0;
+  const double base = static_cast<double>(flops.forward) + static_cast<double>(flops.backward);  // no int64 sum to wrap
+  return base > 0 ? static_cast<double>(flops.recompute) / base : 0.0;
 }
 
 Plan planSchedule(const Schedule& s, const ChainCost& c) {
@@ -64,7 +73,7 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
         SimTape* tape = in.tape ? &tapes.open(i) : nullptr;
         x[i + 1] = simForward(pool, prog, x[i], tape, s.keepFor(i));
         ++p.forwardEvals;
-        (forwarded[i] ? p.flops.recompute : p.flops.forward) += prog.forwardFlops;
+        addFlops(forwarded[i] ? p.flops.recompute : p.flops.forward, prog.forwardFlops, s);
         forwarded[i] = 1;
         break;
       }
@@ -82,9 +91,9 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
           ctx.push_back(x[n]);
         }
         if (loss.meta.contextExtraBytes > 0) ctx.push_back(pool.allocate(loss.meta.contextExtraBytes));
-        p.flops.forward += loss.meta.forwardFlops;
+        addFlops(p.flops.forward, loss.meta.forwardFlops, s);
         g[n] = pool.allocate(loss.inBytes);
-        p.flops.backward += loss.meta.backwardFlops;
+        addFlops(p.flops.backward, loss.meta.backwardFlops, s);
         pool.release(x[n]);
         x[n] = -1;
         for (int b : ctx) pool.release(b);
@@ -93,10 +102,10 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
       case InstrKind::kBackward: {
         const BlockProgram& prog = c.block(i);
         SimTape& tape = tapes.at(i);
-        p.flops.recompute += droppedForwardFlops(prog, tape.keep);
+        addFlops(p.flops.recompute, droppedForwardFlops(prog, tape.keep), s);
         simRecomputeDropped(pool, prog, tape);
         g[i] = simBackward(pool, prog, std::move(tape), g[i + 1]);
-        p.flops.backward += prog.backwardFlops;
+        addFlops(p.flops.backward, prog.backwardFlops, s);
         g[i + 1] = -1;
         tapes.close(i);
         break;
@@ -105,10 +114,16 @@ Plan planSchedule(const Schedule& s, const ChainCost& c) {
     p.liveAfter.push_back(pool.live());
     pool.compact();
   }
-  p.flops.forward += c.stemForwardFlops;
-  p.flops.backward += c.stemBackwardFlops;
+  addFlops(p.flops.forward, c.stemForwardFlops, s);
+  addFlops(p.flops.backward, c.stemBackwardFlops, s);
   p.peakActivationBytes = pool.peak();
   p.passes = c.microBatches;
+  // A step's counts are a pass's times the passes (stepFlops): they must fit too.
+  int64_t total = 0;
+  for (const int64_t f : {p.flops.forward, p.flops.recompute, p.flops.backward})
+    if (__builtin_mul_overflow(f, p.passes, &total))
+      throw InputError("policy '" + s.policy + "': its planned FLOPs over " + std::to_string(p.passes) +
+                       " micro-batches do not fit in 64 bits (more than 2^63)");
   return p;
 }
 

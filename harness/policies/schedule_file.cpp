@@ -7,11 +7,9 @@
 // instruction), then checked against the chain it is asked to run on: a schedule fits one chain length, and it
 // must pass validateSchedule. Refusals are InputErrors, so the CLI exits 2 with one line.
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "cases/user_file.h"
 #include "common/input_error.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
@@ -20,37 +18,23 @@
 namespace ckpt {
 namespace {
 
-// A schedule of 10^6 blocks is ~100 MB of JSON; anything larger is not a schedule (and /dev/zero is not a file).
+// A schedule of 10^6 blocks is ~100 MB of JSON; anything larger is not a schedule.
 constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{512} << 20;
 
 [[noreturn]] void bad(const std::string& why) { throw InputError(why); }
-
-std::string readText(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) bad("no such file (or not a regular file)");
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec) bad("cannot read its size: " + ec.message());
-  if (size > kMaxFileBytes) bad("is " + std::to_string(size) + " bytes, more than any schedule (512 MiB)");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (!in && !in.eof()) bad("cannot be read");
-  return s.str();
-}
 
 void onlyKeys(const nlohmann::json& j, std::initializer_list<const char*> keys, const std::string& where) {
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : keys) known = known || key == k;
-    if (!known) bad(where + ": unknown field '" + key + "'");
+    if (!known) bad(where + ": unknown field '" + clipped(key) + "'");
   }
 }
 
 int intField(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) bad(where + ": needs \"" + key + "\"");
   const auto& v = j.at(key);
-  if (!v.is_number_integer()) bad(where + ": \"" + key + "\" must be an integer (got " + v.dump() + ")");
+  if (!v.is_number_integer()) bad(where + ": \"" + key + "\" must be an integer (got " + clipped(v) + ")");
   // Ranges against the chain are validateSchedule's; here only what an int holds.
   if (v.is_number_unsigned() ? v.get<uint64_t>() > INT_MAX : (v.get<int64_t>() < INT_MIN || v.get<int64_t>() > INT_MAX))
     bad(where + ": \"" + key + "\" " + v.dump() + " is out of range");
@@ -59,7 +43,7 @@ int intField(const nlohmann::json& j, const char* key, const std::string& where)
 
 Instr instrFrom(const nlohmann::json& j, size_t k) {
   const std::string where = "instruction " + std::to_string(k);
-  if (!j.is_object()) bad(where + ": must be an object like {\"op\": \"forward\", \"index\": 0} (got " + j.dump() + ")");
+  if (!j.is_object()) bad(where + ": must be an object like {\"op\": \"forward\", \"index\": 0} (got " + clipped(j) + ")");
   if (!j.contains("op") || !j.at("op").is_string()) bad(where + ": needs \"op\": forward, free, loss or backward");
   const std::string op = j.at("op").get<std::string>();
   Instr in;
@@ -79,7 +63,7 @@ Instr instrFrom(const nlohmann::json& j, size_t k) {
     onlyKeys(j, {"op", "index"}, where + " (" + op + ")");
     in.kind = op == "free" ? InstrKind::kFree : InstrKind::kBackward;
   } else {
-    bad(where + ": unknown op '" + op + "' (known: forward, free, loss, backward)");
+    bad(where + ": unknown op '" + clipped(op) + "' (known: forward, free, loss, backward)");
   }
   in.block = intField(j, "index", where + " (" + op + ")");
   return in;
@@ -87,10 +71,10 @@ Instr instrFrom(const nlohmann::json& j, size_t k) {
 
 KeepMask maskFrom(const nlohmann::json& j, size_t b) {
   const std::string where = "keep mask " + std::to_string(b);
-  if (!j.is_string()) bad(where + ": must be a string of 0s and 1s, one per node of the block (got " + j.dump() + ")");
+  if (!j.is_string()) bad(where + ": must be a string of 0s and 1s, one per node of the block (got " + clipped(j) + ")");
   KeepMask m;
   for (char ch : j.get<std::string>()) {
-    if (ch != '0' && ch != '1') bad(where + ": '" + j.get<std::string>() + "' holds a character other than 0 or 1");
+    if (ch != '0' && ch != '1') bad(where + ": '" + clipped(j.get<std::string>()) + "' holds a character other than 0 or 1");
     m.push_back(ch == '1');
   }
   return m;
@@ -119,14 +103,8 @@ Schedule scheduleFromJson(const nlohmann::json& doc) {
 }
 
 Schedule readScheduleFile(const std::string& path) {
+  const nlohmann::json doc = readUserJson(path, "schedule file", kMaxFileBytes);
   try {
-    const std::string text = readText(path);
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      bad(std::string("not valid JSON (truncated?): ") + e.what());
-    }
     Schedule s = scheduleFromJson(doc);
     s.policy = "schedule:" + path;
     return s;

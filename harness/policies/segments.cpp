@@ -11,6 +11,7 @@
 // over-estimates it can miss a cheaper placement, so the plain splits (uniform's K segments for every K, every
 // block alone) are planned too and the least recompute among all that fit is the answer.
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 
@@ -55,13 +56,23 @@ BlockFigures figuresOf(const ChainCost& c) {
 
 int64_t boundary(const ChainCost& c, int i) { return i == 0 ? c.inputBytes : c.block(i - 1).outBytes; }
 
+// Whether non-negative byte counts add up to at most `budget`, without forming a sum that could wrap (a budget
+// may be near 2^63, a policy string's).
+bool fits(int64_t budget, std::initializer_list<int64_t> terms) {
+  for (const int64_t t : terms) {
+    if (t > budget) return false;
+    budget -= t;
+  }
+  return true;
+}
+
 // The programme at one (effective) budget; empty when nothing fits.
 std::vector<Segment> solve(const ChainCost& c, const BlockFigures& f, int64_t budget) {
   const int n = c.layers();
   if (budget <= 0) return {};
-  const int64_t unit = std::max<int64_t>(1, (budget + kLevels - 1) / kLevels);
+  const int64_t unit = std::max<int64_t>(1, budget / kLevels + (budget % kLevels != 0));
   const int levels = static_cast<int>(budget / unit);
-  auto up = [&](int64_t bytes) { return static_cast<int>((bytes + unit - 1) / unit); };
+  auto up = [&](int64_t bytes) { return bytes / unit + (bytes % unit != 0); };  // levels, in int64
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   // best[i][m]: least recompute FLOPs covering blocks [0, i) with m levels held; from[i][m]: (a, m0, recompute).
   std::vector<std::vector<int64_t>> best(static_cast<size_t>(n) + 1, std::vector<int64_t>(levels + 1, kNone));
@@ -77,12 +88,13 @@ std::vector<Segment> solve(const ChainCost& c, const BlockFigures& f, int64_t bu
       int64_t tapes = 0, transient = 0, flops = 0;
       for (int b = a + 1; b <= n; ++b) {
         tapes += f.held[b - 1];
+        if (tapes > budget) break;  // neither kind fits from here on
         transient = std::max(transient, f.transient[b - 1]);
         flops += f.flops[b - 1];
         const int64_t pre = m0 * unit;
         // Stored: holds its tapes; its backward peaks with the earlier segments' holdings.
-        if (pre + tapes + transient <= budget && m0 + up(tapes) <= levels) {
-          const int m = m0 + up(tapes);
+        if (fits(budget, {pre, tapes, transient}) && m0 + up(tapes) <= levels) {
+          const int m = m0 + static_cast<int>(up(tapes));
           if (best[a][m0] < best[b][m]) {
             best[b][m] = best[a][m0];
             from[b][m] = {a, m0, false};
@@ -90,8 +102,8 @@ std::vector<Segment> solve(const ChainCost& c, const BlockFigures& f, int64_t bu
         }
         // Recomputed: holds its input; its backward recomputes the tapes, holding x_b too while it runs.
         const int64_t in = boundary(c, a);
-        if (pre + in + tapes + boundary(c, b) + transient <= budget && m0 + up(in) <= levels) {
-          const int m = m0 + up(in);
+        if (fits(budget, {pre, in, tapes, boundary(c, b), transient}) && m0 + up(in) <= levels) {
+          const int m = m0 + static_cast<int>(up(in));
           if (best[a][m0] + flops < best[b][m]) {
             best[b][m] = best[a][m0] + flops;
             from[b][m] = {a, m0, true};
@@ -99,10 +111,12 @@ std::vector<Segment> solve(const ChainCost& c, const BlockFigures& f, int64_t bu
         }
       }
     }
-  const int64_t lossNeed = boundary(c, n) * 2 + c.loss.meta.contextExtraBytes;
+  const int64_t xL = boundary(c, n);
   int endM = -1;
   for (int m = 0; m <= levels; ++m)
-    if (best[n][m] != kNone && m * unit + lossNeed <= budget && (endM < 0 || best[n][m] < best[n][endM])) endM = m;
+    if (best[n][m] != kNone && fits(budget, {m * unit, xL, xL, c.loss.meta.contextExtraBytes}) &&
+        (endM < 0 || best[n][m] < best[n][endM]))
+      endM = m;
   if (endM < 0) return {};
   std::vector<Segment> segs;
   for (int b = n, m = endM; b > 0;) {

@@ -35,8 +35,8 @@ def load_placement(path):
     try:
         with open(path) as f:
             p = json.load(f)
-    except (OSError, ValueError) as e:
-        raise BadPlacement("placement.json: cannot read %s: %s" % (path, e)) from None
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested past Python's stack
+        raise BadPlacement("placement.json: cannot read %s: %s" % (path, str(e)[:160])) from None
     _field(isinstance(p, dict), "top level", "must be an object")
     _field(p.get("format") == FORMAT, "format", "must be \"%s\"" % FORMAT)
     _field(p.get("version") == VERSION, "version", "must be %d" % VERSION)
