@@ -12,12 +12,15 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
+#include "harness/compare.h"
+#include "harness/dtype_dispatch.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/resource_guard.h"
 #include "harness/exit_codes.h"
 #include "harness/mutants/catalog.h"
 #include "harness/verify/policy_draw.h"
 #include "harness/verify/report.h"
+#include "reference/trainer.h"
 
 namespace ckpt::cli {
 namespace {
@@ -55,6 +58,38 @@ std::string defaultFindingsDir() {
   return (std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / "ckptcheck-findings").string();
 }
 
+// The catalogue's case files verify checks, in order; none without the catalogue (or when runVerify will say it
+// is missing).
+std::vector<std::filesystem::path> catalogueFiles(const VerifyOptions& o) {
+  std::vector<std::filesystem::path> files;
+  const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
+  if (!o.catalogue || dir.empty()) return files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// A catalogue case whose reference diverges (an lr that overflows its parameters) would hold every property, NaN
+// being equal to NaN bit for bit: it cannot be judged (harness/compare.h). One reference run per case, next to the
+// dozens of policy runs verify makes of it; the first that is not finite is named.
+std::optional<std::string> nonFiniteCatalogueCase(const VerifyOptions& o) {
+  if (!o.reproduce.empty()) return std::nullopt;
+  const MemoryLimit memory = memoryLimit(o.maxActivationBytes);
+  for (const auto& f : catalogueFiles(o)) {
+    const CaseSpec spec = loadCase(f.string());
+    guardCase(spec, {}, memory);
+    const auto why = withScalar(spec.dtype, [&](auto t) {
+      Chain<decltype(t)> chain = buildChain<decltype(t)>(spec);
+      return firstNonFinite(trainReference(chain, spec.steps));
+    });
+    if (why)
+      return "catalogue case '" + spec.name + "' (" + f.string() + "): the reference run is not finite: " + *why +
+             "; " + kNotJudged;
+  }
+  return std::nullopt;
+}
+
 // A schedule:FILE policy fits one chain length, and verify's random cases have every length from 1 block up, so
 // it is refused unless verify runs catalogue cases only (--cases 0) and every one of them has that length.
 void checkScheduleFits(const VerifyOptions& o) {
@@ -67,14 +102,7 @@ void checkScheduleFits(const VerifyOptions& o) {
     if (o.cases > 0 || !o.reproduce.empty())
       throw InputError("verify --policies " + item + ": the schedule is for " + n +
                        " blocks only, and random cases have other lengths" + runInstead);
-    if (!o.catalogue) continue;
-    const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
-    if (dir.empty()) continue;  // runVerify says the catalogue is missing
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".json") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
+    for (const auto& f : catalogueFiles(o)) {
       const size_t blocks = loadCase(f.string()).blocks.size();
       if (blocks != static_cast<size_t>(s.layers))
         throw InputError("verify --policies " + item + ": the schedule is for " + n + " blocks and catalogue case " +
@@ -126,6 +154,11 @@ void addVerify(CLI::App& app, int& exitCode) {
     if (!a->o.catalogueDir.empty()) requireDirectory("--catalogue-dir", a->o.catalogueDir, true);
     if (!a->out.empty()) requireDirectory("--out", a->out, false);
     checkScheduleFits(a->o);
+    if (const auto why = nonFiniteCatalogueCase(a->o)) {  // not judged: neither holds nor a finding
+      std::cerr << "ckptcheck: " << escapeControl(*why) << "\n";
+      exitCode = kExitInfra;
+      return;
+    }
     const VerifyReport r = runVerify(a->o);
     FindingReplay replay;
     if (r.finding) replay = writeFinding(r, a->o, a->out.empty() ? defaultFindingsDir() : a->out);
