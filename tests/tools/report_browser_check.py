@@ -26,9 +26,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from check_harness import Checks  # noqa: E402
+
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 BENCH = os.path.join(SOURCE, "tests", "data", "report", "bench_catalogue_small.json")
 COSTS = os.path.join(SOURCE, "tests", "data", "costs", "tiny.json")
@@ -57,13 +59,7 @@ window.addEventListener('load', function () {
 });
 </script>"""
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+check = Checks("report_browser_check")
 
 
 def chromium():
@@ -104,15 +100,7 @@ def main():
     if exe is None:
         print("report_browser_check: SKIPPED: no chromium on PATH (ci/setup installs Debian's `chromium`)")
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="ckpt_report_browser_")
-    try:
-        run(a, exe, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAILED: " + f)
-    print(f"report_browser_check: {'ok' if not failures else str(len(failures)) + ' check(s) failed'}")
-    return 0 if not failures else 1
+    return check.run("ckpt_report_browser_", lambda tmp: run(a, exe, tmp))
 
 
 def many_cases(tmp):

@@ -16,12 +16,13 @@ check printed).
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+from check_harness import Checks  # noqa: E402
+
 SOURCE = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 SCRIPT = os.path.join(SOURCE, "reports", "make_report.py")
 PLANS = os.path.join(HERE, "gpt2_plans.json")
@@ -30,13 +31,7 @@ BENCH = os.path.join(SOURCE, "tests", "data", "report", "bench_small.json")
 MODEL = "torch:module=examples/torch/gpt2.py:plan"
 FIGURE = "fig-costs-gpt2-py-plan.svg"
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+check = Checks("check_costs_report")
 
 
 def python():
@@ -68,15 +63,7 @@ def section(md, heading):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="ckpt_costs_report_")
-    try:
-        run(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAILED: " + f)
-    print(f"check_costs_report: {'ok' if not failures else str(len(failures)) + ' check(s) failed'}")
-    return 0 if not failures else 1
+    return check.run("ckpt_costs_report_", run)
 
 
 def run(tmp):

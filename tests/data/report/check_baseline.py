@@ -27,26 +27,21 @@ Exit 0 when every check holds, 1 otherwise (each failed check printed).
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+from check_harness import Checks  # noqa: E402
+
 FIRST = os.path.join(HERE, "bench_catalogue_small.json")
 RERUN = os.path.join(HERE, "bench_catalogue_rerun.json")
 SLOWER = 0.30  # step time added to every repetition of the slowed policy (30 points)
 SPREADS = 2.0  # reports/baseline.py's factor
 PEAK_MORE = 64  # bytes added to the larger peak
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+check = Checks("check_baseline")
 
 
 def read(path):
@@ -200,15 +195,7 @@ def bad_baselines(cli, runs):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="ckpt_report_baseline_")
-    try:
-        run(Cli(sys.argv[1], tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAILED: " + f)
-    print(f"check_baseline: {'ok' if not failures else str(len(failures)) + ' check(s) failed'}")
-    return 0 if not failures else 1
+    return check.run("ckpt_report_baseline_", lambda tmp: run(Cli(sys.argv[1], tmp)))
 
 
 if __name__ == "__main__":
