@@ -177,6 +177,15 @@ bool agreesWithDropoutOff(Session& s, const CaseSpec& spec, const fs::path& dir,
   }
 }
 
+// A plain run that cannot be judged: a fault of check 2, whose comparison it makes meaningless.
+CaseOutcome notJudged(std::string message) {
+  CaseOutcome o;
+  o.verdict = Verdict::kFault;
+  o.check = kReference;
+  o.message = std::move(message);
+  return o;
+}
+
 template <class T>
 CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir) {
   CaseOutcome o;
@@ -190,13 +199,8 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
   try {
     pm = s.client.run(caseDir, (dir / "plain").string(), "plain", steps, L);
     plain = readRunResults<T>((dir / "plain").string(), layout, steps);
-    // A diverged plain run cannot be judged (harness/compare.h): neither against the reference nor bitwise.
-    if (const auto why = firstNonFinite(plain)) {
-      o.verdict = Verdict::kFault;
-      o.check = kReference;
-      o.message = "the adapter's plain run is not finite: " + *why + "; " + kNotJudged;
-      return o;
-    }
+    if (const auto why = firstNonFinite(plain))  // cannot be judged, against the reference or bitwise (compare.h)
+      return notJudged("the adapter's plain run is not finite: " + *why + "; " + kNotJudged);
     cm = s.client.run(caseDir, (dir / "checkpoint").string(), "checkpoint", steps, L);
     ck = readRunResults<T>((dir / "checkpoint").string(), layout, steps);
 
