@@ -48,8 +48,8 @@ class Subject:
 
 
 def subjects(rep):
-    """Each benchmarked case (its policies that ran bitwise equal and as planned), then each profiled model (the
-    policies a per-module placement can apply, when any can)."""
+    """Each benchmarked case (its policies that ran bitwise equal and as planned), then each profiled model (its
+    policies with a predicted time that a per-module placement can apply, all of them with a time when none can)."""
     out = []
     for case in rep.cases:
         rows = rep.steps.get(case, [])
@@ -60,9 +60,10 @@ def subjects(rep):
         out.append(Subject(case, f"{rows[0].layers} blocks", base, rows[0].store_all_seconds,
                            [Option(r.display, r.peak, base, r.time_ratio - 1.0) for r in ok], predicted=False))
     for pl in rep.costs:
-        usable = [p for p in pl.policies if p.expressible] or pl.policies
-        opts = [Option(p.policy, p.peak, pl.store_all_peak,
-                       p.time_overhead if p.time_overhead is not None else p.flop_overhead) for p in usable]
+        # A policy without a predicted time has nothing to weigh here; the model's own section lists it.
+        timed = [p for p in pl.policies if p.time_overhead is not None]
+        usable = [p for p in timed if p.expressible] or timed
+        opts = [Option(p.policy, p.peak, pl.store_all_peak, p.time_overhead) for p in usable]
         out.append(Subject(pl.short_model, f"{pl.layers} blocks, predicted", pl.store_all_peak,
                            pl.step_seconds, opts, predicted=True))
     return out
