@@ -18,6 +18,11 @@ add_validate_test(validate_numpy_lr_overflow_not_judged TIMEOUT 120
                   EXPECT --exit 3 --check reference --needs-python-module numpy
                          --message "the adapter's plain run is not finite: step 1 loss: NaN"
                   ARGS --adapter numpy --case ${CMAKE_CURRENT_SOURCE_DIR}/bad-inputs/cases/lr-overflow.json)
+add_validate_test(validate_numpy_timing_lr_overflow_not_judged TIMEOUT 120
+                  EXPECT --exit 3 --check adapter --needs-python-module numpy
+                         --message "timing case 'lr-overflow': the adapter's plain run is not finite: step 1 loss: NaN"
+                  ARGS --adapter numpy --cases 0 --timing-steps 2
+                       --timing-case ${CMAKE_CURRENT_SOURCE_DIR}/bad-inputs/cases/lr-overflow.json)
 
 # A factory's run that forks a grandchild calling setsid() (out of every group kill's reach): ckptcheck, the child
 # subreaper of what it starts (harness/adapters/runner.h), ends it with the run; none is left once validate exits.

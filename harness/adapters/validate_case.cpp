@@ -350,6 +350,9 @@ json timingTyped(Session& s, CaseSpec spec, const fs::path& dir) {
     if (round == 0) {
       const auto plain = readRunResults<T>((dir / "plain").string(), layout, spec.steps);
       const auto ck = readRunResults<T>((dir / "checkpoint").string(), layout, spec.steps);
+      if (const auto why = firstNonFinite(plain))  // its "bitwise_equal" would say nothing (compare.h)
+        throw AdapterError("timing case '" + spec.name + "': the adapter's plain run is not finite: " + *why + "; " +
+                           kNotJudged);
       bitwise = compareSteps(plain, ck).bitwiseEqual;
       if (cm.raw.contains("segments") && cm.raw.at("segments").is_number_integer())
         segments = cm.raw.at("segments").get<int>();
