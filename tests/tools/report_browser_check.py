@@ -71,8 +71,10 @@ def chromium():
 
 
 def browser_args(exe, profile):
-    # --no-sandbox: CI containers run as root, where Chromium's sandbox refuses to start.
-    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+    # --no-sandbox: CI containers run as root, where Chromium's sandbox refuses to start; --disable-dev-shm-usage:
+    # a container's /dev/shm is 64 MB, too small for Chromium's shared memory.
+    return [exe, "--headless", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--hide-scrollbars",
+            "--no-first-run",
             "--disable-extensions", f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
             "--virtual-time-budget=10000"]
 
