@@ -3,9 +3,11 @@
 (tests/data/report/bench_catalogue_small.json: tiny and mlp-deep under every policy, trimmed) with its cases
 repeated under other names so that the summary table has as many rows as ci/main's report (8 catalogue cases,
 2 bench-large ones and 2 profiled models: 12), and twice a profiled model's chain costs (tests/data/costs/tiny.json);
-then Debian's headless Chromium at a laptop's viewport (1366 x 900) loads report.html and a script measures the
-page: the summary figure and the summary table lie wholly within the first 900 px, every image has loaded
-(complete, naturalWidth > 0), and nothing was fetched from the network.
+then Debian's headless Chromium in a laptop's window (--window-size=1366,900) loads report.html and a script
+measures the page: the summary figure and the summary table lie wholly within the first 900 px of the page, every
+image has loaded (complete, naturalWidth > 0), and nothing was fetched from the network. The page's layout depends
+on its width only (it sets no heights), which must be 1366 px; --dump-dom's window reports an inner height of
+757 px (the screenshot is 1366 x 900), so positions are held to 900 px of the page, not to innerHeight.
 
 How it measures: the page itself has no script (the report is static); the check loads a copy with one script
 added at the end of <body> that, on the load event (images decoded), writes getBoundingClientRect() of the
