@@ -124,7 +124,8 @@ void addReport(CLI::App& app, int& exitCode) {
                   "to ckptcheck's; repeatable");
   cmd->add_option("--baseline", o->baseline,
                   "The --out directory of an earlier report (its runs.json): compare peak bytes, forward evaluations "
-                  "and FLOPs exactly and the time overhead against both runs' spread; exit 1 on a regression");
+                  "and FLOPs exactly, the time overhead against twice each run's spread over repetitions "
+                  "(reports/README.md); exit 1 on a regression");
   cmd->add_option("--junit", o->junit, "With --baseline: write the comparison as a JUnit report to FILE");
   cmd->add_option("--out", o->out, "Output directory (report.md, report.html, runs.json, fig-*.svg)")->required();
   cmd->add_flag("--quiet", o->quiet, "Do not print the summary table");
