@@ -47,7 +47,7 @@ std::string lastLine(const std::string& path) {
 int profile(const Options& o) {
   const UserModelSpec spec = parseUserModelSpec(o.adapter, {});
   const fs::path out = fs::absolute(o.out);
-  if (!out.has_filename()) throw InputError("--out '" + o.out + "': give a file name");
+  if (!out.has_filename() || fs::is_directory(out)) throw InputError("--out '" + o.out + "': give a file name");
   if (!fs::is_directory(out.parent_path())) throw InputError("--out '" + o.out + "': no such directory");
   const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "chain_profile.py";
   std::vector<std::string> argv = {adapterPython(), script.string(), "--module", spec.module, "--factory",

@@ -20,6 +20,7 @@
 
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
+#include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/costs_plans.h"
 #include "harness/exit_codes.h"
@@ -136,6 +137,7 @@ void addReport(CLI::App& app, int& exitCode) {
     if (o->bench.empty() && o->costs.empty()) throw InputError("report: give --bench FILE or --costs FILE");
     if (o->budget > 0 && o->costs.empty()) throw InputError("report: --budget needs --costs");
     if (!o->planLoops.empty() && o->costs.empty()) throw InputError("report: --plan-loop needs --costs");
+    requireDirectory("--out", o->out, false);  // a file there was an "internal error" (cli_checks.h)
     if (!o->junit.empty() && o->baseline.empty()) throw InputError("report: --junit needs --baseline");
     if (!o->baseline.empty() && !fs::is_directory(o->baseline))
       throw InputError("report: --baseline '" + o->baseline + "': no such directory");
