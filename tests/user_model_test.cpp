@@ -3,12 +3,14 @@
 // path, an absent gradient, integer counters, the evidence diagnose() gets, a malformed dump.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "common/input_error.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/npy.h"
+#include "harness/adapters/user_model_jax.h"
 #include "harness/adapters/user_model_run.h"
 
 namespace ckpt {
@@ -35,6 +37,10 @@ TEST(UserModelSpec, parsesModuleAndFactoryFromAdapterOrOption) {
   EXPECT_TRUE(isUserModelSpec("torch:module=x.py", {}));
   EXPECT_TRUE(isUserModelSpec("torch", {"module=x.py"}));
   EXPECT_FALSE(isUserModelSpec("torch:use_reentrant=1", {"segments=2"}));
+  EXPECT_EQ(a.framework, "torch");
+  const UserModelSpec j = parseUserModelSpec("jax:module=" + py + ":remat", {});  // the JAX driver, same spec
+  EXPECT_EQ(j.framework, "jax");
+  EXPECT_EQ(j.factory, "remat");
 }
 
 TEST(UserModelSpec, badSpecsAreOneLineInputErrors) {
@@ -50,7 +56,7 @@ TEST(UserModelSpec, badSpecsAreOneLineInputErrors) {
     return std::string("(no error)");
   };
   EXPECT_NE(message("torch:module=" + (d / "nope.py").string()).find("does not exist"), std::string::npos);
-  EXPECT_NE(message("jax:module=" + py).find("torch adapter only"), std::string::npos);
+  EXPECT_NE(message("numpy:module=" + py).find("torch and jax adapters only"), std::string::npos);
   EXPECT_NE(message("torch:module=" + py + ",use_reentrant=1").find("'use_reentrant': not available"),
             std::string::npos);
   EXPECT_NE(message("torch:module=" + py + ":").find("empty factory name"), std::string::npos);
@@ -173,6 +179,30 @@ TEST(UserModelPlacement, boundIsWhatPlainSavesOutsideTheRecomputedModulesPlusThe
   EXPECT_FALSE(placementBound(plain, ckpt));
   ckpt.placement.reset();  // no record (torch.compile): no bound
   EXPECT_FALSE(placementBound(plain, ckpt));
+}
+
+// JAX's tolerance judges the gradients, not the parameters after the update: Adam turns a last-bit change of a
+// near-zero gradient into a full step. A missing gradient or a large gradient difference is still no rounding.
+TEST(UserModelJax, gradientsJudgedParametersAfterTheUpdateNot) {
+  const auto t = [](TensorKind kind, std::vector<double> plain, std::vector<double> other) {
+    TensorEvidence e;
+    e.name = kind == TensorKind::kParameter ? "param w" : "grad w";
+    e.kind = kind;
+    e.plain = std::move(plain);
+    e.other = std::move(other);
+    return e;
+  };
+  const double ulp1 = std::ldexp(1.0, -23);  // one float32 ULP at 1.0
+  const std::vector<TensorEvidence> rounding = {t(TensorKind::kGradient, {1.0, 0.5}, {1.0 + 3 * ulp1, 0.5}),
+                                                t(TensorKind::kParameter, {1e-3, 2.0}, {-1e-3, 2.0})};
+  EXPECT_EQ(diagnose(rounding, 16).cls, FindingClass::kSemantic);  // the parameters alone would say semantic
+  const auto d = gradientsWithinScale(rounding, 16);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->cls, FindingClass::kRoundingLevel);
+  EXPECT_EQ(d->worstScaledUlp, 3.0);
+  EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kGradient, {1.0, 0.5}, {1.0 + 40 * ulp1, 0.5})}, 16));
+  EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kGradient, {1.0, 0.5}, {0.0, 0.0})}, 16));  // missing
+  EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kParameter, {1.0}, {2.0})}, 16));  // no gradient differs
 }
 
 }  // namespace

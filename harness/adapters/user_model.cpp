@@ -10,6 +10,7 @@
 #include "common/input_error.h"
 #include "harness/adapters/case_dir.h"
 #include "harness/adapters/user_model_instruments.h"
+#include "harness/adapters/user_model_jax.h"
 #include "harness/adapters/user_model_report.h"
 #include "harness/adapters/user_model_run.h"
 #include "harness/adapters/work_dir.h"
@@ -65,7 +66,7 @@ class Checker {
     r.secondsPlain = median(plain.stepSeconds);
     r.secondsCheckpoint = median(ckpt.stepSeconds);
     // The compared runs carry no instrument: every figure comes from a measuring pass that changed nothing.
-    const RunDump *savedPlain = &plain, *savedCkpt = &ckpt;  // a driver that measures in its compared runs
+    const RunDump *savedPlain = &plain, *savedCkpt = &ckpt;  // a driver that measures in its compared runs (JAX)
     if (measure && inPasses()) {
       MeasuringPasses m = runMeasuringPasses(passRunner(seed, steps, r.batchSize), plain, ckpt, dir);
       r.instruments = m.checks;
@@ -83,11 +84,16 @@ class Checker {
     if (savedPlain && savedCkpt) {
       r.savedPlain = savedPlain->savedBytes;
       r.savedCheckpoint = savedCkpt->savedBytes;
+    }
+    r.compiledPlain = plain.compiledMemory;
+    r.compiledCheckpoint = ckpt.compiledMemory;
+    r.residualsPlain = plain.savedResiduals;
+    r.residualsCheckpoint = ckpt.savedResiduals;
+    if (savedPlain && savedCkpt)
       if (const auto bound = placementBound(*savedPlain, *savedCkpt)) {
         r.placementBytes = bound->bytes;
         r.recomputed = bound->recomputed;
       }
-    }
     if (!compare(plain, ckpt, dir, r)) return r;
     // With --plan the placement's exact prediction is the memory property (a store-all placement saves nothing
     // on purpose); without, the saving and the placement bound.
@@ -101,19 +107,20 @@ class Checker {
   int runs() const { return runs_; }
 
  private:
-  // The torch driver measures in passes of their own.
-  bool inPasses() const { return spec_.label.rfind("torch", 0) == 0; }
+  // The torch driver measures in passes of their own; the JAX driver reports what it reads off the compiled step.
+  bool inPasses() const { return spec_.framework == "torch"; }
 
   PassRunner passRunner(int seed, int steps, int batch) {
     return [this, seed, steps, batch](const std::string& mode, const std::string& dir, const std::string& inst) {
-      return run(seed, steps, batch, mode, dir, inst);
+      return run(seed, steps, batch, mode, dir, false, inst);
     };
   }
 
   RunDump run(int seed, int steps, int batch, const std::string& mode, const std::string& dir,
-              const std::string& instruments = "") {
+              bool randomnessOff = false, const std::string& instruments = "") {
     ++runs_;
     DriverRequest q;
+    q.randomnessOff = randomnessOff;
     q.seed = seed;
     q.steps = steps;
     q.batchSize = batch;
@@ -179,6 +186,7 @@ class Checker {
         for (auto& e : maskEvidence(passRunner(r.seed, r.steps, r.batchSize), plain, ckpt, dir, r.instruments))
           c.evidence.push_back(std::move(e));
       r.diagnosis = diagnose(c.evidence, std::max(o_.ulp, kRoundingLevelUlp));
+      if (spec_.framework == "jax") judgeJax(c, dir, r);
       r.roundingAccepted = o_.ulp > 0 && r.diagnosis->cls == FindingClass::kRoundingLevel &&
                            r.diagnosis->worstScaledUlp <= static_cast<double>(o_.ulp);
       return true;
@@ -187,6 +195,24 @@ class Checker {
       r.error = std::string("cannot compare the runs: ") + e.what();
       return false;
     }
+  }
+
+  // JAX (user_model_jax.h): a semantic difference whose gradients agree within the tolerance is rounding-level
+  // (the optimizer amplified it into the parameters); one that vanishes with every dropout off came from the random
+  // draws (rng-desync), as validate's dropout-off re-run tells it for cases (diagnose.h).
+  void judgeJax(const DumpComparison& c, const std::string& dir, SeedOutcome& r) {
+    if (r.diagnosis->cls != FindingClass::kSemantic) return;
+    if (auto d = gradientsWithinScale(c.evidence, std::max(o_.ulp, kRoundingLevelUlp))) {
+      r.diagnosis = *d;
+      return;
+    }
+    const RunDump plain = run(r.seed, r.steps, r.batchSize, "plain", dir + "/plain-randomness-off", true);
+    const RunDump ckpt = run(r.seed, r.steps, r.batchSize, "checkpoint", dir + "/checkpoint-randomness-off", true);
+    if (plain.status != RunDump::Status::kOk || ckpt.status != RunDump::Status::kOk) return;
+    const DumpComparison off = compareDumps(plain, ckpt);
+    if (off.differences.empty() ||
+        diagnose(off.evidence, std::max(o_.ulp, kRoundingLevelUlp)).cls == FindingClass::kRoundingLevel)
+      r.diagnosis = dropoutOffDiagnosis();
   }
 
   // The profiler's activation bytes (memory the forward leaves for the backward, user_model_instruments.h) when
@@ -292,6 +318,9 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
   std::optional<OutDirLock> lock;
   try {
     rep.spec = parseUserModelSpec(o.adapter, o.options);
+    if (rep.spec.framework == "jax" && !o.planPath.empty())
+      throw InputError("--plan: placements apply to torch models only (a JAX model's remat is its factory's)");
+    if (rep.spec.framework == "jax" && !o.ulpGiven) opts.ulp = kJaxDefaultUlp;
     if (!o.planPath.empty()) {
       rep.placement = loadPlacementFile(o.planPath);
       if (o.batchSize > 0 && o.batchSize != rep.placement->batchSize)

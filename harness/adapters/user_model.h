@@ -32,6 +32,7 @@ struct UserModelOptions {
   bool zeroBatch = false;  // floating batch tensors zeroed (what shrinking the batch's values tries)
   double minSaving = kDefaultMinSaving;
   uint64_t ulp = 0;  // accept differences within this many ULP (rounding-level), reported as such
+  bool ulpGiven = false;  // --ulp was given (else a JAX model gets kJaxDefaultUlp, user_model_jax.h)
   bool shrink = true;
   std::string outDir = "validate-out";
   bool json = false;

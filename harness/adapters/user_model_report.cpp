@@ -67,6 +67,19 @@ std::string planLine(const UserModelReport& r, const PlanOutcome& p) {
   return line;
 }
 
+// Where an accepted tolerance comes from: the user's --ulp, or the JAX default (user_model_jax.h).
+std::string ulpSource(const UserModelReport& r) {
+  return r.spec.framework == "jax" && !r.options->ulpGiven
+             ? "the JAX default, harness/adapters/jax/USER_MODEL.md; --ulp 0 for bitwise only"
+             : "--ulp";
+}
+
+// A JAX run's compiled temp bytes (XLA's memory analysis of the step), when reported.
+std::optional<int64_t> compiledTemp(const std::optional<json>& m) {
+  if (!m || !m->contains("temp") || !(*m)["temp"].is_number_integer()) return std::nullopt;
+  return (*m)["temp"].get<int64_t>();
+}
+
 double saving(const SeedOutcome& s) {
   return 1.0 - static_cast<double>(*s.savedCheckpoint) / static_cast<double>(*s.savedPlain);
 }
@@ -111,6 +124,10 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
     }
     if (s.memoryFinding) j["memory"]["why"] = s.memoryWhy;
   }
+  if (s.compiledPlain && s.compiledCheckpoint) {
+    j["compiled_memory"] = {{"plain", *s.compiledPlain}, {"checkpoint", *s.compiledCheckpoint}};
+    j["saved_residuals"] = {{"plain", s.residualsPlain}, {"checkpoint", s.residualsCheckpoint}};
+  }
   if (compared(s) && !s.checkpointRaised)
     j["step_seconds"] = {{"plain", s.secondsPlain}, {"checkpoint", s.secondsCheckpoint}};
   if (s.plan) j["plan"] = planJson(r, *s.plan);
@@ -151,6 +168,10 @@ std::string memoryLine(const SeedOutcome& s) {
   if (s.placementBytes)
     m += ", placement bound " + std::to_string(*s.placementBytes) + " B (" + std::to_string(s.recomputed.size()) +
          " recomputed module(s))";
+  const auto tp = compiledTemp(s.compiledPlain), tc = compiledTemp(s.compiledCheckpoint);
+  if (tp && tc)
+    m += "; XLA compiled temp plain " + std::to_string(*tp) + " B, checkpointed " + std::to_string(*tc) + " B" +
+         (*tc >= *tp && *s.savedCheckpoint < *s.savedPlain ? " (the compiled step's temp bytes did not drop)" : "");
   if (s.secondsPlain > 0)
     m += "; step plain " + fixed(1e3 * s.secondsPlain, 2) + " ms, checkpointed " + fixed(1e3 * s.secondsCheckpoint, 2) +
          " ms (" + (s.secondsCheckpoint >= s.secondsPlain ? "+" : "") +
@@ -202,7 +223,7 @@ json userModelJson(const UserModelReport& r) {
   if (r.shrunk) j["shrunk"] = seedJson(r, *r.shrunk);
   if (o.ulp > 0)
     j["ulp_note"] = "rounding-level differences within " + std::to_string(o.ulp) +
-                    " ULP of their tensor's scale are accepted (--ulp), not bitwise equal";
+                    " ULP of their tensor's scale are accepted (" + ulpSource(r) + "), not bitwise equal";
   return j;
 }
 
@@ -240,7 +261,7 @@ std::string userModelSummary(const UserModelReport& r) {
   }
   if (o.ulp > 0)
     s << "  --ulp " << o.ulp << ": rounding-level differences within " << o.ulp
-      << " ULP of their tensor's scale are accepted, not bitwise equal\n";
+      << " ULP of their tensor's scale are accepted (" << ulpSource(r) << "), not bitwise equal\n";
   s << "result: " << resultName(r.exitCode()) << " (exit " << r.exitCode() << "); report "
     << (fs::path(o.outDir) / "validate.json").string() << "\n";
   return s.str();
@@ -251,7 +272,9 @@ std::string userModelMarkdown(const UserModelReport& r) {
   s << "# ckptcheck validate: `" << r.spec.label << "`\n\nResult: **" << resultName(r.exitCode()) << "** (exit "
     << r.exitCode() << "); " << r.options->steps << " step(s) per seed; min saving "
     << fixed(100.0 * r.options->minSaving, 0) << "%";
-  if (r.options->ulp > 0) s << "; differences within " << r.options->ulp << " ULP accepted (--ulp)";
+  if (r.options->ulp > 0)
+    s << "; differences within " << r.options->ulp << " ULP of their tensor's scale accepted (" << ulpSource(r)
+      << ")";
   s << ".\n\n| seed | batch | bitwise | first difference | class | saved plain (B) | saved checkpointed (B) | "
        "memory | step plain (ms) | step checkpointed (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& x : r.seeds) {
@@ -264,6 +287,9 @@ std::string userModelMarkdown(const UserModelReport& r) {
       << (x.secondsPlain > 0 ? fixed(1e3 * x.secondsPlain, 2) : "") << " | "
       << (x.secondsCheckpoint > 0 ? fixed(1e3 * x.secondsCheckpoint, 2) : "") << " |\n";
   }
+  for (const auto& x : r.seeds)
+    if (x.compiledPlain && x.compiledCheckpoint)
+      s << "\nSeed " << x.seed << ": " << memoryLine(x) << ".\n";
   if (r.shrunk)
     s << "\nShrunk: seed " << r.shrunk->seed << ", batch " << r.shrunk->batchSize << ", " << r.shrunk->steps
       << " step(s): " << differenceLine(*r.shrunk) << ". Replay: `" << shellJoin(replayArgs(r, *r.shrunk)) << "`\n";

@@ -36,6 +36,10 @@ struct SeedOutcome {
   // The memory pass of each run (torch.profiler, user_model_instruments.h): the memory property's figure.
   std::optional<StepMemory> memoryPlain, memoryCheckpoint;
   std::vector<InstrumentCheck> instruments;  // each measuring pass against its compared run
+  // JAX: XLA's compiled memory analysis of each run's step and its largest saved residuals (user_model_run.h),
+  // reported beside the saved bytes, which are what the memory property holds.
+  std::optional<nlohmann::json> compiledPlain, compiledCheckpoint;
+  nlohmann::json residualsPlain, residualsCheckpoint;
   double secondsPlain = 0, secondsCheckpoint = 0;  // median step time (step 0, under the hooks, left out)
   std::string dir;                                 // its runs: plain/, checkpoint/ (plain-again/)
   std::optional<int> shrunkFrom;                   // the seed this shrunk finding came from

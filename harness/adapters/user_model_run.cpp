@@ -54,8 +54,9 @@ bool isUserModelSpec(const std::string& adapter, const std::vector<std::string>&
 UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<std::string>& options) {
   const size_t colon = adapter.find(':');
   const std::string name = adapter.substr(0, colon);
-  if (name != "torch")
-    throw InputError("--adapter '" + adapter + "': module= (your own model) is supported by the torch adapter only");
+  if (name != "torch" && name != "jax")
+    throw InputError("--adapter '" + adapter +
+                     "': module= (your own model) is supported by the torch and jax adapters only");
   // Only the first ':' separates NAME from its options; the module value may hold ':' (PATH.py:FACTORY), so it
   // runs up to the next ',' as every other option does.
   std::vector<std::string> kvs;
@@ -77,6 +78,7 @@ UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<s
   }
   UserModelSpec s;
   s.label = adapter;
+  s.framework = name;
   splitModule(module, s.module, s.factory);
   if (s.module.empty()) throw InputError("--adapter '" + adapter + "': module= needs a PATH.py[:FACTORY]");
   if (s.factory.empty()) throw InputError("--adapter '" + adapter + "': empty factory name after ':'");
@@ -92,7 +94,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   d.dir = fs::absolute(req.dir).string();
   fs::remove_all(d.dir);
   fs::create_directories(d.dir);
-  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "user_model.py";
+  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / spec.framework / "user_model.py";
   std::vector<std::string> argv = {script.string(), "--module", spec.module, "--factory",
                                    spec.factory, "--seed", std::to_string(req.seed), "--steps",
                                    std::to_string(req.steps), "--mode", req.mode, "--out", d.dir};
@@ -101,6 +103,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     argv.push_back(std::to_string(req.batchSize));
   }
   if (req.zeroBatch) argv.push_back("--zero-batch");
+  if (req.randomnessOff) argv.push_back("--randomness-off");
   if (!req.plan.empty() && req.mode == "checkpoint") {
     argv.push_back("--plan");
     argv.push_back(fs::absolute(req.plan).string());
@@ -155,6 +158,8 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     d.zeroedTensors = j.value("zeroed_tensors", int64_t{0});
     if (j.contains("plan") && j["plan"].is_object()) d.planRecord = j["plan"];
     if (j.contains("memory") && j["memory"].is_object()) d.memoryRecord = j["memory"];
+    if (j.contains("compiled_memory") && j["compiled_memory"].is_object()) d.compiledMemory = j["compiled_memory"];
+    if (j.contains("saved_residuals") && j["saved_residuals"].is_array()) d.savedResiduals = j["saved_residuals"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];

@@ -1,6 +1,7 @@
-// One run of the user's own PyTorch model (harness/adapters/torch/USER_MODEL.md): the spec
-// `torch:module=PATH.py:FACTORY`, the driver process (harness/adapters/torch/user_model.py) that trains it plain
-// or checkpointed and dumps its tensors, and the bitwise comparison of two such dumps.
+// One run of the user's own PyTorch or JAX model (harness/adapters/torch/USER_MODEL.md,
+// harness/adapters/jax/USER_MODEL.md): the spec `torch:module=PATH.py:FACTORY` (or `jax:...`), the driver process
+// (harness/adapters/{torch,jax}/user_model.py, one dump format) that trains it plain or checkpointed and dumps its
+// tensors, and the bitwise comparison of two such dumps.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,12 +19,13 @@ struct UserModelSpec {
   std::string module;   // absolute path of the user's .py file
   std::string factory;  // the function in it
   std::string label;    // as given: "torch:module=examples/torch/gpt2.py:reentrant"
+  std::string framework = "torch";  // torch | jax: which driver trains it
 };
 
 // True when `adapter` (NAME:k=v,...) or one of the --option words names a module=.
 bool isUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
-// Parses "torch:module=PATH.py[:FACTORY]" plus --option words; FACTORY defaults to "factory". Throws InputError
-// (one line) for another framework, an unknown option, or a module file that does not exist.
+// Parses "torch:module=PATH.py[:FACTORY]" (or "jax:...") plus --option words; FACTORY defaults to "factory". Throws
+// InputError (one line) for another framework, an unknown option, or a module file that does not exist.
 UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
 
 struct DumpedTensor {
@@ -60,6 +62,11 @@ struct RunDump {
   std::optional<nlohmann::json> planRecord;  // with --plan: what the applied placement saved and ran (user_model.py)
   std::optional<nlohmann::json> memoryRecord;  // the memory pass: its profiled step (peak_memory.py)
   std::vector<DumpedTensor> tensors;      // in comparison order
+  // JAX (harness/adapters/jax/residuals.py): XLA's compiled memory analysis of the step ({"temp": B, "argument":
+  // B, "output": B, "alias": B, "hlo_ops": {...}}) and the largest saved residuals by source ([{"bytes": B,
+  // "source": "..."}]).
+  std::optional<nlohmann::json> compiledMemory;
+  nlohmann::json savedResiduals = nlohmann::json::array();
 };
 
 // With a placement (--plan), the driver times this many plain and checkpointed steps side by side, alternating,
@@ -76,6 +83,7 @@ struct DriverRequest {
   std::string dir;    // created empty
   std::string plan;   // a placement file applied instead of the factory's checkpoint (checkpoint mode)
   std::string instruments;  // a measuring pass (user_model_instruments.h); empty: a compared run
+  bool randomnessOff = false;  // JAX: every dropout off (the diagnosis's randomness-off twin, never a verdict)
   double timeoutSeconds = 300;
 };
 

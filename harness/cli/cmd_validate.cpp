@@ -87,7 +87,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--params", "--case", "--junit", "--no-serve",
                         "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
     casesOnly.push_back(cmd->get_option(n));
-  cmd->callback([o, u, noShrink, seed, s, timeout, userOnly, casesOnly, &exitCode] {
+  auto* ulpOpt = cmd->get_option("--ulp");
+  cmd->callback([o, u, noShrink, seed, s, timeout, ulpOpt, userOnly, casesOnly, &exitCode] {
     if (isUserModelSpec(o->adapter, o->options)) {
       for (const auto* opt : casesOnly)
         if (opt->count() > 0)
@@ -102,6 +103,7 @@ void addValidate(CLI::App& app, int& exitCode) {
                          std::to_string(kMaxUserModelSeed));
       if (s->count() > 0) u->firstSeed = static_cast<int>(*seed);
       if (timeout->count() > 0) u->timeoutSeconds = o->timeoutSeconds;
+      u->ulpGiven = ulpOpt->count() > 0;  // else a JAX model gets its measured default
       exitCode = runUserModelValidate(*u, std::cout, std::cerr);
       return;
     }
