@@ -149,5 +149,36 @@ TEST(Compare, flatArraysReportCountFirstAndLargestUlp) {
   EXPECT_EQ(e->actual, "6");
 }
 
+// Two diverged runs are equal bit for bit (the same NaNs), so a run with a non-finite value is not judged: the one
+// line names the step, the tensor, the value and how many elements.
+TEST(Compare, nonFiniteNamesStepTensorValueAndCount) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float ok[] = {1, 2, 3}, one[] = {1, -inf, nan, 4};
+  EXPECT_EQ(nonFinite(0, "grad w", ok, 3), std::nullopt);
+  EXPECT_EQ(nonFinite(2, "grad w", one, 4), "step 2 grad w: 2 of 4 elements are not finite, the first -inf at index 1");
+  EXPECT_EQ(nonFinite(1, "loss", &nan, 1), "step 1 loss: NaN");
+  const double big = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(nonFinite(0, "loss", &big, 1), "step 0 loss: +inf");
+  EXPECT_EQ(nonFinite(0, "loss", &ok[0], 0), std::nullopt);
+}
+
+TEST(Compare, firstNonFiniteTakesStepsInOrderAndEveryPart) {
+  const auto fine = result<double>({1, 2, 3});
+  EXPECT_EQ(firstNonFinite<double>({fine, fine}), std::nullopt);
+  auto grad = result<double>({1, std::nan(""), 3});
+  auto loss = fine;
+  loss.loss = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(firstNonFinite<double>({fine, grad, loss}),
+            "step 1 grad b0.fc.weight: 1 of 3 elements are not finite, the first NaN at index 1");
+  EXPECT_EQ(firstNonFinite<double>({fine, loss, grad}), "step 1 loss: +inf");
+  auto input = fine;
+  input.inputGrad(1, 0) = -std::numeric_limits<double>::infinity();
+  EXPECT_EQ(firstNonFinite<double>({input}), "step 0 input_grad: 1 of 4 elements are not finite, the first -inf at index 2");
+  auto state = fine;
+  state.state[0].value(0, 1) = std::nan("");
+  EXPECT_EQ(firstNonFinite<double>({state}),
+            "step 0 state b0.bn.running_mean: 1 of 2 elements are not finite, the first NaN at index 1");
+}
+
 }  // namespace
 }  // namespace ckpt
