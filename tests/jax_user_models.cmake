@@ -4,15 +4,8 @@
 # and few steps: each run compiles the step anew (1-3 s), and a finding adds a second plain run and, when semantic,
 # the randomness-off pair.
 set(JAX_EXAMPLES ${PROJECT_SOURCE_DIR}/examples/jax)
-function(add_jax_user_model_test name)
-  cmake_parse_arguments(U "" "TIMEOUT" "EXPECT;ARGS;ENV" ${ARGN})
-  ckpt_framework_labels(labels "adapters;jax;user-model" "")
-  add_test(NAME ${name}
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/adapters/check_user_model.py ${U_EXPECT}
-                   --needs-python-module jax -- $<TARGET_FILE:ckptcheck> validate ${U_ARGS}
-                   --out ${CKPT_VALIDATE_OUT}/${name})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${U_TIMEOUT} SKIP_RETURN_CODE 77 LABELS "${labels}"
-                       ENVIRONMENT "CKPT_SOURCE_DIR=${PROJECT_SOURCE_DIR};${U_ENV}")
+function(add_jax_user_model_test name)  # add_user_model_test (tests/CMakeLists.txt) with the JAX driver
+  add_user_model_test(${name} FRAMEWORK jax ${ARGN})
 endfunction()
 
 # Flax NNX transformer LM (examples/jax/nnx_transformer.py): nnx.remat per block with dropout from nnx.Rngs, the

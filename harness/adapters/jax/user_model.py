@@ -17,9 +17,6 @@ then came from the random draws).
 Exit codes as the torch driver's: 0 done; 2 the module, the factory or the model breaks the contract (error.json
 says which, one line); 4 the user's code raised (the phase says where).
 """
-import argparse
-import importlib.util
-import json
 import os
 import sys
 import time
@@ -45,33 +42,15 @@ if _CACHE != "0":
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 import model_state  # noqa: E402
 import residuals  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import user_dump  # noqa: E402
+from user_dump import BadFactory, load_factory, one_line  # noqa: E402  (the drivers' shared contract)
 
 EXIT_BAD_FACTORY = 2
 EXIT_RAISED = 4
 DEFAULT_BATCH = 4
 REQUIRED = ("model", "batch", "loss", "checkpoint")
 OPTIONAL = ("optimizer", "batch_size", "state", "deterministic")
-
-
-class BadFactory(Exception):
-    """The user's module or factory breaks the contract (not an exception raised by their code)."""
-
-
-def one_line(text):
-    return " ".join(str(text).split())[:400]
-
-
-def load_factory(path, name):
-    if not os.path.isfile(path):
-        raise BadFactory("module file '%s' does not exist" % path)
-    spec = importlib.util.spec_from_file_location("ckpt_user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec.loader.exec_module(module)  # an exception here is the user's code raising: phase "import"
-    factory = getattr(module, name, None)
-    if factory is None or not callable(factory):
-        raise BadFactory("'%s' has no function '%s'" % (path, name))
-    return factory
 
 
 def check_setup(setup, factory_name):
@@ -94,29 +73,22 @@ def check_setup(setup, factory_name):
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
 
 
-class Dump:
-    """Writes arrays as .npy and lists them, in comparison order, in index.json (the torch driver's format)."""
+def as_numpy(value, entry):
+    """An array as the dump holds it (user_dump.Dump): typed keys as key data, bf16/fp16 as float32 and narrow
+    integers (nnx.Rngs' uint32 counters and keys) as int64, each exact."""
+    a = np.asarray(model_state.as_numpy(value))
+    if a.dtype.name in ("bfloat16", "float16"):
+        entry["converted_from"] = a.dtype.name
+        return a.astype(np.float32)
+    if a.dtype.kind in "iu" and a.dtype.name not in ("int32", "int64", "uint8"):
+        entry["converted_from"] = a.dtype.name
+        return a.astype(np.int64)
+    return a
 
+
+class Dump(user_dump.Dump):
     def __init__(self, out):
-        self.out = out
-        self.tensors = []
-        os.makedirs(out, exist_ok=True)
-
-    def tensor(self, step, kind, name, value):
-        entry = {"step": step, "kind": kind, "name": name, "file": None}
-        if value is not None:
-            a = np.ascontiguousarray(model_state.as_numpy(value))
-            if a.dtype.name in ("bfloat16", "float16"):
-                entry["converted_from"] = a.dtype.name
-                a = a.astype(np.float32)  # exact: every bf16/fp16 value is a float32 value
-            elif a.dtype.kind in "iu" and a.dtype.name not in ("int32", "int64", "uint8"):
-                entry["converted_from"] = a.dtype.name
-                a = a.astype(np.int64)  # exact: nnx.Rngs counters and key data are uint32
-            rel = os.path.join("step%d" % step if step >= 0 else "init", kind, name + ".npy")
-            os.makedirs(os.path.dirname(os.path.join(self.out, rel)), exist_ok=True)
-            np.save(os.path.join(self.out, rel), a)
-            entry["file"] = rel
-        self.tensors.append(entry)
+        super().__init__(out, as_numpy)
 
     def state(self, step, m, rest):
         if rest is not None:
@@ -228,15 +200,7 @@ def train(setup, args, dump, meta):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--module", required=True)
-    ap.add_argument("--factory", required=True)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--mode", choices=["plain", "checkpoint"], required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--batch-size", type=int, default=0)
-    ap.add_argument("--zero-batch", action="store_true", help="floating leaves of every batch set to zero")
+    ap = user_dump.run_arguments(__doc__.split("\n\n")[0])
     ap.add_argument("--randomness-off", action="store_true", help="every dropout off (diagnosis only)")
     args = ap.parse_args(argv)
     dump = Dump(args.out)
@@ -269,11 +233,7 @@ def main(argv=None):
         traceback.print_exc()
         meta["error"] = {"kind": "raised", "message": one_line("%s: %s" % (type(e).__name__, e))}
         code = EXIT_RAISED
-    meta["tensors"] = dump.tensors
-    tmp = os.path.join(args.out, ".index.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(args.out, "index.json"))
+    user_dump.write_index(args.out, meta, dump.tensors)
     return code
 
 

@@ -21,9 +21,7 @@ a silent fallback to eager) or the profiler recorded no memory (a fault, not a f
 
 --instruments NAME[,NAME]: a measuring pass (instruments.py); without it the run carries nothing of ckptcheck's.
 """
-import argparse
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -31,10 +29,12 @@ import sys
 import time
 import traceback
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import user_dump  # noqa: E402
+from user_dump import BadFactory, load_factory, one_line  # noqa: E402,F401  (the drivers' shared contract)
 import placement  # noqa: E402
 import apply_plan  # noqa: E402
 import chain_probe  # noqa: E402
@@ -55,27 +55,6 @@ TIMING_WARMUP_PAIRS = 2
 
 class RankRaised(Exception):
     """A DDP rank raised; the message is that rank's exception, already 'Type: message'."""
-
-
-class BadFactory(Exception):
-    """The user's module or factory breaks the contract (not an exception raised by their code)."""
-
-
-def one_line(text):
-    return " ".join(str(text).split())[:400]
-
-
-def load_factory(path, name):
-    if not os.path.isfile(path):
-        raise BadFactory("module file '%s' does not exist" % path)
-    spec = importlib.util.spec_from_file_location("ckpt_user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec.loader.exec_module(module)  # an exception here is the user's code raising: phase "import"
-    factory = getattr(module, name, None)
-    if factory is None or not callable(factory):
-        raise BadFactory("'%s' has no function '%s'" % (path, name))
-    return factory
 
 
 def check_setup(setup, factory_name, require_chain=False):
@@ -132,30 +111,23 @@ def apply_placement(setup, model, path):
         raise BadFactory(str(e)) from None
 
 
-class Dump:
+def as_numpy(value, entry):
+    """A tensor as the dump holds it (user_dump.Dump)."""
+    a = value
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu()
+        if a.dtype in (torch.bfloat16, torch.float16):
+            a = a.float()  # exact: every bf16/fp16 value is a float32 value
+            entry["converted_from"] = str(value.dtype).replace("torch.", "")
+        a = a.numpy()
+    return a
+
+
+class Dump(user_dump.Dump):
     """Writes tensors as .npy and lists them, in comparison order, in index.json."""
 
     def __init__(self, out):
-        self.out = out
-        self.tensors = []
-        os.makedirs(out, exist_ok=True)
-
-    def tensor(self, step, kind, name, value):
-        entry = {"step": step, "kind": kind, "name": name, "file": None}
-        if value is not None:
-            a = value
-            if isinstance(a, torch.Tensor):
-                a = a.detach().cpu()
-                if a.dtype in (torch.bfloat16, torch.float16):
-                    a = a.float()  # exact: every bf16/fp16 value is a float32 value
-                    entry["converted_from"] = str(value.dtype).replace("torch.", "")
-                a = a.numpy()
-            a = np.ascontiguousarray(a)
-            rel = os.path.join("step%d" % step if step >= 0 else "init", kind, name + ".npy")
-            os.makedirs(os.path.dirname(os.path.join(self.out, rel)), exist_ok=True)
-            np.save(os.path.join(self.out, rel), a)
-            entry["file"] = rel
-        self.tensors.append(entry)
+        super().__init__(out, as_numpy)
 
 
 def zero_floats(batch):
@@ -368,15 +340,7 @@ def run_ddp(args, factory, ddp, meta):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--module", required=True)
-    ap.add_argument("--factory", required=True)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--mode", choices=["plain", "checkpoint"], required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--batch-size", type=int, default=0)
-    ap.add_argument("--zero-batch", action="store_true", help="floating tensors of every batch set to zero")
+    ap = user_dump.run_arguments(__doc__.split("\n\n")[0])
     ap.add_argument("--plan", default=None, help="a placement.json applied instead of the factory's checkpoint")
     ap.add_argument("--instruments", default="",
                     help="a measuring pass: comma-separated instruments.NAMES (none: a compared run)")
@@ -424,11 +388,7 @@ def main(argv=None):
             text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
             meta["error"] = {"kind": "raised", "message": one_line(text)}
             code = EXIT_RAISED
-    meta["tensors"] = dump.tensors
-    tmp = os.path.join(args.out, ".index.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(args.out, "index.json"))
+    user_dump.write_index(args.out, meta, dump.tensors)
     return code
 
 
