@@ -15,7 +15,8 @@ Checkpoint modes (option mode):
   selective    every block under non-reentrant checkpoint with create_selective_checkpoint_contexts: matmul
                outputs saved, everything else recomputed (torch >= 2.4; an older torch refuses it per run, exit 2)
 Saved bytes: tensors packed by torch.autograd.graph.saved_tensors_hooks during the first step's forward, each
-storage once, parameters excluded (later steps run without the hooks, so their timing is PyTorch's alone).
+storage once, parameters excluded, measured in a forked pass of its own (case_measure.py): the compared run carries
+no hook, and the pass's bytes count only if it trained bit for bit as the compared run did.
 mode=selective reports saves_in_checkpoints: it keeps the matmul outputs inside each checkpoint by design.
 Deterministic algorithms and one thread, so plain runs repeat bit for bit.
 Frozen blocks: requires_grad_(False) on their parameters. Shared parameters: the owner's Parameter assigned to
@@ -85,7 +86,8 @@ class TorchAdapter:
 
     def run(self, case, out, mode, options):
         import case_model  # torch and the model: imported on the first run only (see `version`)
-        return case_model.run(case, out, mode, options)
+        import case_measure  # the compared run without the saved-tensor hooks, then a forked measuring pass
+        return case_measure.run(case_model.run, case, out, mode, options)
 
 
 if __name__ == "__main__":

@@ -314,8 +314,10 @@ def selective_policy(ctx, op, *args, **kwargs):
     return tc.CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def run(case, out, mode, options):
-    """TorchAdapter.run (adapter.py): trains `case`, writes its results through `out`, returns the meta fields."""
+def run(case, out, mode, options, measure=True, steps=None):
+    """TorchAdapter.run (adapter.py): trains `case`, writes its results through `out`, returns the meta fields.
+    measure: the saved-tensor hooks in step 0 (case_measure.py runs the compared run without them); steps: the
+    first `steps` steps only (the measuring pass, whose hooks act in step 0 alone)."""
     reentrant = options.get("use_reentrant", "0") == "1"
     preserve = options.get("preserve_rng_state", "1") == "1"
     how = options.get("mode", "checkpoint")
@@ -377,7 +379,7 @@ def run(case, out, mode, options):
         does; returns its loss, dL/d(its input rows) or None, and the bytes its forward saved (step 0)."""
         mb = case.micro_batch(step, m)
         x = x0[mb.rows].clone().requires_grad_(case.input_grad) if lm is None else None
-        meter = SavedBytes(params) if step == 0 else None
+        meter = SavedBytes(params) if step == 0 and measure else None
         # Measured in the first step only (every step saves the same tensors), so the hooks' own cost stays
         # out of the later steps, which are the ones `--timing-case` times.
         aux_losses = start_moe_pass(moe_blocks)
@@ -401,7 +403,7 @@ def run(case, out, mode, options):
         return loss.detach(), x.grad if x is not None else None, meter.total() if meter else None
 
     saved, calls, seconds = [], [], []
-    for step in range(case.steps):
+    for step in range(case.steps if steps is None else min(steps, case.steps)):
         t0 = time.perf_counter()
         for c in range(L):
             counts[c] = 0
@@ -428,7 +430,8 @@ def run(case, out, mode, options):
                     p.sub_(p.grad * lr)
         seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
         calls.append(list(counts))
-    return {"saved_activation_bytes": saved, "forward_calls": calls, "recomputed_blocks": recomputed,
+    return {"saved_activation_bytes": saved if measure else None, "forward_calls": calls,
+            "recomputed_blocks": recomputed,
             "step_seconds": seconds, "segments": segments if how == "sequential" else None,
             "checkpoint_mode": how if mode == "checkpoint" else None,
             "saves_in_checkpoints": mode == "checkpoint" and how == "selective"}

@@ -90,8 +90,8 @@ def check_save_everything():
     model = nn.Sequential(*[Block(64) for _ in range(3)])
     x, y = torch.randn(32, 64), torch.randint(0, 64, (32,))
     # Every op's output saved; dropout fills a saved empty tensor in place, which the cache must be told to allow.
-    save_all = functools.partial(create_selective_checkpoint_contexts, lambda ctx, op, *a, **k: CheckpointPolicy.MUST_SAVE,
-                                 allow_cache_entry_mutation=True)
+    save_all = functools.partial(create_selective_checkpoint_contexts,
+                                 lambda ctx, op, *a, **k: CheckpointPolicy.MUST_SAVE, allow_cache_entry_mutation=True)
     plain, _ = measured(lambda: mlp_forward(model, x, y), model.parameters())
     sac, hooks = measured(lambda: mlp_forward(model, x, y, {"context_fn": save_all}), model.parameters())
     expect(sac["activation_bytes"] >= plain["activation_bytes"],
