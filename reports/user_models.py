@@ -4,14 +4,18 @@ times, all measured in the same run (harness/adapters/torch/USER_MODEL.md). Kept
 which feeds it through `--frameworks`."""
 
 HEADER = ["setup", "seed", "batch", "bitwise", "class", "first difference", "memory", "saved plain",
-          "saved checkpointed", "placement bound", "saving", "plain ms", "checkpointed ms", "time overhead"]
+          "saved checkpointed", "placement bound", "saving", "compiled temp plain", "compiled temp checkpointed",
+          "plain ms", "checkpointed ms", "time overhead"]
 
 NOTE = ("Each row trains the user's model plain and with the user's checkpointing for the same seed, steps and "
         "batches, in the same run on this machine: *bitwise* compares loss, gradients, buffers, parameters after "
         "the step and the generator state; *saved* bytes are what the forward of step 0 left for backward (each "
-        "storage once, parameters excluded); the *placement bound* is what the plain run saves outside the "
-        "modules the checkpointed run recomputes, plus their inputs; step times are the median of the steps "
-        "after the first.")
+        "storage once, parameters excluded; for a JAX model the residuals JAX's autodiff saves, the step's "
+        "arguments excluded); the *placement bound* is what the plain run saves outside the "
+        "modules the checkpointed run recomputes, plus their inputs; *compiled temp* (JAX only) is XLA's memory "
+        "analysis of the compiled step, what the compiler kept (harness/adapters/jax/USER_MODEL.md); step times "
+        "are the median of the steps after the first. A JAX seed within its default tolerance is "
+        "rounding-accepted, not holds.")
 
 
 def is_user_model(doc):
@@ -25,6 +29,7 @@ def rows(doc, path, bad_input):
     try:
         for s in doc["seeds"]:
             mem, t = s.get("memory") or {}, s.get("step_seconds") or {}
+            compiled = s.get("compiled_memory") or {}
             first = str((s.get("first_difference") or {}).get("tensor", s.get("error", "")))
             first = first if len(first) <= 120 else first[:117] + "..."  # an exception's text can be a paragraph
             out.append({"setup": setup, "seed": int(s["seed"]), "batch": int(s.get("batch_size", 0)),
@@ -33,6 +38,8 @@ def rows(doc, path, bad_input):
                         "memory": str(mem.get("result", "")), "plain_b": mem.get("plain_bytes"),
                         "ckpt_b": mem.get("checkpoint_bytes"), "bound_b": mem.get("placement_bound_bytes"),
                         "saving": mem.get("saving"),
+                        "temp_plain": (compiled.get("plain") or {}).get("temp"),
+                        "temp_ckpt": (compiled.get("checkpoint") or {}).get("temp"),
                         "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint")})
     except (KeyError, TypeError, ValueError) as e:
         raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}")
@@ -51,5 +58,7 @@ def cells(rows_, fmt_bytes):
              r["memory"] or "-", fmt_bytes(r["plain_b"]) if r["plain_b"] is not None else "-",
              fmt_bytes(r["ckpt_b"]) if r["ckpt_b"] is not None else "-",
              fmt_bytes(r["bound_b"]) if r.get("bound_b") is not None else "-",
-             f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
+             f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-",
+             fmt_bytes(r["temp_plain"]) if r.get("temp_plain") is not None else "-",
+             fmt_bytes(r["temp_ckpt"]) if r.get("temp_ckpt") is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
              over(r)] for r in rows_]

@@ -162,7 +162,8 @@ std::string memoryLine(const SeedOutcome& s) {
   std::string m = std::string("memory ") + (s.memoryFinding ? "FINDING" : "holds") + ":";
   if (profiled) m += " " + toText(*s.memoryPlain, *s.memoryCheckpoint) + ";";
   if (s.savedPlain && s.savedCheckpoint)
-    m += " saved-tensor bytes plain " + std::to_string(*s.savedPlain) + " B, checkpointed " +
+    m += std::string(s.compiledPlain ? " saved residual bytes" : " saved-tensor bytes") + " plain " +  // JAX's
+         std::to_string(*s.savedPlain) + " B, checkpointed " +
          std::to_string(*s.savedCheckpoint) + " B";
   if (s.savedPlain && s.savedCheckpoint && *s.savedPlain > 0) m += " (" + fixed(100.0 * saving(s), 1) + "% saved)";
   if (s.placementBytes)
