@@ -153,6 +153,8 @@ void addVerify(CLI::App& app, int& exitCode) {
     a->o.catalogue = !a->noCatalogue;
     if (!a->o.catalogueDir.empty()) requireDirectory("--catalogue-dir", a->o.catalogueDir, true);
     if (!a->out.empty()) requireDirectory("--out", a->out, false);
+    if (const auto parent = std::filesystem::path(a->junit).parent_path(); !parent.empty())
+      requireDirectory("--junit's folder", parent.string(), false);  // before the run, not after it
     checkScheduleFits(a->o);
     if (const auto why = nonFiniteCatalogueCase(a->o)) {  // not judged: neither holds nor a finding
       std::cerr << "ckptcheck: " << escapeControl(*why) << "\n";
