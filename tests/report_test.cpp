@@ -308,17 +308,24 @@ TEST_F(ReportTest, readsRepetitionsQuartilesNamedArgumentsAndSkippedBenchmarks) 
 
 // `--frameworks` also takes `validate --adapter torch:module=...` reports: one row per seed with the verdicts,
 // saved bytes plain vs checkpointed and step times of the same run (tests/data/report/user_model_small.json is a
-// real ResNet-18-layout run, trimmed).
+// real ResNet-18-layout run, trimmed; user_model_jax_small.json a JAX run of examples/jax/scan_mlp.py, trimmed).
 TEST_F(ReportTest, userModelTableCarriesVerdictsBytesAndTimes) {
   const CliRun r = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
-                              data("user_model_small.json").string(), "--out", (root_ / "u").string(), "--quiet"},
+                              data("user_model_small.json").string(), "--frameworks",
+                              data("user_model_jax_small.json").string(), "--out", (root_ / "u").string(), "--quiet"},
                              root_ / "run-u");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const std::string m = slurp(root_ / "u" / "report.md");
   EXPECT_NE(m.find("\n## Your own models: plain vs checkpointed\n"), std::string::npos) << m;
   EXPECT_NE(m.find("| resnet.py:checkpoint_sequential_stages | 1 | 8 | finding | state-updated-twice | "
-                   "buffer layer1.0.bn1.running_mean | holds | 538 KiB | 344 KiB | 360 KiB | 36.0% | 8.02 | 16.19 | "
+                   "buffer layer1.0.bn1.running_mean | holds | 538 KiB | 344 KiB | 360 KiB | 36.0% | - | - | 8.02 | "
+                   "16.19 | "
                    "+102% |"),
+            std::string::npos)
+      << m;
+  // A JAX model's row (validate --adapter jax:module=...) carries XLA's compiled temp bytes beside the residuals.
+  EXPECT_NE(m.find("| scan_mlp.py:nothing_saveable | 1 | 8 | holds | - | - | holds | 213 KiB | 9.09 KiB | - | 95.7% | "
+                   "56.9 KiB | 5.35 KiB | 1.83 | 29.59 |"),
             std::string::npos)
       << m;
   EXPECT_EQ(md().find("Your own models"), std::string::npos);
