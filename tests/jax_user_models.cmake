@@ -31,11 +31,16 @@ add_jax_user_model_test(jax_user_model_nnx_rng_resplit TIMEOUT 300
                                --needs-python-module flax
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/nnx_transformer.py:rng_resplit --seeds 1 --steps 1
                              --no-shrink)
+add_jax_user_model_test(jax_user_model_nnx_jax_checkpoint_raises TIMEOUT 300
+                        EXPECT --exit 1 --bitwise finding --tensor "checkpointed run raised.*TraceContextError"
+                               --needs-python-module flax
+                        ARGS --adapter jax:module=${JAX_EXAMPLES}/nnx_transformer.py:jax_checkpoint --seeds 1
+                             --steps 1 --no-shrink)
 
 # The transformer's runs compile the longest programs (20-60 s a test on 2 idle cores): started first.
 set_tests_properties(jax_user_model_nnx_remat_holds jax_user_model_nnx_dots_holds jax_user_model_nnx_batchnorm_rounding
                      jax_user_model_nnx_scan_rounding jax_user_model_nnx_state_twice jax_user_model_nnx_rng_resplit
-                     PROPERTIES COST 50)
+                     jax_user_model_nnx_jax_checkpoint_raises PROPERTIES COST 50)
 
 # Equinox (examples/jax/eqx_mlp.py): eqx.filter_checkpoint per block, with the dots policy, and left disabled.
 add_jax_user_model_test(jax_user_model_eqx_filter_checkpoint_holds TIMEOUT 300

@@ -10,6 +10,9 @@ the model's nnx.Rngs), LM head, cross-entropy. Factories:
                 in the MLP): the second call moves BatchNorm's statistics again: a finding, state-updated-twice
   rng_resplit   a hand-written remat (jax.custom_vjp) whose backward recomputes the block with the dropout stream
                 advanced once more, as a recompute that splits the key again would: the mask is redrawn, a finding
+  jax_checkpoint  plain jax.checkpoint around the block instead of nnx.remat: its dropout mutates the nnx.Rngs
+                counter inside a JAX transform, which Flax refuses (TraceContextError, the class of flax issue 3997):
+                the checkpointed run raises where the plain run trained, a finding
 """
 import jax
 import jax.numpy as jnp
@@ -159,3 +162,9 @@ def _resplit_remat(block, x):
 
 def rng_resplit(seed):
     return _setup(LM(nnx.Rngs(seed, dropout=seed + 1)), _resplit_remat)
+
+
+def jax_checkpoint(seed):
+    """Plain jax.checkpoint around an NNX block instead of nnx.remat: the block's dropout advances its nnx.Rngs
+    counter, a Variable mutated inside a JAX transform it was not passed to (Flax raises TraceContextError)."""
+    return _setup(LM(nnx.Rngs(seed, dropout=seed + 1)), lambda block, x: jax.checkpoint(lambda v: block(v))(x))
