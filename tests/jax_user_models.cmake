@@ -73,6 +73,16 @@ add_jax_user_model_test(jax_user_model_scan_stop_gradient TIMEOUT 300
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/scan_mlp.py:stop_gradient --seeds 1 --steps 1
                              --no-shrink)
 
+# A pytree model with `state` threaded through the loss (a running mean) under jax.checkpoint, and a remat that
+# moves it twice (tests/adapters/jax_user_models.py).
+add_jax_user_model_test(jax_user_model_state_holds TIMEOUT 120 EXPECT --exit 0 --bitwise holds --memory holds
+                        ARGS --adapter jax:module=${CMAKE_CURRENT_SOURCE_DIR}/adapters/jax_user_models.py:stateful
+                             --seeds 1 --steps 2)
+add_jax_user_model_test(jax_user_model_state_twice TIMEOUT 120
+                        EXPECT --exit 1 --bitwise finding --class state-updated-twice --tensor "^buffer mean$"
+                        ARGS --adapter jax:module=${CMAKE_CURRENT_SOURCE_DIR}/adapters/jax_user_models.py:stateful_twice
+                             --seeds 1 --steps 1 --no-shrink)
+
 # Bad input: one line, exit 2 (the module or factory breaks the contract, or the plain step cannot be jitted) or
 # 3 (a seed's factory raises: the other seed's verdict kept; JAX not importable).
 set(JAX_BROKEN ${CMAKE_CURRENT_SOURCE_DIR}/adapters/jax_user_models.py)

@@ -39,3 +39,32 @@ def raises_on_seed_2(seed):
         raise RuntimeError("no model for seed 2")
     return {"model": {"w": jax.random.normal(jax.random.PRNGKey(seed), (4, 8)), "remat": False}, "batch": _batch,
             "loss": _small, "checkpoint": lambda m: dict(m, remat=True)}
+
+
+def _running_mean_loss(model, state, batch, key):
+    """A layer that keeps a running mean of its input (momentum 0.1) in the factory's `state`; `model["twice"]`
+    (the broken remat) moves it a second time inside the rematerialised function."""
+    def layer(w, x, mean):
+        new = 0.9 * mean + 0.1 * jnp.mean(x, axis=0)
+        if model["twice"]:
+            new = 0.9 * new + 0.1 * jnp.mean(x, axis=0)
+        return jnp.tanh((x - jax.lax.stop_gradient(mean)) @ w), new
+    f = jax.checkpoint(layer) if model["remat"] else layer
+    y, mean = f(model["w"], batch, state["mean"])
+    return jnp.mean(y ** 2), {"mean": mean}
+
+
+def _stateful(seed, twice):
+    return {"model": {"w": jax.random.normal(jax.random.PRNGKey(seed), (4, 8)), "remat": False, "twice": False},
+            "state": {"mean": jnp.zeros(4)}, "batch": _batch, "loss": _running_mean_loss,
+            "checkpoint": lambda m: dict(m, remat=True, twice=twice)}
+
+
+def stateful(seed):
+    """A pytree model with state threaded through the loss, under jax.checkpoint: holds."""
+    return _stateful(seed, False)
+
+
+def stateful_twice(seed):
+    """The same, with the remat moving the running mean twice: state-updated-twice."""
+    return _stateful(seed, True)
