@@ -142,8 +142,9 @@ def compiled_aot_eager(seed):
 
 
 def compiled_eager_backend(seed):
-    """torch.compile(backend="eager") of the checkpointed model (PyTorch issue 160773 reports checkpointing
-    silently ignored there)."""
+    """torch.compile(backend="eager") of the checkpointed model (PyTorch issue 160773): a finding, the region's
+    recompute redraws dropout. A forward hook on the dropout modules (ckptcheck's old mask probe) made it hold: its
+    side effect broke the graph and the region ran as eager checkpoint (USER_MODEL.md)."""
     return _setup(lambda m: torch.compile(_wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)),
                                           backend="eager"))
 
