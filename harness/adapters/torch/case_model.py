@@ -315,9 +315,8 @@ def selective_policy(ctx, op, *args, **kwargs):
 
 
 def run(case, out, mode, options, measure=True, steps=None):
-    """TorchAdapter.run (adapter.py): trains `case`, writes its results through `out`, returns the meta fields.
-    measure: the saved-tensor hooks in step 0 (case_measure.py runs the compared run without them); steps: the
-    first `steps` steps only (the measuring pass, whose hooks act in step 0 alone)."""
+    """TorchAdapter.run (adapter.py): trains `case` (its first `steps`), writes its results through `out`, returns
+    the meta fields; `measure`: saved-tensor hooks in step 0 (off in the compared run: case_measure.py)."""
     reentrant = options.get("use_reentrant", "0") == "1"
     preserve = options.get("preserve_rng_state", "1") == "1"
     how = options.get("mode", "checkpoint")
