@@ -7,20 +7,14 @@
 #include <cstdlib>
 #include <string>
 
-#include "cases/case_json.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
+#include "tests/fuzz/tiny_cost.h"
 
 namespace {
 
-// The tiny catalogue case (cases/catalog/tiny.json): every block kind, 3 blocks.
-const ckpt::ChainCost& tinyCost() {
-  static const ckpt::ChainCost c = ckpt::caseChainCost(ckpt::parseCaseText(
-      R"({"name": "tiny", "batch": 2, "seq": 4, "width": 8, "dropout": 0.1, "steps": 2,
-          "blocks": [{"kind": "mlp"}, {"kind": "residual-bn"}, {"kind": "transformer", "heads": 2}]})"));
-  return c;
-}
+using ckpt::fuzz::tinyCost;
 
 [[noreturn]] void finding(const std::string& what, const std::string& text) {
   std::fprintf(stderr, "policy '%s': %s\n", text.c_str(), what.c_str());
