@@ -29,7 +29,8 @@ void addValidate(CLI::App& app, int& exitCode) {
                             "Built-in adapter NAME[:k=v,...]: numpy [segments=K]; torch [use_reentrant=0|1, "
                             "preserve_rng_state=0|1, mode=checkpoint|sequential|selective, segments=K]; jax "
                             "[policy=nothing_saveable|dots_saveable|everything_saveable]; your own PyTorch model: "
-                            "torch:module=PATH.py[:FACTORY] (harness/adapters/torch/USER_MODEL.md)");
+                            "torch:module=PATH.py[:FACTORY] (harness/adapters/torch/USER_MODEL.md); your own JAX "
+                            "model: jax:module=PATH.py[:FACTORY] (harness/adapters/jax/USER_MODEL.md)");
   auto* c = cmd->add_option("--adapter-cmd", o->adapterCmd, "Any adapter command line \"COMMAND ARGS\" (PROTOCOL.md)");
   a->excludes(c);
   c->excludes(a);
@@ -108,7 +109,7 @@ void addValidate(CLI::App& app, int& exitCode) {
       return;
     }
     for (const auto* opt : userOnly)
-      if (opt->count() > 0) throw InputError(opt->get_name() + ": only with --adapter torch:module=PATH.py");
+      if (opt->count() > 0) throw InputError(opt->get_name() + ": only with --adapter torch:module=PATH.py (or jax:module=)");
     if (const auto parent = std::filesystem::path(o->junitPath).parent_path(); !parent.empty())
       requireDirectory("--junit's folder", parent.string(), false);  // before the run, not after it
     if (s->count() > 0) o->seed = *seed;
