@@ -147,7 +147,8 @@ def check_placements(work, factory):
               "%s: forward FLOPs are the ops' sum" % b["name"])
         check(any(o["matmul"] and o["backward_flops"] > 0 for o in b["ops"]), "%s: a matmul op" % b["name"])
 
-    common = ["--module", me, "--factory", factory, "--seed", "1", "--steps", "2"]
+    # The saved-bytes pass (instruments.py): the one that records what a placement saves and runs.
+    common = ["--module", me, "--factory", factory, "--seed", "1", "--steps", "2", "--instruments", "saved"]
     plain_dir = os.path.join(work, "plain")
     code, err = quiet(user_model.main, common + ["--mode", "plain", "--out", plain_dir])
     check(code == 0, "%s: plain run exit %d" % (factory, code))
