@@ -69,7 +69,8 @@ add_jax_user_model_test(jax_user_model_scan_key_resplit TIMEOUT 300
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/scan_mlp.py:key_resplit --seeds 1 --steps 1
                              --batch-size 2)
 add_jax_user_model_test(jax_user_model_scan_stop_gradient TIMEOUT 300
-                        EXPECT --exit 1 --bitwise finding --class missing-gradient --tensor "^grad " --needs-python-module optax
+                        EXPECT --exit 1 --bitwise finding --class missing-gradient --tensor "^grad "
+                               --needs-python-module optax
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/scan_mlp.py:stop_gradient --seeds 1 --steps 1
                              --no-shrink)
 
@@ -89,7 +90,7 @@ set(JAX_BROKEN ${CMAKE_CURRENT_SOURCE_DIR}/adapters/jax_user_models.py)
 foreach(t "nope;has no function 'nope'"
           "returns_a_list;factory 'returns_a_list' returned list, expected a dict"
           "not_a_pytree;the model \\(object\\) has no floating-point array leaves"
-          "not_jittable;the model cannot be jitted \\(step 0\\): TracerBoolConversionError")
+          "not_jittable;the model cannot be jitted \\(compiling step 0\\): TracerBoolConversionError")
   list(GET t 0 f)
   list(GET t 1 want)
   add_jax_user_model_test(jax_user_model_bad_${f} TIMEOUT 120 EXPECT --exit 2 --stderr "${want}"
@@ -106,7 +107,8 @@ add_jax_user_model_test(jax_user_model_without_jax TIMEOUT 120
                         ENV "PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/adapters/no_jax")
 
 # The √L shape of uniform segments on a chain of identical blocks: JAX's saved residuals (one boundary per segment)
-# and XLA's compiled temp bytes against `ckptcheck plan`'s peak for the same chain (tests/adapters/check_jax_sqrt_chain.py).
+# and XLA's compiled temp bytes against `ckptcheck plan`'s peak for the same chain
+# (tests/adapters/check_jax_sqrt_chain.py).
 add_test(NAME jax_sqrt_chain_segments
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/adapters/check_jax_sqrt_chain.py
                  $<TARGET_FILE:ckptcheck>)

@@ -109,7 +109,8 @@ void addValidate(CLI::App& app, int& exitCode) {
       return;
     }
     for (const auto* opt : userOnly)
-      if (opt->count() > 0) throw InputError(opt->get_name() + ": only with --adapter torch:module=PATH.py (or jax:module=)");
+      if (opt->count() > 0)
+        throw InputError(opt->get_name() + ": only with --adapter torch:module=PATH.py (or jax:module=)");
     if (const auto parent = std::filesystem::path(o->junitPath).parent_path(); !parent.empty())
       requireDirectory("--junit's folder", parent.string(), false);  // before the run, not after it
     if (s->count() > 0) o->seed = *seed;

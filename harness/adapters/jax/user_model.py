@@ -67,7 +67,8 @@ def check_setup(setup, factory_name):
         raise BadFactory("%s: 'deterministic' must be callable" % where)
     opt = setup.get("optimizer")
     if opt is not None and not (hasattr(opt, "init") and hasattr(opt, "update")):
-        raise BadFactory("%s: 'optimizer' is %s, expected an optax.GradientTransformation" % (where, type(opt).__name__))
+        raise BadFactory("%s: 'optimizer' is %s, expected an optax.GradientTransformation"
+                         % (where, type(opt).__name__))
     unknown = set(setup) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
@@ -180,7 +181,7 @@ def train(setup, args, dump, meta):
             batch, n = zero_floats(batch)
             meta["zeroed_tensors"] = meta.get("zeroed_tensors", 0) + n
         if compiled is None:  # compiled once, ahead of time: the same executable runs the steps and is measured
-            meta["phase"] = "compile (step %d)" % step
+            meta["phase"] = "compiling step %d" % step
             first = (params, rest, batch, kl)
             compiled = step_fn.lower(params, rest, opt_state, batch, kl).compile()
             meta["phase"] = "step %d" % step
