@@ -5,7 +5,7 @@ which feeds it through `--frameworks`."""
 
 HEADER = ["setup", "seed", "batch", "bitwise", "class", "first difference", "memory", "saved plain",
           "saved checkpointed", "placement bound", "saving", "compiled temp plain", "compiled temp checkpointed",
-          "plain ms", "checkpointed ms", "time overhead"]
+          "plain ms", "checkpointed ms", "time overhead", "activation plain", "activation checkpointed"]
 
 NOTE = ("Each row trains the user's model plain and with the user's checkpointing for the same seed, steps and "
         "batches, in the same run on this machine: *bitwise* compares loss, gradients, buffers, parameters after "
@@ -14,7 +14,9 @@ NOTE = ("Each row trains the user's model plain and with the user's checkpointin
         "arguments excluded); the *placement bound* is what the plain run saves outside the "
         "modules the checkpointed run recomputes, plus their inputs; *compiled temp* (JAX only) is XLA's memory "
         "analysis of the compiled step, what the compiler kept (harness/adapters/jax/USER_MODEL.md); step times "
-        "are the median of the steps after the first. A JAX seed within its default tolerance is "
+        "are the median of the steps after the first; *activation* bytes (torch) are what the forward left allocated "
+        "for the backward, from torch.profiler's memory timeline in a measuring pass of its own, which holds under "
+        "torch.compile too: the memory property's figure. A JAX seed within its default tolerance is "
         "rounding-accepted, not holds.")
 
 
@@ -30,6 +32,7 @@ def rows(doc, path, bad_input):
         for s in doc["seeds"]:
             mem, t = s.get("memory") or {}, s.get("step_seconds") or {}
             compiled = s.get("compiled_memory") or {}
+            prof = mem.get("profiler") or {}
             first = str((s.get("first_difference") or {}).get("tensor", s.get("error", "")))
             first = first if len(first) <= 120 else first[:117] + "..."  # an exception's text can be a paragraph
             out.append({"setup": setup, "seed": int(s["seed"]), "batch": int(s.get("batch_size", 0)),
@@ -40,7 +43,9 @@ def rows(doc, path, bad_input):
                         "saving": mem.get("saving"),
                         "temp_plain": (compiled.get("plain") or {}).get("temp"),
                         "temp_ckpt": (compiled.get("checkpoint") or {}).get("temp"),
-                        "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint")})
+                        "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint"),
+                        "act_plain": (prof.get("plain") or {}).get("activation_bytes"),
+                        "act_ckpt": (prof.get("checkpoint") or {}).get("activation_bytes")})
     except (KeyError, TypeError, ValueError) as e:
         raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}")
     return out
@@ -61,4 +66,5 @@ def cells(rows_, fmt_bytes):
              f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-",
              fmt_bytes(r["temp_plain"]) if r.get("temp_plain") is not None else "-",
              fmt_bytes(r["temp_ckpt"]) if r.get("temp_ckpt") is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
-             over(r)] for r in rows_]
+             over(r), fmt_bytes(r["act_plain"]) if r.get("act_plain") is not None else "-",
+             fmt_bytes(r["act_ckpt"]) if r.get("act_ckpt") is not None else "-"] for r in rows_]

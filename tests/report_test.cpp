@@ -329,6 +329,18 @@ TEST_F(ReportTest, userModelTableCarriesVerdictsBytesAndTimes) {
             std::string::npos)
       << m;
   EXPECT_EQ(md().find("Your own models"), std::string::npos);
+  // A torch seed's activation bytes from the profiler's memory pass (validate.json memory.profiler) end its row.
+  std::ofstream(root_ / "profiled.json")
+      << R"({"kind": "user-model", "adapter": "torch:module=compiled.py:inductor", "seeds": [{"seed": 1,)"
+         R"( "status": "holds", "bitwise": "holds", "batch_size": 32, "memory": {"result": "holds", "profiler":)"
+         R"( {"plain": {"activation_bytes": 137864}, "checkpoint": {"activation_bytes": 25248}}}}]})";
+  const CliRun p = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
+                              (root_ / "profiled.json").string(), "--out", (root_ / "p").string(), "--quiet"},
+                             root_ / "run-p");
+  ASSERT_EQ(p.exitCode, 0) << p.err;
+  const std::string pm = slurp(root_ / "p" / "report.md");
+  EXPECT_NE(pm.find("| compiled.py:inductor | 1 | 32 | holds |"), std::string::npos) << pm;
+  EXPECT_NE(pm.find("| 135 KiB | 24.7 KiB |"), std::string::npos) << pm;
 
   std::ofstream(root_ / "badseeds.json") << R"({"kind": "user-model", "seeds": [{"status": "holds"}]})";
   const CliRun bad = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
