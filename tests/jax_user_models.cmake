@@ -53,9 +53,9 @@ add_jax_user_model_test(jax_user_model_eqx_ineffective_memory TIMEOUT 300
                         EXPECT --exit 1 --bitwise holds --memory finding --needs-python-module equinox
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/eqx_mlp.py:ineffective --seeds 1 --steps 1)
 
-# Plain JAX, scan over stacked layers (examples/jax/scan_mlp.py): three checkpoint policies, √L segments, a remat
+# Plain JAX, scan over stacked layers (examples/jax/scan_mlp.py): four checkpoint policies, √L segments, a remat
 # that saves everything, and two broken remats.
-foreach(f nothing_saveable dots_saveable save_hidden segments)
+foreach(f nothing_saveable dots_saveable save_hidden offload_hidden segments)
   add_jax_user_model_test(jax_user_model_scan_${f}_holds TIMEOUT 300
                           EXPECT --exit 0 --bitwise holds --memory holds --needs-python-module optax
                           ARGS --adapter jax:module=${JAX_EXAMPLES}/scan_mlp.py:${f} --seeds 1 --steps 2)

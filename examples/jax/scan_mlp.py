@@ -6,6 +6,8 @@ remat choice (a static leaf the loss reads). Factories:
   nothing_saveable   jax.checkpoint's default policy: holds
   dots_saveable      matrix products saved, the rest recomputed: holds
   save_hidden        save_only_these_names("hidden"), the hidden layer named with checkpoint_name: holds
+  offload_hidden     save_and_offload_only_these_names: "hidden" offloaded to host memory (on the CPU backend host and
+                     device memory are one), the rest recomputed
   everything_saveable  a remat that saves everything, so recomputes nothing: the memory finding "no effect"
   key_resplit        a remat written with jax.custom_vjp whose backward recomputes the block with the dropout key
                      split once more: the mask is redrawn, a finding (rng-desync, by the randomness-off re-run)
@@ -92,6 +94,14 @@ nothing_saveable = _policy("nothing_saveable")
 dots_saveable = _policy("dots_saveable")
 save_hidden = _policy("save_only_these_names", "hidden")
 everything_saveable = _policy("everything_saveable")
+
+
+def offload_hidden(seed):
+    """save_and_offload_only_these_names: the named hidden layer offloaded to host memory, the rest recomputed."""
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["hidden"], offload_src="device",
+        offload_dst="pinned_host")
+    return _setup(seed, jax.checkpoint(block, policy=policy))
 
 
 def _resplit_block():
