@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Every example PyTorch setup whose verdict CTest pins (tests/CMakeLists.txt, `${EXAMPLES}/FILE.py:FACTORY`) is
-also run by ci/main for the report's "Your own models" table (plain vs checkpointed step time and saved bytes,
+"""Every example setup whose verdict CTest pins (tests/CMakeLists.txt and the files it includes, tests/*.cmake:
+`${EXAMPLES}/FILE.py:FACTORY` for PyTorch, `add_compiled_test(NAME FACTORY ...)` for examples/torch/compiled.py,
+`${JAX_EXAMPLES}/FILE.py:FACTORY` for JAX, listed as jax:FILE.py:FACTORY) is also run by ci/main for the report's "Your own models" table (plain vs checkpointed step time and saved bytes,
 measured in the same run), and ci/main runs no setup that CTest does not pin: issue 14 asks for both of every real
 client. Usage: user_model_setups.py SOURCE_DIR; exit 1 naming the setups missing on either side."""
 import re
 import sys
 from pathlib import Path
+
+
+# Setups CTest pins as bad input (exit 3, no verdict): nothing of theirs can go into the report's table.
+NOT_REPORTED = {"compiled.py:uncompilable"}
 
 
 def pinned(cmake_text):
@@ -18,11 +23,24 @@ def pinned(cmake_text):
             loops[m.group(1)] = m.group(2).split()
         elif re.match(r"\s*endforeach\(", line):
             loops = {}
-        for file, factory in re.findall(r"\$\{EXAMPLES\}/(\$\{\w+\}|\w+)\.py:(\$\{\w+\}|\w+)", line):
+        for var, file, factory in re.findall(r"\$\{(EXAMPLES|JAX_EXAMPLES)\}/(\$\{\w+\}|\w+)\.py:(\$\{\w+\}|\w+)",
+                                             line):
             files = loops.get(file[2:-1], []) if file.startswith("${") else [file]
             factories = loops.get(factory[2:-1], []) if factory.startswith("${") else [factory]
-            out.update(f"{f}.py:{g}" for f in files for g in factories)
-    return out
+            prefix = "jax:" if var == "JAX_EXAMPLES" else ""
+            out.update(f"{prefix}{f}.py:{g}" for f in files for g in factories if not g.startswith("${"))
+        m = re.match(r"\s*add_compiled_test\(\S+\s+([\w${}]+)", line)
+        if m:
+            out.update(f"compiled.py:{g}" for g in expand(m.group(1), loops))
+    return out - NOT_REPORTED
+
+
+def expand(token, loops):
+    """A token with `${VAR}` inside (`memory_budget_${b}`), one string per value of the enclosing foreach."""
+    m = re.search(r"\$\{(\w+)\}", token)
+    if not m:
+        return [token]
+    return [x for v in loops.get(m.group(1), []) for x in expand(token.replace(m.group(0), v, 1), loops)]
 
 
 def reported(ci_main_text):
@@ -32,6 +50,9 @@ def reported(ci_main_text):
     if not m:
         raise SystemExit("ci/main: no `for setup in ...; do` loop of example setups")
     out = set(m.group(1).replace("\\\n", " ").split())
+    jax = re.search(r"for jsetup in (.*?); do", ci_main_text, re.S)
+    if jax:
+        out.update("jax:" + s for s in jax.group(1).replace("\\\n", " ").split())
     plans = re.search(r"for m in (.*?); do", ci_main_text, re.S)
     if plans:
         out.update(f"{model}.py:plan" for model in plans.group(1).split())
@@ -40,7 +61,8 @@ def reported(ci_main_text):
 
 def main():
     root = Path(sys.argv[1])
-    ctest = pinned((root / "tests" / "CMakeLists.txt").read_text())
+    ctest = pinned("\n".join(p.read_text() for p in [root / "tests" / "CMakeLists.txt",
+                                                      *sorted((root / "tests").glob("*.cmake"))]))
     ci = reported((root / "ci" / "main").read_text())
     if len(ctest) < 10:
         print(f"only {len(ctest)} pinned example setups found in tests/CMakeLists.txt: the parser is out of date")
