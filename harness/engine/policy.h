@@ -41,7 +41,10 @@ Schedule optimalSchedule(const ChainCost& c, int64_t budgetBytes);
 // The least peak the optimal policy can reach on `c` (its smallest feasible budget).
 int64_t optimalMinBudget(const ChainCost& c);
 // segments:budget=BYTES (harness/policies/segments.cpp): the least-recompute placement (harness/engine/
-// placement.h) whose planned peak fits; throws InputError stating the smallest feasible budget.
+// placement.h) whose planned peak fits; throws InputError stating the smallest feasible budget. Both refuse a
+// chain of more than kSegmentsMaxBlocks blocks (InputError): its search is O(L^2 x 400) a try, and 3000
+// identical blocks took 20 s on a loaded 2-core machine, 10000 over 200 s (optimal refuses long chains too).
+inline constexpr int kSegmentsMaxBlocks = 2000;
 Schedule segmentsSchedule(const ChainCost& c, int64_t budgetBytes);
 int64_t segmentsMinBudget(const ChainCost& c);
 std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::string>& recomputeKinds);

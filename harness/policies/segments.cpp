@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "common/input_error.h"
+#include "harness/engine/costs_file.h"
 #include "harness/engine/placement.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
@@ -131,6 +132,15 @@ std::vector<Segment> solve(const ChainCost& c, const BlockFigures& f, int64_t bu
 
 std::string policyText(int64_t budget) { return "segments:budget=" + std::to_string(budget); }
 
+// The work bound (policy.h); a costs file holds no more blocks than this (COSTS.md, Bounds).
+static_assert(kMaxCostsBlocks <= kSegmentsMaxBlocks);
+void refuseTooLong(const ChainCost& c, const std::string& policy) {
+  if (c.layers() > kSegmentsMaxBlocks)
+    throw InputError("policy '" + policy + "': a chain of " + std::to_string(c.layers()) +
+                     " blocks is too long for segments' search (O(L^2 x levels) a try; at most " +
+                     std::to_string(kSegmentsMaxBlocks) + " blocks)");
+}
+
 // Placements the search can always build: uniform's K segments for every K (up to 256), and every block
 // recomputed alone but the last.
 std::vector<std::vector<Segment>> plainSplits(int n) {
@@ -192,6 +202,7 @@ std::optional<Schedule> splitSchedule(const ChainCost& c, int64_t budget, const 
 // the programme's model over-estimates, so a split it did not see may beat it.
 Schedule segmentsSchedule(const ChainCost& c, int64_t budget) {
   const std::string policy = policyText(budget);
+  refuseTooLong(c, policy);
   std::optional<Schedule> best = programmeSchedule(c, figuresOf(c), budget, policy);
   int64_t least = 0;
   if (std::optional<Schedule> split = splitSchedule(c, budget, policy, least)) {
@@ -205,6 +216,7 @@ Schedule segmentsSchedule(const ChainCost& c, int64_t budget) {
 // The least budget either search meets: below the plain splits' least peak, bisected on the programme (whose
 // success grows with the budget).
 int64_t segmentsMinBudget(const ChainCost& c) {
+  refuseTooLong(c, "segments");
   int64_t least = 0;
   splitSchedule(c, 0, "segments", least);
   const BlockFigures f = figuresOf(c);
