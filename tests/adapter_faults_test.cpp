@@ -116,8 +116,9 @@ const Fault kFaults[] = {
     {"truncated-npy", 3, ".npy"},
     {"wrong-shape", 3, "shape"},
     {"wrong-dtype", 3, "<f4"},
-    {"nan", 3, "is not the case's model"},
-    {"inf", 3, "is not the case's model"},
+    // Not finite in the plain run: nothing can be judged (NaN equals NaN bit for bit), said before check 2 compares.
+    {"nan", 3, "plain run is not finite: step 0 grad "},
+    {"inf", 3, "plain run is not finite: step 0 loss: +inf"},
     {"serve-crash", 3, "serve (plain)"},
     {"serve-garbage", 3, "the reply is not"},
     {"serve-hang", 3, "serve (plain)", true, 3},
