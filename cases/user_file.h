@@ -3,8 +3,8 @@
 // quote an unbounded value.
 //   - size: a regular file larger than the reader's cap is refused before it is read; a pipe or a device
 //     (`--costs /dev/stdin`) is read up to the cap and refused beyond it;
-//   - depth: JSON nested deeper than kMaxJsonDepth levels is refused while it is parsed (nlohmann's parser
-//     callback), before anything recurses over it (printing a value, comparing two);
+//   - depth: JSON nested deeper than kMaxJsonDepth levels is refused before it is parsed (a linear count of
+//     brackets outside strings), so nothing recurses over it (printing a value, comparing two);
 //   - messages: a value quoted in an error is clipped to a few dozen characters.
 // Every refusal is an InputError of one line: "WHAT 'PATH': is a directory".
 #pragma once
