@@ -21,8 +21,8 @@ line, exit 2). Policies new in this run are listed as new; cases or policies gon
 import json
 import os
 
-from report_data import BadInput, load_json
-from report_format import fmt_bytes
+from .report_data import BadInput, load_json
+from .report_format import fmt_bytes
 
 FORMAT = "ckptcheck-runs"
 VERSION = 1

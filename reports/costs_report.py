@@ -9,10 +9,10 @@ import json
 import math
 import re
 
-from report_data import BadInput, load_json
-from report_figures import pyplot, svg_of
-from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
-import plan_checks
+from .report_data import BadInput, load_json
+from .report_figures import pyplot, svg_of
+from .report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
+from . import plan_checks
 
 FORMAT = "ckptcheck-costs-plans"
 VERSION = 1

@@ -4,13 +4,13 @@ DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, 
 `ckptcheck report --costs` makes for a profiled model (--costs-plans, costs_report.py) add a predicted section
 each, with or without any --bench.
 
-`ckptcheck report` runs this script; it can also be run directly:
-    /usr/bin/python3 reports/make_report.py [--bench bench.json ...] [--verify verify.json]
+`ckptcheck report` runs this module; it can also be run directly, from the source root (the `reports` package):
+    /usr/bin/python3 -m reports.make_report [--bench bench.json ...] [--verify verify.json]
         [--costs-plans plans.json ...] --out DIR [--print-summary]
 
 Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed SVG ids and metadata, inputs
 read in order). Every file is written to a temporary name and renamed into place. The inputs are read by
-report_data.py and the figures drawn by report_figures.py, beside this file.
+report_data.py and the figures drawn by report_figures.py, modules of this package.
 Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
 naming what), 3 missing dependency or I/O error.
 """
@@ -21,21 +21,20 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it is run
-from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,  # noqa: E402
+from .report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,
                          FrontierPoint, PlannerPoint, StepRow, Verify, load_json, policy_family)
-from report_figures import figures  # noqa: E402
-from report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax  # noqa: E402
-from report_tables import (FRAMEWORK_HEADER, FULL_HEADER, KIND_HEADER, STEP_HEADER, TAX_HEADER,  # noqa: E402
+from .report_figures import figures
+from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax
+from .report_tables import (FRAMEWORK_HEADER, FULL_HEADER, KIND_HEADER, STEP_HEADER, TAX_HEADER,
                            TAX_NOTE, case_summary, context_lines, framework_rows, full_recompute_rows, md_table,
                            planner_rows, recompute_kind_rows, step_cells, step_class, tax_class, tax_rows)
-import baseline  # noqa: E402
-import costs_report  # noqa: E402
-import overview  # noqa: E402
-import plan_checks  # noqa: E402
-import report_html  # noqa: E402
-import time_model  # noqa: E402
-import user_models  # noqa: E402
+from . import baseline
+from . import costs_report
+from . import overview
+from . import plan_checks
+from . import report_html
+from . import time_model
+from . import user_models
 
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 

@@ -6,7 +6,7 @@ import json
 import re
 import statistics
 
-import user_models
+from . import user_models
 
 ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F

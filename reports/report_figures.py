@@ -6,7 +6,7 @@ import math
 import re
 import sys
 
-from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, policy_family
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, policy_family
 
 
 def figures(rep):

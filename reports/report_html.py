@@ -4,7 +4,7 @@ import base64
 import html
 import re
 
-from report_figures import svg_clean
+from .report_figures import svg_clean
 
 
 CSS = """

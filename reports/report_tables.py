@@ -4,8 +4,8 @@ cell classes the HTML colours.
 """
 import statistics
 
-from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of
-from report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of
+from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax
 
 STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
                "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]

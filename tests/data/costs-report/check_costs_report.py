@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from check_harness import Checks  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-SCRIPT = os.path.join(SOURCE, "reports", "make_report.py")
 PLANS = os.path.join(HERE, "gpt2_plans.json")
 BAD = os.path.join(HERE, "bad_negative.json")
 BENCH = os.path.join(SOURCE, "tests", "data", "report", "bench_small.json")
@@ -44,7 +43,8 @@ def python():
 
 
 def report(args, out):
-    r = subprocess.run([python(), SCRIPT] + args + ["--out", out], capture_output=True, text=True, cwd=HERE)
+    r = subprocess.run([python(), "-m", "reports.make_report"] + args + ["--out", out], capture_output=True, text=True,
+                       cwd=HERE, env=dict(os.environ, PYTHONPATH=SOURCE))
     return r.returncode, r.stdout, r.stderr
 
 
