@@ -267,7 +267,8 @@ def _serve(adapter, caps):
 
 def main(adapter_class):
     argv = sys.argv[1:]
-    usage = "usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... | serve"
+    usage = ("usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... "
+             "| serve")
     if not argv:
         print(usage, file=sys.stderr)
         sys.exit(2)

@@ -47,9 +47,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import numpy as np  # noqa: E402
 import np_moe as moe  # noqa: E402  (numpy/np_moe.py)
 import np_stochastic as sto  # noqa: E402  (numpy/np_stochastic.py)
+import numpy as np  # noqa: E402
 from ckpt_adapter import BadRequest, main  # noqa: E402
 from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
 
@@ -153,7 +153,8 @@ def act_back(kind, h, y, dy):
     if kind == "tanh":
         return dy * (dt(1) - y * y)
     t = np.tanh(dt(GELU_BETA) * (h + dt(GELU_KAPPA) * h * h * h))
-    return dy * (dt(0.5) * (dt(1) + t) + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
+    return dy * (dt(0.5) * (dt(1) + t)
+                 + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
 
 
 def layernorm(x, g, b):
@@ -437,6 +438,7 @@ class NumpyAdapter:
             t0 = time.perf_counter()
             counts = [0] * L
             step_saved = 0
+            loss = grads = None
             for m in range(case.micro_batches):
                 mb = case.micro_batch(step, m)
                 part = {n: np.zeros_like(v) for n, v in values.items()}
@@ -563,7 +565,7 @@ class NumpyAdapter:
         loss, lctx = head_forward(x)
         saved = array_bytes(([s[0] for s in kept], lctx))
         g = head_backward(lctx)
-        for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
+        for (a, b), (xs, snap) in reversed(list(zip(segments, kept, strict=False))):
             renv = renv_at(snap)
             tapes = []
             for i in range(a, b):

@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from saved_bytes import SavedBytes  # noqa: E402
 import torch.utils.checkpoint as tc  # noqa: E402
 from ckpt_adapter import BadRequest  # noqa: E402
+from saved_bytes import SavedBytes  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
