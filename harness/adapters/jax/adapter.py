@@ -70,7 +70,7 @@ def layernorm(P, name, x):
 
 
 def mlp_block(spec, p, seq, P, x, key):
-    return dropout(activation(spec["activation"], linear(P, "fc", x)), p, key, 2), ()
+    return dropout(activation(spec.activation, linear(P, "fc", x)), p, key, 2), ()
 
 
 def bn_block(spec, p, seq, P, x, key):
@@ -85,7 +85,7 @@ def bn_block(spec, p, seq, P, x, key):
 
 
 def transformer_block(spec, p, seq, P, x, key):
-    heads = spec["heads"]
+    heads = spec.heads
     rows, c = x.shape
     hd = c // heads
     b = rows // seq
@@ -107,7 +107,7 @@ BLOCKS = {"mlp": mlp_block, "residual-bn": bn_block, "transformer": transformer_
 
 def block_fn(case, spec):
     """Block `spec` of the case as a function (P, x, key) -> (y, state updates)."""
-    return lambda P, x, key: BLOCKS[spec["kind"]](spec, case.dropout, case.seq, P, x, key)
+    return lambda P, x, key: BLOCKS[spec.kind](spec, case.dropout, case.seq, P, x, key)
 
 
 def make_loss(case, checkpoint, policy):
@@ -161,7 +161,7 @@ def with_no_input_grad(vg):
 
 
 def compiled_step(case, checkpoint, policy):
-    key = (tuple((b["kind"], b["activation"], b["heads"]) for b in case.blocks), case.rows, case.width, case.seq,
+    key = (tuple((b.kind, b.activation, b.heads) for b in case.blocks), case.rows, case.width, case.seq,
            case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy, case.tokens_input,
            case.vocab, case.tied)
     if key not in _compiled:
@@ -201,7 +201,7 @@ class JaxAdapter:
         """BatchNorm's running statistics, moved once per forward pass (per micro-batch) from its batch values."""
         m = case.dtype(0.1)
         for i, b in enumerate(case.blocks):
-            if b["kind"] == "residual-bn":
+            if b.kind == "residual-bn":
                 mean, var = (np.asarray(a) for a in aux[i])
                 pre = "b%d.bn." % i
                 state[pre + "running_mean"] = (case.dtype(1) - m) * state[pre + "running_mean"] + m * mean
