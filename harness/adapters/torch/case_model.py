@@ -123,7 +123,7 @@ class MoE(nn.Module):
     GELU tanh, Linear) over their capacity-padded buffers, the gate-weighted sum back per token. Side effects, as in
     those libraries: the tokens per expert go into the `expert_counts` buffer and coef * aux into the `aux_loss`
     tracker buffer, and coef * aux (with its graph) is appended to `aux_losses`, a list the training loop sets before
-    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (README's findings).
+    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (docs/frameworks.md's findings).
     Two options show the fixes: moe_state=guarded moves the buffers only outside a backward pass (where every
     checkpoint recompute runs); moe_aux=attach records the aux loss detached (for the reported loss only) and
     attaches its gradient to the layer's output, as Megatron-LM's MoEAuxLossAutoScaler does."""
