@@ -1,8 +1,9 @@
 """A factory given as a function object becomes the `PATH.py:NAME` the CLI takes.
 
 The CLI runs the factory in processes of its own (the plain and checkpointed runs, each measuring pass), which
-import the factory's module file and look the factory up by name. So a factory must be a module-level `def`: a
-lambda, a closure or a method has no name there, and is refused here with one line saying so.
+import the factory's module file and look the factory up by name. So a factory must be a function a module-level
+name holds (a `def` at the top level, or a closure a module-level assignment made): a lambda, a closure or a
+method that no such name holds is refused here with one line saying so.
 """
 
 from __future__ import annotations
@@ -27,25 +28,35 @@ def factory_spec(factory: Factory) -> str:
         raise FactoryError(
             "a factory is a module-level function (def) or 'file.py:name', not %s" % type(factory).__name__
         )
-    name, qualname = factory.__name__, factory.__qualname__
-    if name == "<lambda>":
+    name = _module_level_name(factory)
+    if name is None:
+        if factory.__name__ == "<lambda>":
+            raise FactoryError(
+                "the factory is a lambda that no module-level name holds: ckptcheck imports the factory by name from "
+                "its module file in processes of its own, so define it with def at the top level of a module"
+            )
+        if "<locals>" in factory.__qualname__:
+            raise FactoryError(
+                "the factory %s is a closure that no module-level name holds: ckptcheck imports the factory by name "
+                "from its module file in processes of its own, so define it at the top level of a module"
+                % factory.__qualname__
+            )
         raise FactoryError(
-            "the factory is a lambda: ckptcheck imports the factory by name from its module file in processes of "
-            "its own, so define it with def at the top level of a module"
-        )
-    if qualname != name:
-        raise FactoryError(
-            "the factory %s is defined inside a function or class (a closure or method): ckptcheck imports the "
-            "factory by name from its module file in processes of its own, so define it at the top level of a module"
-            % qualname
+            "%s.%s is not the function given (a method, or rebound or decorated after its def): pass 'file.py:name'"
+            % (factory.__module__, factory.__qualname__)
         )
     path = inspect.getsourcefile(factory)
     if path is None or not path.endswith(".py") or not os.path.isfile(path):
         raise FactoryError("the factory %s has no module file (.py) that ckptcheck could import" % name)
-    module = sys.modules.get(factory.__module__)
-    if module is not None and getattr(module, name, None) is not factory:
-        raise FactoryError(
-            "%s.%s is not the function given (rebound or decorated after its def): pass 'file.py:name' instead"
-            % (factory.__module__, name)
-        )
     return "%s:%s" % (os.path.abspath(path), name)
+
+
+def _module_level_name(factory: Callable[..., Any]) -> str | None:
+    """The name its module binds the factory to: its own name, else any (a closure a module-level call returned,
+    e.g. `nothing_saveable = _policy("nothing_saveable")`); None when no module-level name holds it."""
+    module = sys.modules.get(factory.__module__)
+    if module is None:
+        return None
+    if getattr(module, factory.__name__, None) is factory:
+        return factory.__name__
+    return next((k for k, v in vars(module).items() if v is factory and not k.startswith("__")), None)

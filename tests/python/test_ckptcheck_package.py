@@ -20,13 +20,31 @@ def test_a_module_level_function_is_its_file_and_name():
     assert ckptcheck.factory_spec(module_level_factory) == "%s:module_level_factory" % os.path.abspath(__file__)
 
 
+def _make_factory():
+    def made(seed):
+        return {}
+
+    return made
+
+
+module_level_closure = _make_factory()
+
+
+def test_a_closure_a_module_level_name_holds_is_that_name():
+    # as examples/jax/scan_mlp.py's `nothing_saveable = _policy("nothing_saveable")`
+    assert ckptcheck.factory_spec(module_level_closure).endswith(".py:module_level_closure")
+
+
 def test_a_path_is_passed_as_given():
     assert ckptcheck.factory_spec("models/net.py:factory") == "models/net.py:factory"
     assert ckptcheck.factory_spec(Path("models/net.py")) == "models/net.py"
 
 
 def test_a_lambda_is_refused_in_one_line():
-    with pytest.raises(ckptcheck.FactoryError, match="the factory is a lambda: .* define it with def at the top level"):
+    with pytest.raises(
+        ckptcheck.FactoryError,
+        match="the factory is a lambda that no module-level name holds: .* define it with def at the top level",
+    ):
         ckptcheck.factory_spec(lambda seed: {})
 
 
@@ -34,7 +52,10 @@ def test_a_closure_is_refused_naming_it():
     def inner(seed):
         return {}
 
-    with pytest.raises(ckptcheck.FactoryError, match=r"test_a_closure_is_refused_naming_it.<locals>.inner is defined"):
+    with pytest.raises(
+        ckptcheck.FactoryError,
+        match=r"test_a_closure_is_refused_naming_it.<locals>.inner is a closure that no module-level name holds",
+    ):
         ckptcheck.factory_spec(inner)
 
 

@@ -6,9 +6,9 @@ The fresh venv is made from the project venv's base Python and installs ckptchec
 scikit-build-core build: CMake configure, the CLI, the install). It does not download PyTorch again (4 GB with its
 CUDA libraries): a .pth file puts the project venv's site-packages (ci/setup-python: torch 2.15.0, numpy 2.4.6,
 pip, pytest, pytest-xdist) after its own, so the [torch] extra is already satisfied by the pinned versions and
-pip installs only ckptcheck. The build's own requirements (scikit-build-core and its two, pinned in pyproject.toml) come from the
-wheelhouse ci/setup-python fills; pip runs with --no-index, so nothing is fetched. Prints the install time, the
-wheel's size and the pytest run's time.
+pip installs only ckptcheck. The build's own requirements (scikit-build-core and its two, pinned in
+pyproject.toml) come from the wheelhouse ci/setup-python fills; pip runs with --no-index, so nothing is fetched.
+Prints the install time, the wheel's size and the pytest run's time.
 """
 
 import argparse
