@@ -8,7 +8,16 @@ Each call runs the installed `ckptcheck` CLI (docs/python.md says why not bindin
 typed result. The pytest plugin (ckptcheck.pytest_plugin, registered on install) adds the `ckptcheck` marker.
 """
 
-from ._api import CkptcheckError, assert_checkpoint_equivalent, plan, profile_torch, validate_jax, validate_torch
+from ._api import (
+    CkptcheckError,
+    ValidateOptions,
+    assert_checkpoint_equivalent,
+    plan,
+    profile_torch,
+    validate,
+    validate_jax,
+    validate_torch,
+)
 from ._cli import CkptcheckNotFound
 from ._factory import FactoryError, factory_spec
 from ._results import Difference, Memory, PlanResult, SeedResult, ValidateResult
@@ -26,6 +35,8 @@ __all__ = [
     "factory_spec",
     "plan",
     "profile_torch",
+    "ValidateOptions",
+    "validate",
     "validate_jax",
     "validate_torch",
 ]

@@ -13,7 +13,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, TypedDict, Union, Unpack
 
 from . import _cli
 from ._factory import Factory, factory_spec
@@ -56,119 +56,56 @@ def _out_dir(out: Optional[PathLike]) -> Path:
     return Path(out)
 
 
-def _validate(
-    framework: str,
-    factory: Factory,
-    *,
-    seeds: int,
-    steps: int,
-    seed: Optional[int],
-    batch_size: Optional[int],
-    ulp: Optional[int],
-    min_saving: Optional[float],
-    shrink: bool,
-    out: Optional[PathLike],
-    timeout: Optional[float],
-    extra: list[str],
-) -> ValidateResult:
-    out_dir = _out_dir(out)
-    args = [
-        "validate",
-        "--adapter",
-        "%s:module=%s" % (framework, factory_spec(factory)),
-        "--seeds",
-        str(seeds),
-        "--steps",
-        str(steps),
-        "--out",
-        str(out_dir),
-    ]
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    if batch_size is not None:
-        args += ["--batch-size", str(batch_size)]
-    if ulp is not None:
-        args += ["--ulp", str(ulp)]
-    if min_saving is not None:
-        args += ["--min-saving", str(min_saving)]
-    if not shrink:
+class ValidateOptions(TypedDict, total=False):
+    """validate's options: the CLI's options of those names, and where and how long it runs."""
+
+    seeds: int  # how many seeds, from `seed` on (default 2)
+    steps: int  # training steps per run, optimizer step included (default 2)
+    seed: int  # the first seed (default 1)
+    batch_size: int  # default: the factory's batch_size
+    ulp: int  # accept differences within N ULP (JAX's default 64 on gradients; 0: bitwise only)
+    min_saving: float  # the least activation saving the memory property asks (default 0.1)
+    shrink: bool  # shrink a finding to the smallest case that still shows it (default True)
+    out: PathLike  # the report folder (default: a fresh temporary folder, kept); one run at a time per folder
+    timeout: float  # seconds before the CLI is stopped (subprocess.TimeoutExpired)
+    extra_args: list[str]  # more CLI arguments
+
+
+def validate(factory: Factory, framework: str = "torch", **options: Unpack[ValidateOptions]) -> ValidateResult:
+    """`ckptcheck validate --adapter FRAMEWORK:module=...` on a factory (a function a module-level name holds, or
+    "file.py:name"; harness/adapters/torch/USER_MODEL.md and jax/USER_MODEL.md say what it returns). Returns the
+    verdict, holds or finding, with what it rests on; raises CkptcheckError on bad input or an adapter fault."""
+    if framework not in ("torch", "jax"):
+        raise ValueError("framework must be torch or jax, not %r" % framework)
+    out_dir = _out_dir(options.get("out"))
+    args = ["validate", "--adapter", "%s:module=%s" % (framework, factory_spec(factory)), "--out", str(out_dir)]
+    args += ["--seeds", str(options.get("seeds", 2)), "--steps", str(options.get("steps", 2))]
+    for key, flag in (
+        ("seed", "--seed"),
+        ("batch_size", "--batch-size"),
+        ("ulp", "--ulp"),
+        ("min_saving", "--min-saving"),
+    ):
+        if options.get(key) is not None:
+            args += [flag, str(options[key])]  # type: ignore[literal-required]
+    if not options.get("shrink", True):
         args.append("--no-shrink")
-    proc = _run(args + extra, timeout)
+    proc = _run(args + list(options.get("extra_args", [])), options.get("timeout"))
     report = out_dir / "validate.json"
     if proc.returncode not in (0, 1) or not report.is_file():
         raise _error(proc, "validate")
     return ValidateResult.from_json(json.loads(report.read_text()), proc.stdout, report)
 
 
-def validate_torch(
-    factory: Factory,
-    *,
-    seeds: int = 2,
-    steps: int = 2,
-    seed: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    ulp: Optional[int] = None,
-    min_saving: Optional[float] = None,
-    shrink: bool = True,
-    out: Optional[PathLike] = None,
-    timeout: Optional[float] = None,
-    extra_args: Optional[list[str]] = None,
-) -> ValidateResult:
-    """Validate a PyTorch model's checkpointing: `ckptcheck validate --adapter torch:module=...`.
-
-    factory: a module-level function `factory(seed) -> dict` (harness/adapters/torch/USER_MODEL.md, "The factory"),
-    or "file.py:name". seeds, steps, seed, batch_size, ulp, min_saving, shrink: the CLI's options of those names.
-    out: the report folder (default: a fresh temporary folder, kept, named in the result's `report`); one run at a
-    time per folder. timeout: seconds before the CLI is stopped (subprocess.TimeoutExpired). extra_args: more CLI
-    arguments. Returns the verdict (holds or finding); raises CkptcheckError on bad input or an adapter fault.
-    """
-    return _validate(
-        "torch",
-        factory,
-        seeds=seeds,
-        steps=steps,
-        seed=seed,
-        batch_size=batch_size,
-        ulp=ulp,
-        min_saving=min_saving,
-        shrink=shrink,
-        out=out,
-        timeout=timeout,
-        extra=extra_args or [],
-    )
+def validate_torch(factory: Factory, **options: Unpack[ValidateOptions]) -> ValidateResult:
+    """Validate a PyTorch model's checkpointing: validate(factory, "torch", ...)."""
+    return validate(factory, "torch", **options)
 
 
-def validate_jax(
-    factory: Factory,
-    *,
-    seeds: int = 2,
-    steps: int = 2,
-    seed: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    ulp: Optional[int] = None,
-    min_saving: Optional[float] = None,
-    shrink: bool = True,
-    out: Optional[PathLike] = None,
-    timeout: Optional[float] = None,
-    extra_args: Optional[list[str]] = None,
-) -> ValidateResult:
-    """Validate a JAX model's remat: `ckptcheck validate --adapter jax:module=...` (harness/adapters/jax/USER_MODEL.md).
-    The arguments are validate_torch's; ulp=None keeps the JAX default (64 ULP of scale on gradients, ulp=0:
-    bitwise only)."""
-    return _validate(
-        "jax",
-        factory,
-        seeds=seeds,
-        steps=steps,
-        seed=seed,
-        batch_size=batch_size,
-        ulp=ulp,
-        min_saving=min_saving,
-        shrink=shrink,
-        out=out,
-        timeout=timeout,
-        extra=extra_args or [],
-    )
+def validate_jax(factory: Factory, **options: Unpack[ValidateOptions]) -> ValidateResult:
+    """Validate a JAX model's remat: validate(factory, "jax", ...); without `ulp`, JAX's default of 64 ULP of scale
+    on the gradients (harness/adapters/jax/USER_MODEL.md)."""
+    return validate(factory, "jax", **options)
 
 
 def profile_torch(
@@ -221,23 +158,15 @@ def plan(
 
 
 def assert_checkpoint_equivalent(
-    factory: Factory,
-    *,
-    framework: str = "torch",
-    seeds: int = 1,
-    steps: int = 2,
-    out: Optional[PathLike] = None,
-    **options: object,
+    factory: Factory, framework: str = "torch", **options: Unpack[ValidateOptions]
 ) -> ValidateResult:
     """Raise AssertionError with ckptcheck's finding (module path, ULP, class, replay command) unless the
     checkpointed training equals the plain one and the memory property holds. For a test: pass out=tmp_path
-    (pytest's), so each test, under pytest-xdist too, has a folder of its own. framework: torch or jax; the other
-    options are validate_torch's. Returns the result when it holds."""
+    (pytest's), so each test, under pytest-xdist too, has a folder of its own. seeds defaults to 1 here; the other
+    options are validate's. Returns the result when it holds."""
     __tracebackhide__ = True  # pytest shows the assertion, not this frame
-    run = {"torch": validate_torch, "jax": validate_jax}.get(framework)
-    if run is None:
-        raise ValueError("framework must be torch or jax, not %r" % framework)
-    result = run(factory, seeds=seeds, steps=steps, out=out, **options)  # type: ignore[arg-type]
+    options.setdefault("seeds", 1)
+    result = validate(factory, framework, **options)
     if not result.holds:
         raise AssertionError(result.message())
     return result

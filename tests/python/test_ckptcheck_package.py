@@ -146,3 +146,53 @@ def test_the_shrunk_case_is_the_one_reported():
     shrunk = dict(FINDING["seeds"][0], batch_size=1, replay="ckptcheck validate ... --batch-size 1")
     r = ckptcheck.ValidateResult.from_json(dict(FINDING, shrunk=shrunk), "", Path("validate.json"))
     assert r.replay == "ckptcheck validate ... --batch-size 1" and r.shrunk.batch_size == 1
+
+
+def fake_cli(tmp_path, exit_code, report=None, stderr=""):
+    """A stand-in for the CLI (CKPT_BINARY): records its arguments, writes `report` as OUT/validate.json."""
+    import json
+
+    script = tmp_path / "fake-ckptcheck"
+    script.write_text(
+        "#!%s\nimport json, sys\nargs = sys.argv[1:]\nopen(%r, 'w').write(json.dumps(args))\n"
+        "report = %r\nif report is not None:\n    out = args[args.index('--out') + 1]\n"
+        "    open(out + '/validate.json', 'w').write(report)\nprint('SUMMARY')\nsys.stderr.write(%r)\nsys.exit(%d)\n"
+        % (sys.executable, str(tmp_path / "args.json"), json.dumps(report) if report else None, stderr, exit_code)
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_validate_passes_its_options_and_reads_the_report(monkeypatch, tmp_path):
+    import json
+
+    monkeypatch.setenv("CKPT_BINARY", str(fake_cli(tmp_path, 1, FINDING)))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = ckptcheck.validate_torch(module_level_factory, seeds=3, batch_size=4, shrink=False, out=out)
+    args = json.loads((tmp_path / "args.json").read_text())
+    assert args == [
+        "validate",
+        "--adapter",
+        "torch:module=%s:module_level_factory" % os.path.abspath(__file__),
+        "--out",
+        str(out),
+        "--seeds",
+        "3",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--no-shrink",
+    ]
+    assert r.verdict == "finding" and r.summary == "SUMMARY\n" and r.report == out / "validate.json"
+    with pytest.raises(AssertionError, match="module 'blocks.0.fc1': 2048 element"):
+        ckptcheck.assert_checkpoint_equivalent(module_level_factory, framework="jax", out=out)
+    assert json.loads((tmp_path / "args.json").read_text())[2].startswith("jax:module=")
+
+
+def test_bad_input_raises_with_the_cli_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("CKPT_BINARY", str(fake_cli(tmp_path, 2, stderr="ckptcheck: error: --steps 0 is not >= 1\n")))
+    with pytest.raises(ckptcheck.CkptcheckError, match=r"exit 2: ckptcheck: error: --steps 0 is not >= 1") as e:
+        ckptcheck.validate_torch("m.py:f", steps=0, out=tmp_path)
+    assert e.value.exit_code == 2
