@@ -76,7 +76,8 @@ def load(directory):
         raise BadInput(f"baseline '{directory}': no {FILE} (give the --out directory of an earlier `ckptcheck report`)")
     doc = load_json(path, "baseline")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        _fail(path, f"not a \"{FORMAT}\" file (format {json.dumps(doc.get('format') if isinstance(doc, dict) else None)})")
+        stated = doc.get("format") if isinstance(doc, dict) else None
+        _fail(path, f"not a \"{FORMAT}\" file (format {json.dumps(stated)})")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         _fail(path, f"version {json.dumps(doc.get('version'))}, this report reads version {VERSION}")
     runs = doc.get("runs")

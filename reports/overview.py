@@ -137,7 +137,7 @@ def figure(rep):
     fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 2.45), squeeze=False)
     handles = []
     k = 0
-    for ax, (group, title) in zip(axes[0], panels):
+    for ax, (group, title) in zip(axes[0], panels, strict=False):
         for s in group:
             color = color_for(k)
             k += 1

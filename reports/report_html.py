@@ -6,7 +6,6 @@ import re
 
 from .report_figures import svg_clean
 
-
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1240px;margin:0.8em auto;
 padding:0 1em;color:#222;line-height:1.4}

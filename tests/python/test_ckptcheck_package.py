@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-import ckptcheck  # noqa: E402
-from ckptcheck import _cli  # noqa: E402
+import ckptcheck
+from ckptcheck import _cli
 
 
 def module_level_factory(seed):
