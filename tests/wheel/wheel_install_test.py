@@ -109,6 +109,9 @@ def main():
         fail("the CLI's Python files come from %s, not from the installed package under %s" % (data, site))
 
     shutil.copy(Path(__file__).with_name("user_tests.py"), a.work / "test_user_model.py")
+    # A config of the user's own: without it pytest would take this tree's pyproject.toml (the work folder lies in
+    # the build tree), whose pythonpath puts the package's source (python/) ahead of the installed package.
+    (a.work / "pytest.ini").write_text("[pytest]\n")
     junit = a.work / "junit.xml"
     env["CKPT_EXAMPLES"] = str(a.source / "examples" / "torch")
     t = time.monotonic()
@@ -120,6 +123,8 @@ def main():
     )
     pytest_s = time.monotonic() - t
     print(p.stdout[-6000:] + p.stderr[-2000:])
+    if "rootdir: %s" % a.work not in p.stdout or "plugins: ckptcheck-" not in p.stdout:
+        fail("pytest did not run as a user's suite (its own rootdir, the installed plugin)")
     if p.returncode != 1:
         fail("pytest exited %d, expected 1 (one test passes, one fails)" % p.returncode)
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
