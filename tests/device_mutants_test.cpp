@@ -10,6 +10,7 @@
 #include "harness/mutants/catalog.h"
 #include "harness/verify/report.h"
 #include "harness/verify/search.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
@@ -48,12 +49,7 @@ TEST_P(DeviceKillMatrix, mutantIsCaughtOnTheEmulatedDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, DeviceKillMatrix, ::testing::ValuesIn(mutantNamesList()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 TEST(DeviceKillMatrix, correctEngineHoldsOnTheEmulatedDevice) {
   const VerifyReport r = runVerify(onEmulatedDevice(""));

@@ -17,6 +17,7 @@
 #include "harness/mutants/catalog.h"
 #include "harness/verify/report.h"
 #include "harness/verify/search.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
@@ -88,12 +89,7 @@ std::vector<std::string> mutantNamesList() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, KillMatrix, ::testing::ValuesIn(mutantNamesList()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 TEST(KillMatrix, catalogueHasEveryBugClassOfTheIssue) {
   EXPECT_GE(mutantCatalog().size(), 12u);

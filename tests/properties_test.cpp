@@ -18,6 +18,7 @@
 #include "harness/engine/policy.h"
 #include "harness/verify/policy_draw.h"
 #include "harness/verify/search.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
@@ -66,12 +67,7 @@ std::vector<std::string> everyPropertyId() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Records, PropertyHolds, ::testing::ValuesIn(everyPropertyId()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 // The property of an id, checked on a trial.
 std::optional<Violation> check(const char* id, const Trial& t) {

@@ -72,12 +72,7 @@ std::vector<std::string> mutantNames() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, VerifyDiagnosis, ::testing::ValuesIn(mutantNames()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 // No false alarm: the same budget with the correct engine finds nothing, so nothing is classed.
 TEST(VerifyDiagnosis, correctEngineHasNoFindingAndNoClass) {
