@@ -8,11 +8,7 @@
 #include <limits>
 #include <sstream>
 
-#include "cases/block_kind.h"
 #include "cases/case_json.h"
-#include "cases/compute_precision.h"
-#include "cases/lm_case.h"
-#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "cases/stochastic_layers.h"
 #include "harness/adapters/case_dir.h"
