@@ -180,7 +180,8 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     if (j.contains("compiled_memory") && j["compiled_memory"].is_object()) d.compiledMemory = j["compiled_memory"];
     if (j.contains("saved_residuals") && j["saved_residuals"].is_array()) d.savedResiduals = j["saved_residuals"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
-    for (const auto& [name, rows] : j.value("shards", json::object()).items())
+    const json shards = j.value("shards", json::object());  // named: items() refers into it
+    for (const auto& [name, rows] : shards.items())
       d.shardRows[name] = {rows.at(0).get<int64_t>(), rows.at(1).get<int64_t>()};
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];
