@@ -52,15 +52,14 @@ add_distributed_test(user_model_ddp_rank_hangs 60 TIMEOUT 300
 add_distributed_test(user_model_fsdp2_shard_raises 30 TIMEOUT 300
                      EXPECT --exit 3 --stderr "seed 1: the plain run raised \\(shard\\): rank [01]: ValueError: shard failed on purpose"
                      ARGS --adapter torch:module=${BROKEN}:fsdp2_shard_raises --seeds 1 --steps 1)
-add_distributed_test(user_model_fsdp2_mesh_mismatch 5 TIMEOUT 120
-                     EXPECT --exit 2 --stderr "'distributed.mesh' \\(3, 2\\) has 6 ranks, world_size is 2"
-                     ARGS --adapter torch:module=${BROKEN}:fsdp2_mesh_mismatch --seeds 1 --steps 1)
-add_distributed_test(user_model_fsdp2_too_many_ranks 5 TIMEOUT 120
-                     EXPECT --exit 2 --stderr "100000 ranks on this machine need about .* GiB is available"
-                     ARGS --adapter torch:module=${BROKEN}:fsdp2_too_many_ranks --seeds 1 --steps 1)
-add_distributed_test(user_model_ddp_legacy_key 5 TIMEOUT 120
-                     EXPECT --exit 2 --stderr "'ddp' is now 'distributed'"
-                     ARGS --adapter torch:module=${BROKEN}:ddp_legacy_key --seeds 1 --steps 1)
+foreach(t "fsdp2_mesh_mismatch;'distributed.mesh' \\(3, 2\\) has 6 ranks, world_size is 2"
+          "fsdp2_too_many_ranks;100000 ranks on this machine need about .* GiB is available"
+          "ddp_legacy_key;'ddp' is now 'distributed'")
+  list(GET t 0 f)
+  list(GET t 1 want)
+  add_distributed_test(user_model_${f} 5 TIMEOUT 120 EXPECT --exit 2 --stderr "${want}"
+                       ARGS --adapter torch:module=${BROKEN}:${f} --seeds 1 --steps 1)
+endforeach()
 add_distributed_test(user_model_torchrun_missing 5 TIMEOUT 120
                      EXPECT --exit 3 --stderr "seed 1: the plain run \\(torchrun\\): torchrun '/nonexistent/torchrun' \\(CKPT_TORCHRUN\\) was not found"
                      ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:correct --seeds 1 --steps 1

@@ -163,18 +163,11 @@ def launcher():
     return [sys.executable, "-m", "torch.distributed.run"]
 
 
-def rss_bytes():
-    with open("/proc/self/status") as f:
+def proc_kib(path, field):
+    """A "Field: N kB" line of /proc (VmRSS of /proc/self/status, MemAvailable of /proc/meminfo), in bytes."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def available_bytes():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -182,7 +175,7 @@ def available_bytes():
 def check_capacity(local, where, bad):
     """Each rank is a process like this one (torch, the model's imports, the model built): `local` of them must
     fit in the memory this machine has available."""
-    need, have = local * rss_bytes(), available_bytes()
+    need, have = local * proc_kib("/proc/self/status", "VmRSS"), proc_kib("/proc/meminfo", "MemAvailable")
     if have and need > have:
         raise bad("%s: %d ranks on this machine need about %.1f GiB (%d processes of %.0f MiB, as this one); "
                   "%.1f GiB is available" % (where, local, need / 2**30, local, need / local / 2**20, have / 2**30))
