@@ -77,3 +77,6 @@ set_tests_properties(user_model_rendezvous_cannot_bind PROPERTIES TIMEOUT 300 SK
 add_user_model_test(user_model_bad_rdzv_endpoint TIMEOUT 60 EXPECT --exit 2
                     --stderr "adapter option 'rdzv_endpoint=127.0.0.1': expected HOST:PORT"
                     ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:correct,rdzv_endpoint=127.0.0.1 --seeds 1)
+add_user_model_test(user_model_nnodes_without_endpoint TIMEOUT 60 EXPECT --exit 2
+                    --stderr "adapter option 'nnodes=2' needs rdzv_endpoint=HOST:PORT"
+                    ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:correct,nnodes=2 --seeds 1)

@@ -92,6 +92,9 @@ UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<s
                        "from its factory; torch also takes nnodes= and rdzv_endpoint=)");
     }
   }
+  if (s.nnodes > 1 && s.rdzvEndpoint.empty())
+    throw InputError("adapter option 'nnodes=" + std::to_string(s.nnodes) +
+                     "' needs rdzv_endpoint=HOST:PORT (node 0's rendezvous, which the other nodes join)");
   s.label = adapter;
   s.framework = name;
   splitModule(module, s.module, s.factory);

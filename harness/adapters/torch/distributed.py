@@ -131,6 +131,10 @@ def rank_main(argv, run):
     box = [argv if rank == 0 else None]
     dist.broadcast_object_list(box, src=0)
     args = box[0]
+    if args is None:  # rank 0 itself was started with --join: nobody has the run's arguments
+        print("user_model.py --join: this node holds rank 0; start node 0 with ckptcheck validate (--node-rank 0 is "
+              "its), the other nodes with --node-rank 1 and up", file=sys.stderr)
+        os._exit(2)
     ranks = os.path.join(args.out, "ranks")
     os.makedirs(ranks, exist_ok=True)
     record, code = run(args, rank, world)
@@ -191,7 +195,7 @@ def command(args, world, script, log_dir):
         cmd += ["--standalone"]
     else:
         cmd += ["--nnodes", str(nodes), "--node-rank", "0", "--rdzv-backend", "static",
-                "--rdzv-endpoint", args.rdzv_endpoint or "127.0.0.1:29500"]
+                "--rdzv-endpoint", args.rdzv_endpoint]
     return cmd + [script, "--rank-worker"] + args.argv
 
 
