@@ -22,9 +22,7 @@ a silent fallback to eager) or the profiler recorded no memory (a fault, not a f
 --instruments NAME[,NAME]: a measuring pass (instruments.py); without it the run carries nothing of ckptcheck's.
 """
 import copy
-import json
 import os
-import re
 import sys
 import time
 import traceback
