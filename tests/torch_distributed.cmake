@@ -11,9 +11,14 @@ function(add_distributed_test name cost)
 endfunction()
 
 # FSDP2: the user's checkpoint, then the user's shard (fully_shard per block, then the root), in both runs.
-foreach(f correct correct_4_ranks)  # 2 and 4 ranks
+# Memory per rank: every rank's checkpointed activation bytes below its plain ones (--ranks).
+foreach(f correct correct_4_ranks)
+  set(w 2)
+  if(f STREQUAL "correct_4_ranks")
+    set(w 4)
+  endif()
   add_distributed_test(user_model_fsdp2_${f}_holds 150 TIMEOUT 600 EXPECT --exit 0 --bitwise holds --memory holds
-                       ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:${f} --seeds 1 --steps 1)
+                       --ranks ${w} ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:${f} --seeds 1 --steps 1)
 endforeach()
 add_distributed_test(user_model_fsdp2_rng_not_preserved 150 TIMEOUT 600
                      EXPECT --exit 1 --bitwise finding --class rng-desync --tensor "^grad stem\\.weight \\(rank 0.s shard\\)$" --memory holds
@@ -24,7 +29,7 @@ add_distributed_test(user_model_fsdp2_mixed_precision_bf16_holds 150 TIMEOUT 600
 # Two torchrun "nodes" on 127.0.0.1, one rank each: node 1 joins node 0's rendezvous for every run validate makes.
 add_test(NAME user_model_fsdp2_two_nodes_holds
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/adapters/check_two_nodes.py --ranks-per-node 1
-                 --exit 0 --bitwise holds --memory holds --needs-python-module torch
+                 --exit 0 --bitwise holds --memory holds --ranks 2 --needs-python-module torch
                  -- $<TARGET_FILE:ckptcheck> validate
                  --adapter torch:module=${EXAMPLES}/fsdp2.py:correct,nnodes=2,rdzv_endpoint=127.0.0.1:{port}
                  --seeds 1 --steps 1 --out ${CKPT_VALIDATE_OUT}/user_model_fsdp2_two_nodes_holds)

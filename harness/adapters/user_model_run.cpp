@@ -183,6 +183,7 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     if (j.contains("compiled_memory") && j["compiled_memory"].is_object()) d.compiledMemory = j["compiled_memory"];
     if (j.contains("saved_residuals") && j["saved_residuals"].is_array()) d.savedResiduals = j["saved_residuals"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
+    if (j.contains("ranks") && j["ranks"].is_array()) d.ranks = j["ranks"];
     const json shards = j.value("shards", json::object());  // named: items() refers into it
     for (const auto& [name, rows] : shards.items())
       d.shardRows[name] = {rows.at(0).get<int64_t>(), rows.at(1).get<int64_t>()};

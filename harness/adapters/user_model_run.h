@@ -69,6 +69,7 @@ struct RunDump {
   // FSDP2 (distributed.py shard_rows): parameter -> (rows, rows per rank) of its row shards, so a difference in a
   // gathered gradient or parameter names the rank whose shard holds its first differing element.
   std::map<std::string, std::pair<int64_t, int64_t>> shardRows;
+  nlohmann::json ranks = nlohmann::json::array();  // a distributed run: each rank's record (distributed.py launch)
   std::vector<DumpedTensor> tensors;      // in comparison order
   // JAX (harness/adapters/jax/residuals.py): XLA's compiled memory analysis of the step ({"temp": B, "argument":
   // B, "output": B, "alias": B, "hlo_ops": {...}}) and the largest saved residuals by source ([{"bytes": B,
