@@ -38,7 +38,10 @@ std::optional<StepMemory> stepMemory(const RunDump& d) {
                j.at("profiler_activation_bytes").get<int64_t>(), {}};
   for (const auto& r : d.ranks) {
     const nlohmann::json& rm = r.contains("memory") && r["memory"].is_object() ? r["memory"] : nlohmann::json();
-    if (!rm.is_object()) return m;  // a rank without a figure: rank 0's alone
+    if (!rm.is_object()) {  // a rank without a figure: rank 0's alone
+      m.perRank.clear();
+      return m;
+    }
     m.perRank.emplace_back(rm.at("activation_bytes").get<int64_t>(), rm.at("peak_bytes").get<int64_t>());
   }
   return m;
