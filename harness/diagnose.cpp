@@ -104,6 +104,28 @@ double scaledUlp(const TensorEvidence& t) {
   return diff / std::ldexp(1.0, e - t.digits);
 }
 
+namespace {
+
+// A buffer the forward adds into, per element (an MoE block's tokens-per-expert count, a histogram): the step added
+// d_i = plain_i - before_i, and a recompute that runs the forward again adds each d_i u more times, exactly
+// (counts are whole numbers, exact in float32 up to 2^24). One step, one pass: with micro-batches each pass adds
+// its own counts, which the values cannot separate.
+int addedAgain(const TensorEvidence& t) {
+  if (t.passes > 1) return 0;
+  size_t ref = 0;
+  for (size_t i = 1; i < t.plain.size(); ++i)
+    if (std::fabs(t.plain[i] - t.before[i]) > std::fabs(t.plain[ref] - t.before[ref])) ref = i;
+  const double dref = t.plain[ref] - t.before[ref];
+  if (dref == 0.0 || std::fmod(t.other[ref] - t.plain[ref], dref) != 0.0) return 0;
+  const double u = (t.other[ref] - t.plain[ref]) / dref;
+  if (u < 1 || u > kMaxFurtherUpdates) return 0;
+  for (size_t i = 0; i < t.plain.size(); ++i)
+    if (t.other[i] - t.plain[i] != u * (t.plain[i] - t.before[i])) return 0;
+  return static_cast<int>(u);
+}
+
+}  // namespace
+
 int furtherUpdates(const TensorEvidence& t) {
   const size_t n = t.plain.size();
   if (t.kind != TensorKind::kState || !t.plainPresent || !t.otherPresent || t.before.size() != n ||
@@ -111,13 +133,14 @@ int furtherUpdates(const TensorEvidence& t) {
     return 0;
   if (!t.floating) {  // a counter: incremented u more times by one update's increment (the step's / passes)
     const double step = (t.plain[0] - t.before[0]) / static_cast<double>(t.passes);
-    if (step == 0.0 || std::fmod(t.other[0] - t.plain[0], step) != 0.0) return 0;
-    const double u = (t.other[0] - t.plain[0]) / step;
-    for (size_t i = 0; i < n; ++i)
-      if (t.plain[i] - t.before[i] != step * static_cast<double>(t.passes) || t.other[i] - t.plain[i] != u * step)
-        return 0;
-    return u >= 1 && u <= kMaxFurtherUpdates ? static_cast<int>(u) : 0;
+    bool uniform = step != 0.0 && std::fmod(t.other[0] - t.plain[0], step) == 0.0;
+    const double u = uniform ? (t.other[0] - t.plain[0]) / step : 0.0;
+    for (size_t i = 0; i < n && uniform; ++i)
+      uniform = t.plain[i] - t.before[i] == step * static_cast<double>(t.passes) && t.other[i] - t.plain[i] == u * step;
+    if (uniform) return u >= 1 && u <= kMaxFurtherUpdates ? static_cast<int>(u) : 0;
   }
+  if (const int u = addedAgain(t); u > 0) return u;
+  if (!t.floating) return 0;
   // With micro-batches the statistic moves once per micro-batch, each time toward another batch value, so an
   // extra update cannot be told from the values alone (diagnose asks the module's counter instead).
   if (t.passes > 1) return 0;

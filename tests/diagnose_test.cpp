@@ -104,6 +104,34 @@ TEST(Diagnose, counterIncrementedTwiceIsStateUpdatedTwice) {
   EXPECT_EQ(furtherUpdates(c), 0);
 }
 
+// An MoE block's tokens-per-expert count (torchtitan PR 1593): the forward adds each expert's count, which differ,
+// and a full recompute adds them again (37 -> 74 where plain has 37). Int64 or float32 alike; any element off the
+// line, or a count that moved where plain's did not, is no second addition.
+TEST(Diagnose, countsAddedAgainByTheRecomputeAreStateUpdatedTwice) {
+  for (bool floating : {false, true}) {
+    TensorEvidence c = tensor(TensorKind::kState, {37, 5, 0, 22}, {74, 10, 0, 44}, 1);
+    c.name = "layers.0.moe.tokens_per_expert";
+    c.floating = floating;
+    c.before = {0, 0, 0, 0};
+    EXPECT_EQ(furtherUpdates(c), 1) << "floating " << floating;
+    const Diagnosis d = diagnose({c}, 64);
+    EXPECT_EQ(d.cls, FindingClass::kStateUpdatedTwice) << d.why;
+    c.before = {10, 1, 3, 2};  // a count kept across steps: the step added 27, 4, -3, 20
+    c.plain = {37, 5, 0, 22};
+    c.other = {64, 9, -3, 42};
+    EXPECT_EQ(furtherUpdates(c), 1);
+    c.other = {91, 13, -6, 62};  // recomputed twice
+    EXPECT_EQ(furtherUpdates(c), 2);
+    c.other[1] += 1;  // one count off the line
+    EXPECT_EQ(furtherUpdates(c), 0);
+    EXPECT_EQ(diagnose({c}, 64).cls, FindingClass::kSemantic);
+    c.other = {64, 9, 1, 42};  // an element that plain left alone moved
+    c.before = {10, 1, 0, 2};
+    c.plain = {37, 5, 0, 22};
+    EXPECT_EQ(furtherUpdates(c), 0);
+  }
+}
+
 // verify's state-updated-twice under recursive: a residual-bn block recomputed twice moves its running statistics
 // two momentum updates past the plain run's (r0 = 1, batch variance 0: 0.9 plain, 0.729 = 0.9^3 checkpointed).
 TEST(Diagnose, runningStatUpdatedTwiceMoreIsStateUpdatedTwice) {

@@ -34,8 +34,17 @@ InstrumentCheck check(const std::string& instrument, const std::string& mode, co
 std::optional<StepMemory> stepMemory(const RunDump& d) {
   if (!d.memoryRecord) return std::nullopt;
   const nlohmann::json& j = *d.memoryRecord;
-  return StepMemory{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
-                    j.at("profiler_activation_bytes").get<int64_t>()};
+  StepMemory m{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
+               j.at("profiler_activation_bytes").get<int64_t>(), {}};
+  for (const auto& r : d.ranks) {
+    const nlohmann::json& rm = r.contains("memory") && r["memory"].is_object() ? r["memory"] : nlohmann::json();
+    if (!rm.is_object()) {  // a rank without a figure: rank 0's alone
+      m.perRank.clear();
+      return m;
+    }
+    m.perRank.emplace_back(rm.at("activation_bytes").get<int64_t>(), rm.at("peak_bytes").get<int64_t>());
+  }
+  return m;
 }
 
 }  // namespace
@@ -59,8 +68,11 @@ nlohmann::json toJson(const InstrumentCheck& c) {
 
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed) {
   const auto one = [](const StepMemory& m) {
-    return nlohmann::json{{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
-                          {"profiler_activation_bytes", m.profilerActivationBytes}};
+    nlohmann::json j = {{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
+                        {"profiler_activation_bytes", m.profilerActivationBytes}};
+    for (const auto& [activation, peak] : m.perRank)
+      j["per_rank"].push_back({{"activation_bytes", activation}, {"peak_bytes", peak}});
+    return j;
   };
   nlohmann::json j = {{"plain", one(plain)}, {"checkpoint", one(checkpointed)}};
   if (plain.activationBytes > 0)

@@ -24,6 +24,9 @@ struct StepMemory {
   int64_t peakBytes = 0;        // the most the step held at once above its start (forward and backward)
   int64_t activationBytes = 0;  // what the forward left allocated when the backward began
   int64_t profilerActivationBytes = 0;  // the profiler's own ACTIVATION category (0 under torch.compile)
+  // A distributed run (harness/adapters/torch/distributed.py): every rank's activation and peak bytes, by rank;
+  // the figures above are rank 0's.
+  std::vector<std::pair<int64_t, int64_t>> perRank;
 };
 
 // One instrument's pass of one mode, against the compared run of that mode.

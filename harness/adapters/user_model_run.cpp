@@ -1,5 +1,6 @@
 #include "harness/adapters/user_model_run.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -67,16 +68,33 @@ UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<s
   }
   kvs.insert(kvs.end(), options.begin(), options.end());
   std::string module;
+  UserModelSpec s;
   for (const auto& kv : kvs) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError("adapter option '" + kv + "': expected KEY=VALUE");
-    const std::string key = kv.substr(0, eq);
-    if (key != "module")
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (key == "module") {
+      module = value;
+    } else if (name == "torch" && key == "nnodes") {
+      const int n = std::atoi(value.c_str());
+      if (n < 1 || n > 4096 || std::to_string(n) != value)
+        throw InputError("adapter option 'nnodes=" + value + "': expected a number of machines from 1 to 4096");
+      s.nnodes = n;
+    } else if (name == "torch" && key == "rdzv_endpoint") {
+      const size_t c = value.rfind(':');
+      const std::string port = c == std::string::npos ? "" : value.substr(c + 1);
+      const int p = std::atoi(port.c_str());
+      if (c == 0 || c == std::string::npos || p < 1 || p > 65535 || std::to_string(p) != port)
+        throw InputError("adapter option 'rdzv_endpoint=" + value + "': expected HOST:PORT, a port from 1 to 65535");
+      s.rdzvEndpoint = value;
+    } else {
       throw InputError("adapter option '" + key + "': not available with module= (a user model takes its settings "
-                       "from its factory)");
-    module = kv.substr(eq + 1);
+                       "from its factory; torch also takes nnodes= and rdzv_endpoint=)");
+    }
   }
-  UserModelSpec s;
+  if (s.nnodes > 1 && s.rdzvEndpoint.empty())
+    throw InputError("adapter option 'nnodes=" + std::to_string(s.nnodes) +
+                     "' needs rdzv_endpoint=HOST:PORT (node 0's rendezvous, which the other nodes join)");
   s.label = adapter;
   s.framework = name;
   splitModule(module, s.module, s.factory);
@@ -103,6 +121,10 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     argv.push_back(std::to_string(req.batchSize));
   }
   if (req.zeroBatch) argv.push_back("--zero-batch");
+  if (spec.nnodes > 1 || !spec.rdzvEndpoint.empty()) {
+    argv.insert(argv.end(), {"--nnodes", std::to_string(spec.nnodes)});
+    if (!spec.rdzvEndpoint.empty()) argv.insert(argv.end(), {"--rdzv-endpoint", spec.rdzvEndpoint});
+  }
   if (req.randomnessOff) argv.push_back("--randomness-off");
   if (!req.plan.empty() && req.mode == "checkpoint") {
     argv.push_back("--plan");
@@ -161,6 +183,10 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
     if (j.contains("compiled_memory") && j["compiled_memory"].is_object()) d.compiledMemory = j["compiled_memory"];
     if (j.contains("saved_residuals") && j["saved_residuals"].is_array()) d.savedResiduals = j["saved_residuals"];
     if (j.contains("momenta")) d.momenta = j["momenta"].get<std::map<std::string, double>>();
+    if (j.contains("ranks") && j["ranks"].is_array()) d.ranks = j["ranks"];
+    const json shards = j.value("shards", json::object());  // named: items() refers into it
+    for (const auto& [name, rows] : shards.items())
+      d.shardRows[name] = {rows.at(0).get<int64_t>(), rows.at(1).get<int64_t>()};
     if (j.contains("placement") && j["placement"].is_object()) {
       const json& p = j["placement"];
       Placement pl;
@@ -309,6 +335,13 @@ std::optional<Difference> compareOne(const DumpedTensor& t, const Loaded& x, con
   return compareFlat(t.step, label, a.data(), b.data(), n);
 }
 
+// The rank whose FSDP2 row shard holds a gathered tensor's first differing element: rows (torch.chunk's split)
+// of `rows.second` each.
+int64_t shardOwner(const Difference& d, int64_t count, std::pair<int64_t, int64_t> rows) {
+  const int64_t perRow = rows.first > 0 ? count / rows.first : 1;
+  return d.firstIndex / std::max<int64_t>(1, perRow) / std::max<int64_t>(1, rows.second);
+}
+
 }  // namespace
 
 std::optional<std::string> firstNonFinite(const RunDump& run) {
@@ -342,8 +375,11 @@ DumpComparison compareDumps(const RunDump& plain, const RunDump& other) {
     missing.file = "";
     const DumpedTensor& u = it == byKey.end() ? missing : *it->second;
     const Loaded x = load(plain, t), y = load(other, u);
-    const auto d = compareOne(t, x, y);
+    auto d = compareOne(t, x, y);
     if (!d) continue;
+    if (const auto sh = plain.shardRows.find(t.name);
+        sh != plain.shardRows.end() && d->firstIndex >= 0 && (t.kind == "grad" || t.kind == "param"))
+      d->tensor += " (rank " + std::to_string(shardOwner(*d, x.a.count(), sh->second)) + "'s shard)";
     if (t.kind != "mask") {
       c.differences.push_back(*d);
       if (!c.firstStep) {

@@ -20,12 +20,17 @@ struct UserModelSpec {
   std::string factory;  // the function in it
   std::string label;    // as given: "torch:module=examples/torch/gpt2.py:reentrant"
   std::string framework = "torch";  // torch | jax: which driver trains it
+  // A distributed factory's ranks over several machines (torch only; USER_MODEL.md): this machine is node 0 of
+  // `nnodes`, and the other nodes' torchrun joins the rendezvous at `rdzvEndpoint` (HOST:PORT).
+  int nnodes = 1;
+  std::string rdzvEndpoint;
 };
 
 // True when `adapter` (NAME:k=v,...) or one of the --option words names a module=.
 bool isUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
-// Parses "torch:module=PATH.py[:FACTORY]" (or "jax:...") plus --option words; FACTORY defaults to "factory". Throws
-// InputError (one line) for another framework, an unknown option, or a module file that does not exist.
+// Parses "torch:module=PATH.py[:FACTORY]" (or "jax:...") plus --option words; FACTORY defaults to "factory"; torch
+// also takes nnodes=N and rdzv_endpoint=HOST:PORT. Throws InputError (one line) for another framework, an unknown
+// option or a bad value, or a module file that does not exist.
 UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
 
 struct DumpedTensor {
@@ -61,6 +66,10 @@ struct RunDump {
   std::optional<Placement> placement;     // absent under torch.compile
   std::optional<nlohmann::json> planRecord;  // with --plan: what the applied placement saved and ran (user_model.py)
   std::optional<nlohmann::json> memoryRecord;  // the memory pass: its profiled step (peak_memory.py)
+  // FSDP2 (distributed.py shard_rows): parameter -> (rows, rows per rank) of its row shards, so a difference in a
+  // gathered gradient or parameter names the rank whose shard holds its first differing element.
+  std::map<std::string, std::pair<int64_t, int64_t>> shardRows;
+  nlohmann::json ranks = nlohmann::json::array();  // a distributed run: each rank's record (distributed.py launch)
   std::vector<DumpedTensor> tensors;      // in comparison order
   // JAX (harness/adapters/jax/residuals.py): XLA's compiled memory analysis of the step ({"temp": B, "argument":
   // B, "output": B, "alias": B, "hlo_ops": {...}}) and the largest saved residuals by source ([{"bytes": B,

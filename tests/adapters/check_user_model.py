@@ -19,6 +19,8 @@ Expectations:
   --changed INSTRUMENT:MODE  the report says this measuring pass changed its run (user_model_instruments.h); every
                              pass not named must have changed nothing (--changed none: no pass changed its run)
   --max-seconds S            the command took at most S seconds of wall time (printed either way)
+  --ranks N                  a distributed run: the memory pass gave every one of N ranks its figures, and each
+                             rank's checkpointed activation bytes are below its plain ones
 Prints every seed's figures (saved bytes, step times) so the CTest log shows them.
 """
 import argparse
@@ -64,6 +66,19 @@ def check_seeds(rep, a):
             if got != want:
                 fail("seed %d: the passes that changed their run are %s, expected %s"
                      % (s["seed"], sorted(got) or "none", sorted(want) or "none"))
+    for s in compared if a.ranks else []:
+        prof = s.get("memory", {}).get("profiler") or {}
+        per = [prof.get(m, {}).get("per_rank", []) for m in ("plain", "checkpoint")]
+        print("seed %d: per rank activation bytes plain %s, checkpointed %s"
+              % (s["seed"], [r["activation_bytes"] for r in per[0]], [r["activation_bytes"] for r in per[1]]))
+        if len(per[0]) != a.ranks or len(per[1]) != a.ranks:
+            fail("seed %d: %d / %d ranks with memory figures, expected %d" % (s["seed"], len(per[0]), len(per[1]),
+                                                                            a.ranks))
+        for r, (p, c) in enumerate(zip(*per)):
+            if not 0 < c["activation_bytes"] < p["activation_bytes"]:
+                fail("seed %d rank %d: activation bytes plain %d, checkpointed %d" % (s["seed"], r,
+                                                                                      p["activation_bytes"],
+                                                                                      c["activation_bytes"]))
     for want in a.seed_status:
         seed, status = want.split(":")
         got = [s["status"] for s in rep["seeds"] if s["seed"] == int(seed)]
@@ -118,6 +133,7 @@ def main():
     p.add_argument("--needs-python-module", action="append", default=[])
     p.add_argument("--changed", action="append", default=None)
     p.add_argument("--max-seconds", type=float)
+    p.add_argument("--ranks", type=int)
     a = p.parse_args(argv[:split])
     cmd = argv[split + 1:]
     require_python_modules(a.needs_python_module)

@@ -54,7 +54,8 @@ def checkpoint_raises(seed):
 
 
 def _ddp_rank1(action):
-    """DDP over gloo (examples/torch/ddp.py's non-reentrant setup) whose rank 1 runs `action` in every forward."""
+    """DDP under torchrun (examples/torch/ddp.py's non-reentrant setup) whose rank 1 runs `action` in every
+    forward."""
     import ddp
     import torch.distributed as dist
     s = ddp.non_reentrant(0)
@@ -165,3 +166,36 @@ def escapes_setsid(seed):
     with open(os.environ["CKPT_TEST_PID_FILE"], "a") as f:
         f.write("%d\n" % pid)
     return mlp.correct(seed)
+
+
+def _fsdp2(**change):
+    """examples/torch/fsdp2.py's correct setup with its `distributed` entry changed."""
+    import fsdp2
+    s = fsdp2.correct(0)
+    s["distributed"].update(change)
+    return s
+
+
+def fsdp2_shard_raises(seed):
+    """The user's shard fails in every rank, in both runs: a fault (exit 3), the rank's exception in one line."""
+    def shard(model, mesh, mp_policy):
+        raise ValueError("shard failed on purpose")
+    return _fsdp2(shard=shard)
+
+
+def fsdp2_mesh_mismatch(seed):
+    """A mesh of 3 x 2 ranks for a world of 2: bad input (exit 2) before any rank starts."""
+    return _fsdp2(mesh=(3, 2))
+
+
+def fsdp2_too_many_ranks(seed):
+    """More ranks than this machine's memory can hold as processes: bad input (exit 2) before any rank starts."""
+    return _fsdp2(world_size=100000, mesh=(100000,))
+
+
+def ddp_legacy_key(seed):
+    """The old spelling `ddp`: bad input naming its replacement."""
+    import ddp
+    s = ddp.non_reentrant(0)
+    s["ddp"] = s.pop("distributed")
+    return s

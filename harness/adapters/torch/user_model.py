@@ -22,9 +22,7 @@ a silent fallback to eager) or the profiler recorded no memory (a fault, not a f
 --instruments NAME[,NAME]: a measuring pass (instruments.py); without it the run carries nothing of ckptcheck's.
 """
 import copy
-import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -41,6 +39,7 @@ import chain_probe  # noqa: E402
 from saved_bytes import SavedBytes  # noqa: E402
 import instruments  # noqa: E402
 import peak_memory  # noqa: E402
+import distributed  # noqa: E402
 
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
@@ -51,10 +50,6 @@ EXIT_RAISED = 4
 EXIT_INFRA = 5
 DEFAULT_BATCH = 4
 TIMING_WARMUP_PAIRS = 2
-
-
-class RankRaised(Exception):
-    """A DDP rank raised; the message is that rank's exception, already 'Type: message'."""
 
 
 def check_setup(setup, factory_name, require_chain=False):
@@ -77,12 +72,13 @@ def check_setup(setup, factory_name, require_chain=False):
     for key in ("optimizer", "wrap", "chain"):
         if setup.get(key) is not None and not callable(setup[key]):
             raise BadFactory("%s: '%s' must be callable" % (where, key))
-    ddp = setup.get("ddp")
-    if ddp is not None and (not isinstance(ddp, dict) or int(ddp.get("world_size", 2)) < 1
-                            or set(ddp) - {"world_size", "find_unused_parameters", "static_graph"}):
-        raise BadFactory("%s: 'ddp' must be a dict of world_size, find_unused_parameters, static_graph" % where)
-    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap", "ddp",
-                            "chain"}
+    if "ddp" in setup:
+        raise BadFactory("%s: 'ddp' is now 'distributed': {'kind': 'ddp', 'world_size': W, ...} (USER_MODEL.md)"
+                         % where)
+    if setup.get("distributed") is not None:
+        distributed.check_spec(setup["distributed"], where, BadFactory)
+    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap",
+                            "distributed", "chain"}
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
 
@@ -192,18 +188,49 @@ def side_by_side(setup, pairs, plain, checkpointed, batch_size):
     return times
 
 
+def named_slots(model, slots):
+    """name -> (module, attribute) of every parameter (slots "_parameters") or buffer ("_buffers"), named as
+    `named_parameters()` names them (a shared one once). Read through the module, so a name still finds its
+    tensor after fully_shard has put a sharded one in its place, and after a checkpoint wrapper renamed the path."""
+    out, seen = {}, set()
+    for prefix, mod in model.named_modules():
+        for attr, t in getattr(mod, slots).items():
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                out[(prefix + "." if prefix else "") + attr] = (mod, attr)
+    return out
+
+
+def current(slots, attr):
+    return {n: getattr(m, attr)[a] for n, (m, a) in slots.items()}
+
+
+def per_rank_dump(dump, step, kind, named, spec):
+    """Tensors each rank has its own of (loss, buffers, generator): as they are, or, distributed, every rank's
+    gathered to rank 0 as NAME@rankR."""
+    if spec is None:
+        for n, v in named.items():
+            dump.tensor(step, kind, n, v)
+        return
+    every = distributed.per_rank({n: (v.detach().cpu().clone() if v is not None else None)
+                                  for n, v in named.items()})
+    for r, values in enumerate(every or []):
+        for n, v in values.items():
+            dump.tensor(step, kind, "%s@rank%d" % (n, r), v)
+
+
 def train(setup, args, dump, meta, rank=0, world=1):
     model = setup["model"]
-    params = dict(model.named_parameters())
-    buffers = dict(model.named_buffers())
+    spec = setup.get("distributed")
+    param_slots, buffer_slots = named_slots(model, "_parameters"), named_slots(model, "_buffers")
     modules = list(model.named_modules())  # before the transform renames any
     # A compared run carries no instrument; a measuring pass the ones it names (instruments.py).
     probe = instruments.MaskProbe(model) if "masks" in args.instruments else None
     make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
-    opt = make_opt(model.parameters())
     meta["momenta"] = momenta(model)
-    for name, b in buffers.items():
-        dump.tensor(-1, "buffer", name, b)
+    if spec is not None:
+        meta["momenta"] = {"%s@rank%d" % (n, r): m for n, m in meta["momenta"].items() for r in range(world)}
+    per_rank_dump(dump, -1, "buffer", current(buffer_slots, "_buffers"), spec)
     runner = model
     chain_modules = plan_runners = None
     twin = None
@@ -222,11 +249,13 @@ def train(setup, args, dump, meta, rank=0, world=1):
     if setup.get("wrap") is not None:
         meta["phase"] = "wrap"
         runner = setup["wrap"](runner)  # both runs: e.g. torch.compile, so plain and checkpointed compile alike
-    if setup.get("ddp") is not None:
-        ddp = setup["ddp"]
-        runner = torch.nn.parallel.DistributedDataParallel(
-            runner, find_unused_parameters=bool(ddp.get("find_unused_parameters", False)),
-            static_graph=bool(ddp.get("static_graph", False)))
+    if spec is not None:
+        meta["phase"] = "shard" if spec["kind"] == "fsdp2" else "ddp"
+        runner = distributed.parallelize(spec, runner, rank, world)  # both runs, after the checkpoint (torchtitan)
+    params = current(param_slots, "_parameters")  # fully_shard put sharded parameters in the modules
+    if spec is not None:
+        meta["shards"] = distributed.shard_rows(params)
+    opt = make_opt(model.parameters())  # after sharding, as FSDP2 requires
     batch_size = args.batch_size or int(setup.get("batch_size", DEFAULT_BATCH))
     meta["batch_size"] = batch_size
     torch.manual_seed(args.seed)  # the same generator state at step 0 whatever the transform drew
@@ -243,12 +272,13 @@ def train(setup, args, dump, meta, rank=0, world=1):
         t0 = time.perf_counter()
         where = plan_meter = None
         if step == 0 and "saved" in args.instruments:
-            eager = not placement.traced(runner) and setup.get("wrap") is None
+            # Module hooks would see FSDP's unsharded parameters and DDP's buckets: no placement bound there.
+            eager = not placement.traced(runner) and setup.get("wrap") is None and spec is None
             if eager:
                 where = placement.PlacementProbe(modules, {p.untyped_storage().data_ptr() for p in model.parameters()})
             if chain_modules is not None and eager:
                 plan_meter = chain_probe.PlanMeter(chain_probe.ChainStack(chain_modules, extra=plan_runners))
-            meter = SavedBytes(model.parameters(), _Probes(where, plan_meter))
+            meter = SavedBytes([local(p) for p in model.parameters()], _Probes(where, plan_meter))
             with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
                 loss = setup["loss"](runner, batch)
             saved = meter.total()
@@ -269,14 +299,13 @@ def train(setup, args, dump, meta, rank=0, world=1):
         grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in params.items()}
         opt.step()
         seconds.append(time.perf_counter() - t0)
-        dump.tensor(step, "loss", "loss", loss.reshape(()))
+        per_rank_dump(dump, step, "loss", {"loss": loss.detach().reshape(())}, spec)
         for n, g in grads.items():
-            dump.tensor(step, "grad", n, g)
-        for n, b in buffers.items():
-            dump.tensor(step, "buffer", n, b)
+            dump.tensor(step, "grad", n, distributed.full(g))  # whole, from every rank's shard
+        per_rank_dump(dump, step, "buffer", current(buffer_slots, "_buffers"), spec)
         for n, p in params.items():
-            dump.tensor(step, "param", n, p)
-        dump.tensor(step, "rng", "cpu", torch.get_rng_state())
+            dump.tensor(step, "param", n, distributed.full(p))
+        per_rank_dump(dump, step, "rng", {"cpu": torch.get_rng_state()}, spec)
         for n, mask in sorted(probe.masks.items() if probe else []):
             dump.tensor(step, "mask", n, mask)
         if probe:
@@ -288,6 +317,11 @@ def train(setup, args, dump, meta, rank=0, world=1):
     if twin is not None and meta.get("plan"):
         meta["phase"] = "side-by-side timing"
         meta["plan"]["timing"] = side_by_side(setup, args.timing_pairs, (twin, twin_opt), (runner, opt), batch_size)
+
+
+def local(p):
+    """A parameter's own storage: a DTensor's local shard."""
+    return p.to_local() if hasattr(p, "to_local") else p
 
 
 def compile_failure(e):
@@ -308,97 +342,109 @@ def memory_step(setup, args, runner, opt, batch_size, out, rank, world):
     return peak_memory.measure(lambda: setup["loss"](runner, batch), out)
 
 
-def ddp_worker(rank, args, factory, world, rendezvous):
-    """One rank of a DistributedDataParallel run over gloo: the whole training, on this rank's batches. Rank 0
-    dumps (gradients after the all-reduce are the same on every rank); each rank's meta goes to rank<r>.json."""
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
+class RankDump(Dump):
+    """A rank other than 0: it takes part in every gather, and writes nothing (its profile files excepted)."""
+
+    def tensor(self, step, kind, name, value):
+        pass
+
+
+def failure(e, meta):
+    """The exit code and meta's error for an exception of the user's code or of this machine."""
+    if isinstance(e, BadFactory):
+        meta["error"] = {"kind": "bad_factory", "message": one_line(e)}
+        return EXIT_BAD_FACTORY
+    if isinstance(e, (peak_memory.CannotRecord, distributed.LaunchError)):
+        meta["error"] = {"kind": "infrastructure", "message": one_line(e)}
+        return EXIT_INFRA
+    traceback.print_exc()  # the user's code raised: the harness decides whether that is a finding
+    if compile_failure(e):
+        meta["error"] = {"kind": "infrastructure",
+                         "message": one_line("torch.compile failed: %s: %s" % (type(e).__name__, e))}
+        return EXIT_INFRA
+    meta["error"] = {"kind": "raised", "message": one_line("%s: %s" % (type(e).__name__, e))}
+    return EXIT_RAISED
+
+
+def build(args, meta):
+    factory = load_factory(args.module, args.factory)
+    meta["phase"] = "factory"
+    torch.manual_seed(args.seed)  # the model's initial weights: the same in both modes (and on every rank)
+    setup = factory(args.seed)
+    check_setup(setup, args.factory)
+    return setup
+
+
+def rank_run(args, rank, world):
+    """One rank of a distributed run (distributed.rank_main): the whole training on this rank's batches."""
+    dump = Dump(args.out) if rank == 0 else RankDump(os.path.join(args.out, "ranks", "rank%d" % rank))
+    meta = {"phase": "import"}
+    code = 0
     try:
-        torch.manual_seed(args.seed)
-        setup = factory(args.seed)
-        dump = Dump(args.out if rank == 0 else os.path.join(args.out, "rank%d" % rank))
-        meta = {}
-        train(setup, args, dump, meta, rank, world)
-        meta["tensors"] = dump.tensors
-        with open(os.path.join(args.out, "rank%d.json" % rank), "w") as f:
-            json.dump(meta, f)
-    finally:
-        dist.destroy_process_group()
+        train(build(args, meta), args, dump, meta, rank, world)
+        meta["phase"] = "done"
+    except Exception as e:
+        code = failure(e, meta)
+    meta["tensors"] = dump.tensors
+    return meta, code
 
 
-def run_ddp(args, factory, ddp, meta):
-    """Forks world_size ranks; a rank that raises ends them all (torch.multiprocessing), and its exception,
-    reduced to its last line, is the run's. More ranks: world_size; each is a process on this machine."""
-    import torch.multiprocessing as mp
-    world = int(ddp.get("world_size", 2))
-    rendezvous = os.path.join(os.path.abspath(args.out), "rendezvous")
-    meta["world_size"] = world
-    try:
-        mp.start_processes(ddp_worker, args=(args, factory, world, rendezvous), nprocs=world, join=True,
-                           start_method="fork")
-    except mp.ProcessRaisedException as e:
-        # The rank's formatted traceback: keep its final exception, from the last "SomeError: ..." line on.
-        lines = [line for line in str(e).splitlines() if line.strip()]
-        starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception): ", line)]
-        text = " ".join(lines[starts[-1]:]) if starts else (lines[-1] if lines else "a DDP rank raised")
-        raise RankRaised("rank %d: %s" % (e.error_index, text)) from None
-    except mp.ProcessExitedException as e:
-        raise RankRaised("a DDP rank died: %s" % one_line(e)) from None
-    with open(os.path.join(args.out, "rank0.json")) as f:
-        rank0 = json.load(f)
-    meta.update(rank0)
+EXIT_CODE_OF = {"bad_factory": EXIT_BAD_FACTORY, "infrastructure": EXIT_INFRA, "raised": EXIT_RAISED}
 
 
-def main(argv=None):
+def arguments():
     ap = user_dump.run_arguments(__doc__.split("\n\n")[0])
     ap.add_argument("--plan", default=None, help="a placement.json applied instead of the factory's checkpoint")
     ap.add_argument("--instruments", default="",
                     help="a measuring pass: comma-separated instruments.NAMES (none: a compared run)")
     ap.add_argument("--timing-pairs", type=int, default=0,
                     help="with --plan: plain and checkpointed steps timed side by side after the dumped steps")
-    args = ap.parse_args(argv)
+    ap.add_argument("--nnodes", type=int, default=1, help="a distributed factory's ranks span this many machines")
+    ap.add_argument("--rdzv-endpoint", default="", help="HOST:PORT of node 0's rendezvous (with --nnodes)")
+    return ap
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--join"]:  # a rank of another node: rank 0 sends the run's arguments
+        return distributed.rank_main(None, rank_run)
+    worker = argv[:1] == ["--rank-worker"]
+    ap = arguments()
+    args = ap.parse_args(argv[1:] if worker else argv)
+    args.argv = argv[1:] if worker else argv
     try:
         args.instruments = instruments.parse(args.instruments)
     except ValueError as e:
         ap.error(str(e))
+    if worker:
+        return distributed.rank_main(args, rank_run)
     dump = Dump(args.out)
     meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
             "phase": "import"}
     code = 0
     try:
-        factory = load_factory(args.module, args.factory)
-        meta["phase"] = "factory"
-        torch.manual_seed(args.seed)  # the model's initial weights: the same in both modes
-        setup = factory(args.seed)
-        check_setup(setup, args.factory)
+        setup = build(args, meta)
         if args.plan and args.mode != "checkpoint":
             raise BadFactory("--plan applies to --mode checkpoint only")
-        if args.plan and setup.get("ddp") is not None:
-            raise BadFactory("--plan does not apply to a DDP factory")
-        if setup.get("ddp") is not None:
-            meta["phase"] = "ddp"
-            run_ddp(args, factory, setup["ddp"], meta)
-            dump.tensors = meta.pop("tensors")
+        if args.plan and setup.get("distributed") is not None:
+            raise BadFactory("--plan does not apply to a distributed factory")
+        if setup.get("distributed") is not None:
+            meta["phase"] = "torchrun"
+            where = "factory '%s'" % args.factory
+            rank0 = distributed.launch(args, setup["distributed"], os.path.abspath(__file__), meta, where,
+                                       BadFactory)
+            dump.tensors = rank0.pop("tensors", [])
+            for k in ("rank", "time"):
+                rank0.pop(k, None)
+            meta.update(rank0)
+            if "error" in rank0:
+                code = EXIT_CODE_OF.get(rank0["error"].get("kind"), EXIT_RAISED)
         else:
             train(setup, args, dump, meta)
-        meta["phase"] = "done"
-    except BadFactory as e:
-        meta["error"] = {"kind": "bad_factory", "message": one_line(e)}
-        code = EXIT_BAD_FACTORY
-    except peak_memory.CannotRecord as e:
-        meta["error"] = {"kind": "infrastructure", "message": one_line(e)}
-        code = EXIT_INFRA
-    except Exception as e:  # the user's code raised: the harness decides whether that is a finding
-        traceback.print_exc()
-        if compile_failure(e):
-            meta["error"] = {"kind": "infrastructure",
-                             "message": one_line("torch.compile failed: %s: %s" % (type(e).__name__, e))}
-            code = EXIT_INFRA
-        else:
-            text = str(e) if isinstance(e, RankRaised) else "%s: %s" % (type(e).__name__, e)
-            meta["error"] = {"kind": "raised", "message": one_line(text)}
-            code = EXIT_RAISED
+        if not code:
+            meta["phase"] = "done"
+    except Exception as e:
+        code = failure(e, meta)
     user_dump.write_index(args.out, meta, dump.tensors)
     return code
 
