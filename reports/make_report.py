@@ -79,7 +79,7 @@ class Report:
         self.cases = []  # names in bench order
         self.steps = {}  # case -> [StepRow]
         for case, policy, e in bench.family("BM_Step"):
-            row = StepRow(case, policy, e, bench.policy_family(policy))
+            row = StepRow.from_entry(case, policy, e, bench.policy_family(policy))
             row.verdict = verdict(row, verify)
             if case not in self.steps:
                 self.cases.append(case)
@@ -87,7 +87,7 @@ class Report:
             self.steps[case].append(row)
         self.frontier = {}
         for case, _, e in bench.family("BM_Frontier"):
-            self.frontier.setdefault(case, []).append(FrontierPoint(case, e, f"BM_Frontier/{case}"))
+            self.frontier.setdefault(case, []).append(FrontierPoint.from_entry(case, e, f"BM_Frontier/{case}"))
         for pts in self.frontier.values():
             pts.sort(key=lambda p: p.budget)
         for c in self.frontier:
@@ -95,7 +95,7 @@ class Report:
                 self.cases.append(c)
         self.planner = {}
         for fam, layers, e in bench.family("BM_Planner"):
-            self.planner.setdefault(fam, []).append(PlannerPoint(fam, e, f"BM_Planner/{fam}/{layers}"))
+            self.planner.setdefault(fam, []).append(PlannerPoint.from_entry(fam, e, f"BM_Planner/{fam}/{layers}"))
         for pts in self.planner.values():
             pts.sort(key=lambda p: p.layers)
         if not self.has_bench and (bench.files or not self.costs):

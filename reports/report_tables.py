@@ -161,10 +161,10 @@ FRAMEWORK_HEADER = ["case", "blocks", "K", "framework", "options", "plain ms", "
 
 
 def framework_rows(rep):
-    return [[r["case"], str(r["blocks"]), str(r["segments"]), r["framework"], r["options"] or "-",
-             f"{r['fw_plain']:.2f}", f"{r['fw_ckpt']:.2f}", fmt_overhead(r["fw_overhead"]),
-             "equal" if r["fw_bitwise"] else "DIFFERS", r["policy"], f"{r['ck_plain']:.2f}", f"{r['ck_ckpt']:.2f}",
-             fmt_overhead(r["ck_overhead"])] for r in rep.frameworks]
+    return [[r.case, str(r.blocks), str(r.segments), r.framework, r.options or "-",
+             f"{r.fw_plain:.2f}", f"{r.fw_ckpt:.2f}", fmt_overhead(r.fw_overhead),
+             "equal" if r.fw_bitwise else "DIFFERS", r.policy, f"{r.ck_plain:.2f}", f"{r.ck_ckpt:.2f}",
+             fmt_overhead(r.ck_overhead)] for r in rep.frameworks]
 
 
 def step_class(column, c):

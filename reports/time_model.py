@@ -87,7 +87,7 @@ SPEED_NOTE = ("The plain (store-everything) training step of the same case, sing
 
 
 def speed_rows(frameworks):
-    return [[r["case"], str(r["blocks"]), r["framework"], f"{r['fw_plain']:.2f}", f"{r['ck_plain']:.2f}",
-             fmt_ratio(r["ck_plain"] / r["fw_plain"]) if r["fw_plain"] > 0 else "—",
-             "yes" if r["fw_plain"] > 0 and r["ck_plain"] / r["fw_plain"] <= SPEED_RATIO_GOAL else "no"]
+    return [[r.case, str(r.blocks), r.framework, f"{r.fw_plain:.2f}", f"{r.ck_plain:.2f}",
+             fmt_ratio(r.ck_plain / r.fw_plain) if r.fw_plain > 0 else "—",
+             "yes" if r.fw_plain > 0 and r.ck_plain / r.fw_plain <= SPEED_RATIO_GOAL else "no"]
             for r in frameworks]
