@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from . import plan_checks
 from .report_data import BadInput, load_json
 from .report_figures import pyplot, svg_of
-from .report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
+from .report_format import DocBlock, Figure, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
 
 FORMAT = "ckptcheck-costs-plans"
 VERSION = 1
@@ -158,9 +158,6 @@ class Cheapest:
         """The `cheapest` object; BadInput naming the field."""
         return cls(f.string("policy"), f.integer("peak_activation_bytes"), f.number("flop_overhead"),
                    f.number("time_overhead", nullable=True))
-
-
-Figure = tuple[str, str, str, str]  # (file name without .svg, title, caption, SVG text)
 
 
 @dataclass
@@ -320,7 +317,7 @@ def summary_lines(plans_list: list[Plans]) -> list[str]:
     return out
 
 
-def section_blocks(plans: Plans) -> list[tuple[Any, ...]]:
+def section_blocks(plans: Plans) -> list[DocBlock]:
     """The section of one profiled model, as make_report.document's blocks."""
     pl = plans
     intro = (f"{pl.framework}, batch {pl.batch_size}, {pl.layers} blocks, plain step {fmt_time(pl.step_seconds)} "

@@ -5,10 +5,9 @@ predicted vs measured step-time overhead. Rows join the section whose model is t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .report_data import BadInput, load_json
-from .report_format import fmt_bytes
+from .report_format import DocBlock, fmt_bytes
 
 FORMAT = "ckptcheck-plan-loop"
 VERSION = 1
@@ -79,6 +78,6 @@ def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
     return out
 
 
-def blocks(rows: list[PlanCheckRow]) -> list[tuple[Any, ...]]:
+def blocks(rows: list[PlanCheckRow]) -> list[DocBlock]:
     """The sub-section of a profiled model's section: heading, table, note."""
     return [("h3", "Applied in PyTorch and checked"), ("table", HEADER, cells(rows), None), ("p", NOTE)]
