@@ -152,6 +152,17 @@ def count_floats(batch):
     return 0
 
 
+def backward(loss, params):
+    """loss.backward(), naming the parameters no gradient can reach when the loss does not require grad (PEFT issue
+    1142: reentrant checkpointing of frozen layers around LoRA adapters, the layers' input not requiring grad, cuts
+    the graph; PyTorch's own message, "element 0 of tensors does not require grad", names no module)."""
+    trainable = [n for n, p in params.items() if p.requires_grad]
+    if not loss.requires_grad and trainable:
+        raise RuntimeError("the loss does not require grad, so none of the %d trainable parameters gets a gradient "
+                           "(first: %s): the forward's graph does not reach them" % (len(trainable), trainable[0]))
+    loss.backward()
+
+
 def momenta(model):
     """Each BatchNorm-like running buffer's momentum, for the 'state updated twice' diagnosis."""
     m = {}
@@ -245,7 +256,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
             loss = setup["loss"](runner, batch)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(loss).__name__)
-        loss.backward()
+        backward(loss, params)
         if where is not None:  # after backward: the recomputes have run
             where.remove()
             meta["placement"] = where.meta()
