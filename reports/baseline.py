@@ -18,6 +18,14 @@ The rule, per case x policy:
 A baseline that is not such a file, has another version, or lacks a case this run benchmarks is bad input (one
 line, exit 2). Policies new in this run are listed as new; cases or policies gone are listed as gone.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .report_format import DocBlock
+
+if TYPE_CHECKING:
+    from .make_report import Report
 import json
 import os
 
@@ -35,7 +43,7 @@ EXACT = (("peak_activation_bytes", "peak activation"), ("forward_evals", "forwar
 CONTEXT = ("git_commit", "ckpt_mode", "cpu", "num_cpus", "date")
 
 
-def runs_doc(rep):
+def runs_doc(rep: Report) -> dict[str, Any]:
     """This report's runs as the next report's baseline (deterministic: the bench JSON's order)."""
     runs = []
     for r in rep.all_rows():
@@ -48,15 +56,16 @@ def runs_doc(rep):
     return {"format": FORMAT, "version": VERSION, "context": ctx, "runs": runs}
 
 
-def runs_text(rep):
+def runs_text(rep: Report) -> str:
+    """runs_doc as the text of DIR/runs.json."""
     return json.dumps(runs_doc(rep), indent=1) + "\n"
 
 
-def _fail(path, what):
+def _fail(path: str, what: str) -> NoReturn:
     raise BadInput(f"baseline '{path}': {what}")
 
 
-def _check_run(path, i, r):
+def _check_run(path: str, i: int, r: Any) -> None:
     if not isinstance(r, dict) or not isinstance(r.get("case"), str) or not isinstance(r.get("policy"), str):
         _fail(path, f"runs[{i}]: needs a string case and policy")
     for key, _ in EXACT:
@@ -69,7 +78,7 @@ def _check_run(path, i, r):
         _fail(path, f"runs[{i}]: time_overhead must be a number and time_overhead_repetitions a list of numbers")
 
 
-def load(directory):
+def load(directory: str) -> dict[str, Any]:
     """The baseline run of DIR/runs.json (a previous report's --out), checked; BadInput naming what is wrong."""
     path = os.path.join(directory, FILE)
     if not os.path.isfile(path):
@@ -94,7 +103,7 @@ def load(directory):
 class Change:
     """One case x policy in both runs: what changed, and whether it is a regression."""
 
-    def __init__(self, old, new, same_cpu):
+    def __init__(self, old: dict[str, Any], new: dict[str, Any], same_cpu: bool) -> None:
         self.case, self.policy = new["case"], new["policy"]
         self.old, self.new = old, new
         self.exact = [(label, old[k], new[k]) for k, label in EXACT if old[k] != new[k]]
@@ -107,7 +116,8 @@ class Change:
         self.time_faster = judged and -self.delta > SPREADS * max(self.spread_old, self.spread_new)
 
     @property
-    def regressions(self):
+    def regressions(self) -> list[str]:
+        """What got worse, one text each: an exact figure that grew, a time overhead past the spreads."""
         out = [f"{label} {fmt_exact(label, a)} -> {fmt_exact(label, b)}" for label, a, b in self.exact if b > a]
         if self.time_slower:
             out.append(f"time overhead {pct(self.old['time_overhead'])} -> {pct(self.new['time_overhead'])} "
@@ -116,24 +126,29 @@ class Change:
         return out
 
     @property
-    def changed(self):
+    def changed(self) -> bool:
+        """Whether an exact figure changed or the time moved past the spreads either way."""
         return bool(self.exact) or self.time_slower or self.time_faster
 
 
-def _spread(reps):
+def _spread(reps: list[float]) -> float | None:
     return max(reps) - min(reps) if len(reps) >= MIN_REPETITIONS else None
 
 
-def pct(x):
+def pct(x: float) -> str:
+    """A signed percentage, one decimal."""
     return f"{100 * x:+.1f}%"
 
 
-def fmt_exact(label, v):
+def fmt_exact(label: str, v: int) -> str:
+    """An exact figure as the regression text shows it (a peak in bytes and units)."""
     return f"{fmt_bytes(v)} ({v} bytes)" if label == "peak activation" else str(v)
 
 
 class Comparison:
-    def __init__(self, baseline, current):
+    """A run (runs_doc) against a baseline (load): the changes of the runs in both, the runs new and gone."""
+
+    def __init__(self, baseline: dict[str, Any], current: dict[str, Any]) -> None:
         self.baseline = baseline
         self.current = current
         old = {(r["case"], r["policy"]): r for r in baseline["runs"]}
@@ -150,7 +165,8 @@ class Comparison:
         self.gone = [k for k in old if k not in new]
 
     @property
-    def regressed(self):
+    def regressed(self) -> list[Change]:
+        """The compared runs with a regression."""
         return [c for c in self.changes if c.regressions]
 
 
@@ -163,7 +179,7 @@ HEADER = ["case", "policy", "change", "peak activation", "forward evals", "FLOP 
           "time overhead after", "spreads (points)"]
 
 
-def _row(c):
+def _row(c: Change) -> list[str]:
     o, n = c.old, c.new
     mark = "REGRESSION" if c.regressions else ("improved" if c.changed else "same")
     peak = (fmt_bytes(n["peak_activation_bytes"]) if o["peak_activation_bytes"] == n["peak_activation_bytes"]
@@ -176,7 +192,8 @@ def _row(c):
     return [c.case, c.policy, mark, peak, evals, flops, pct(o["time_overhead"]), pct(n["time_overhead"]), spreads]
 
 
-def summary_line(cmp):
+def summary_line(cmp: Comparison) -> str:
+    """One line: what was compared, the regressions named, improvements, new and gone runs."""
     ctx = cmp.baseline.get("context", {})
     base = f"baseline {ctx.get('git_commit', '?')}" + (f" ({ctx['date']})" if "date" in ctx else "")
     reg = cmp.regressed
@@ -196,7 +213,7 @@ def summary_line(cmp):
     return s + "."
 
 
-def blocks(cmp):
+def blocks(cmp: Comparison) -> list[DocBlock]:
     """The report's section: the verdict, the rule, and every run that changed (all runs in a collapsed table)."""
     changed = [c for c in cmp.changes if c.changed]
     d = [("h2", "Changes since the baseline"), ("p", summary_line(cmp)), ("p", RULE)]
@@ -207,19 +224,20 @@ def blocks(cmp):
     return d
 
 
-def change_class(column, c):
+def change_class(column: str, c: str) -> str:
+    """The CSS class of a comparison cell: bad (regression), good (improved) or none."""
     if column == "change":
         return "bad" if c == "REGRESSION" else ("good" if c == "improved" else "")
     return ""
 
 
-def _xml(s):
+def _xml(s: Any) -> str:
     s = "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 else "?" for ch in str(s))
     return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
             .replace("'", "&apos;"))
 
 
-def junit(cmp):
+def junit(cmp: Comparison) -> str:
     """The comparison as JUnit, in the shape of harness/text_format.cpp's junitXml (verify's and validate's): one
     test case per case x policy, a failure per regression, new runs skipped."""
     cases = []

@@ -5,14 +5,19 @@ memory/recompute frontier figure with every policy placed on it, the cheapest po
 smallest feasible budget. Every number is a prediction (the planner's peak and FLOPs, the time overhead from the
 blocks' measured forward times): nothing here ran checkpointed, and the text says so.
 """
+from __future__ import annotations
+
 import json
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from . import plan_checks
 from .report_data import BadInput, load_json
 from .report_figures import pyplot, svg_of
-from .report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
+from .report_format import DocBlock, Figure, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
 
 FORMAT = "ckptcheck-costs-plans"
 VERSION = 1
@@ -26,19 +31,19 @@ WHY_NOT_CHARS = 80  # the placement column's reason, shortened past this
 class _Fields:
     """Typed getters over one JSON object; a bad field raises BadInput naming the file and the field's path."""
 
-    def __init__(self, path, obj, where=""):
+    def __init__(self, path: str, obj: dict[str, Any], where: str = "") -> None:
         self.path, self.obj, self.where = path, obj, where
 
-    def fail(self, key, what):
+    def fail(self, key: str, what: str) -> NoReturn:
         raise BadInput(f"costs plans '{self.path}': {self.where}{key}: {what}")
 
-    def get(self, key, nullable=False):
+    def get(self, key: str, nullable: bool = False) -> tuple[Any, bool]:
         if key not in self.obj:
             self.fail(key, "missing")
         v = self.obj[key]
         return v, (v is None and nullable)
 
-    def integer(self, key, least=0, nullable=False):
+    def integer(self, key: str, least: int = 0, nullable: bool = False) -> Any:
         v, null = self.get(key, nullable)
         if null:
             return None
@@ -47,7 +52,7 @@ class _Fields:
             self.fail(key, f"must be {kind}" + (" or null" if nullable else ""))
         return v
 
-    def number(self, key, nullable=False):
+    def number(self, key: str, nullable: bool = False) -> Any:
         v, null = self.get(key, nullable)
         if null:
             return None
@@ -55,25 +60,25 @@ class _Fields:
             self.fail(key, "must be a non-negative number" + (" or null" if nullable else ""))
         return float(v)
 
-    def string(self, key):
+    def string(self, key: str) -> str:
         v, _ = self.get(key)
         if not isinstance(v, str):
             self.fail(key, "must be a string")
         return v
 
-    def boolean(self, key):
+    def boolean(self, key: str) -> bool:
         v, _ = self.get(key)
         if not isinstance(v, bool):
             self.fail(key, "must be true or false")
         return v
 
-    def array(self, key):
+    def array(self, key: str) -> list[Any]:
         v, _ = self.get(key)
         if not isinstance(v, list):
             self.fail(key, "must be an array")
         return v
 
-    def object(self, key, nullable=False):
+    def object(self, key: str, nullable: bool = False) -> _Fields | None:
         v, null = self.get(key, nullable)
         if null:
             return None
@@ -81,54 +86,102 @@ class _Fields:
             self.fail(key, "must be an object" + (" or null" if nullable else ""))
         return _Fields(self.path, v, f"{self.where}{key}.")
 
-    def element(self, key, i, v):
+    def element(self, key: str, i: int, v: Any) -> _Fields:
         if not isinstance(v, dict):
             raise BadInput(f"costs plans '{self.path}': {self.where}{key}[{i}]: must be an object")
         return _Fields(self.path, v, f"{self.where}{key}[{i}].")
 
 
+@dataclass(frozen=True)
 class Policy:
-    def __init__(self, f):
-        self.policy = f.string("policy")
-        self.family = f.string("family")
-        self.peak = f.integer("peak_activation_bytes")
-        self.forward_evals = f.integer("forward_evals")
-        self.flop_overhead = f.number("flop_overhead")
-        self.time_overhead = f.number("time_overhead", nullable=True)  # null: not predicted
-        self.expressible = f.boolean("expressible")
-        self.why_not = f.string("why_not")
-        if self.expressible:
+    """One policy planned on the profiled chain: its planned peak and recompute, and whether PyTorch's per-module
+    `torch.utils.checkpoint` can apply it (with the bytes that placement would save) or why not."""
+
+    policy: str
+    family: str
+    peak: int
+    forward_evals: int
+    flop_overhead: float
+    time_overhead: float | None  # None: not predicted
+    expressible: bool
+    why_not: str
+    saved_bytes: int | None  # None exactly when not expressible
+
+    @classmethod
+    def read(cls, f: _Fields) -> Policy:
+        """The policy of one `policies[i]` object; BadInput naming the field."""
+        policy, family = f.string("policy"), f.string("family")
+        peak, forward_evals = f.integer("peak_activation_bytes"), f.integer("forward_evals")
+        flop_overhead = f.number("flop_overhead")
+        time_overhead = f.number("time_overhead", nullable=True)
+        expressible, why_not = f.boolean("expressible"), f.string("why_not")
+        if expressible:
             v, _ = f.get("saved_bytes")
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 f.fail("saved_bytes", "must be a non-negative integer (the policy is expressible)")
-            self.saved_bytes = v
+            saved = v
         else:
             if f.get("saved_bytes")[0] is not None:
                 f.fail("saved_bytes", "must be null (the policy is not expressible)")
-            self.saved_bytes = None
+            saved = None
+        return cls(policy, family, peak, forward_evals, flop_overhead, time_overhead, expressible, why_not, saved)
 
 
+@dataclass(frozen=True)
 class FrontierPoint:
-    def __init__(self, f):
-        self.budget = f.integer("budget")
-        self.peak = f.integer("peak_activation_bytes")
-        self.forward_evals = f.integer("forward_evals")
-        self.flop_overhead = f.number("flop_overhead")
-        self.time_overhead = f.number("time_overhead", nullable=True)  # null: not predicted
+    """The optimal policy at one swept budget: its planned peak and recompute."""
+
+    budget: int
+    peak: int
+    forward_evals: int
+    flop_overhead: float
+    time_overhead: float | None  # None: not predicted
+
+    @classmethod
+    def read(cls, f: _Fields) -> FrontierPoint:
+        """The point of one `frontier[i]` object; BadInput naming the field."""
+        return cls(f.integer("budget"), f.integer("peak_activation_bytes"), f.integer("forward_evals"),
+                   f.number("flop_overhead"), f.number("time_overhead", nullable=True))
 
 
+@dataclass(frozen=True)
 class Cheapest:
-    def __init__(self, f):
-        self.policy = f.string("policy")
-        self.peak = f.integer("peak_activation_bytes")
-        self.flop_overhead = f.number("flop_overhead")
-        self.time_overhead = f.number("time_overhead", nullable=True)  # null: not predicted
+    """The cheapest policy under the given budget."""
+
+    policy: str
+    peak: int
+    flop_overhead: float
+    time_overhead: float | None  # None: not predicted
+
+    @classmethod
+    def read(cls, f: _Fields) -> Cheapest:
+        """The `cheapest` object; BadInput naming the field."""
+        return cls(f.string("policy"), f.integer("peak_activation_bytes"), f.number("flop_overhead"),
+                   f.number("time_overhead", nullable=True))
 
 
+@dataclass
 class Plans:
-    """One `ckptcheck report --costs` plans file."""
+    """One `ckptcheck report --costs` plans file. `figure` is set by draw_figures, `checks` by attach_checks."""
 
-    def __init__(self, doc, path):
+    path: str
+    model: str
+    framework: str
+    batch_size: int
+    layers: int
+    step_seconds: float
+    store_all_peak: int
+    min_feasible: int
+    budget: int | None
+    cheapest: Cheapest | None
+    policies: list[Policy]
+    frontier: list[FrontierPoint]  # by budget
+    figure: Figure | None = None
+    checks: list[plan_checks.PlanCheckRow] = field(default_factory=list)  # the placements applied and checked
+
+    @classmethod
+    def from_doc(cls, doc: Any, path: str) -> Plans:
+        """The plans of a parsed file; BadInput naming the first bad field (format and version first)."""
         if not isinstance(doc, dict):
             raise BadInput(f"costs plans '{path}': not a JSON object")
         f = _Fields(path, doc)
@@ -140,29 +193,25 @@ class Plans:
         v, _ = f.get("version")
         if v != VERSION or isinstance(v, bool):
             f.fail("version", f"must be {VERSION}, not {json.dumps(v)} (this report reads version {VERSION})")
-        self.path = path
-        self.model = f.string("model")
-        self.framework = f.string("framework")
-        self.batch_size = f.integer("batch_size", least=1)
-        self.layers = f.integer("layers", least=1)
-        self.step_seconds = f.number("step_seconds")
-        self.store_all_peak = f.integer("store_all_peak_bytes")
-        self.min_feasible = f.integer("min_feasible_budget")
-        self.budget = f.integer("budget", nullable=True)
+        model, framework = f.string("model"), f.string("framework")
+        batch_size, layers = f.integer("batch_size", least=1), f.integer("layers", least=1)
+        step_seconds = f.number("step_seconds")
+        store_all_peak, min_feasible = f.integer("store_all_peak_bytes"), f.integer("min_feasible_budget")
+        budget = f.integer("budget", nullable=True)
         c = f.object("cheapest", nullable=True)
-        self.cheapest = Cheapest(c) if c is not None else None
-        self.policies = [Policy(f.element("policies", i, p)) for i, p in enumerate(f.array("policies"))]
-        self.frontier = [FrontierPoint(f.element("frontier", i, p)) for i, p in enumerate(f.array("frontier"))]
-        self.frontier.sort(key=lambda p: p.budget)  # stable: the file's order among equal budgets
-        self.figure = None  # (name, title, caption, svg), set by draw_figures
-        self.checks = []  # plan_checks rows: the placements applied in PyTorch and checked
+        cheapest = Cheapest.read(c) if c is not None else None
+        policies = [Policy.read(f.element("policies", i, p)) for i, p in enumerate(f.array("policies"))]
+        frontier = [FrontierPoint.read(f.element("frontier", i, p)) for i, p in enumerate(f.array("frontier"))]
+        frontier.sort(key=lambda p: p.budget)  # stable: the file's order among equal budgets
+        return cls(path, model, framework, batch_size, layers, step_seconds, store_all_peak, min_feasible, budget,
+                   cheapest, policies, frontier)
 
     @property
-    def short_model(self):
+    def short_model(self) -> str:
         """The model spec without the adapter and the directories: `gpt2.py:plan`."""
         return self.model.split("module=", 1)[-1].split("/")[-1]
 
-    def optimal_at(self, peak):
+    def optimal_at(self, peak: int) -> tuple[FrontierPoint | None, bool]:
         """The frontier point at the largest budget <= peak, and whether that budget is exactly peak."""
         best = None
         for p in self.frontier:
@@ -171,8 +220,9 @@ class Plans:
         return best, best is not None and best.budget == peak
 
 
-def load(path):
-    return Plans(load_json(path, "costs plans"), path)
+def load(path: str) -> Plans:
+    """The plans file at `path`; BadInput of one line naming the file and the field."""
+    return Plans.from_doc(load_json(path, "costs plans"), path)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -193,16 +243,16 @@ NOTE = ("Predicted, not measured: this table comes from the chain costs alone. *
         "for backward, each storage once, which `ckptcheck validate --plan` measures.")
 
 
-def _time(x):
+def _time(x: float | None) -> str:
     return "—" if x is None else fmt_overhead(x)
 
 
-def _short(text):
+def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= WHY_NOT_CHARS else text[:WHY_NOT_CHARS - 1].rstrip() + "…"
 
 
-def frontier_flag(plans, p):
+def frontier_flag(plans: Plans, p: Policy) -> bool | None:
     """True (on, or below the sampled block-level frontier), False (off), None (no frontier point at or below)."""
     opt, _ = plans.optimal_at(p.peak)
     if opt is None:
@@ -212,11 +262,13 @@ def frontier_flag(plans, p):
     return p.flop_overhead <= opt.flop_overhead + 1e-9 * max(1.0, opt.flop_overhead)
 
 
-def is_cheapest(plans, p):
+def is_cheapest(plans: Plans, p: Policy) -> bool:
+    """Whether `p` is the cheapest policy under the given budget (False when no budget was given)."""
     return plans.budget is not None and plans.cheapest is not None and plans.cheapest.policy == p.policy
 
 
-def policy_cells(plans, p):
+def policy_cells(plans: Plans, p: Policy) -> list[str]:
+    """The policy table's row of `p`, as strings (HEADER's columns)."""
     ratio = fmt_ratio(p.peak / plans.store_all_peak) if plans.store_all_peak else "—"
     placement = "yes" if p.expressible else ("no: " + _short(p.why_not) if p.why_not.strip() else "no")
     saved = f"{fmt_bytes(p.saved_bytes)} ({p.saved_bytes})" if p.saved_bytes is not None else "—"
@@ -226,11 +278,11 @@ def policy_cells(plans, p):
             placement, saved]
 
 
-def _share(plans, b):
+def _share(plans: Plans, b: int) -> str:
     return f", {fmt_pct(b / plans.store_all_peak)} of store-all" if plans.store_all_peak else ""
 
 
-def budget_line(plans):
+def budget_line(plans: Plans) -> str:
     """The cheapest policy under the budget (when one is given) and the smallest feasible budget, one line."""
     s = (f"Smallest feasible budget: {fmt_bytes(plans.min_feasible)} ({plans.min_feasible} bytes"
          f"{_share(plans, plans.min_feasible)}). ")
@@ -244,7 +296,7 @@ def budget_line(plans):
             f"FLOP overhead {fmt_overhead(c.flop_overhead)}, predicted time overhead {_time(c.time_overhead)}.")
 
 
-def summary_lines(plans_list):
+def summary_lines(plans_list: list[Plans]) -> list[str]:
     """One line per profiled model for the report's summary."""
     out = []
     for pl in plans_list:
@@ -265,7 +317,7 @@ def summary_lines(plans_list):
     return out
 
 
-def section_blocks(plans):
+def section_blocks(plans: Plans) -> list[DocBlock]:
     """The section of one profiled model, as make_report.document's blocks."""
     pl = plans
     intro = (f"{pl.framework}, batch {pl.batch_size}, {pl.layers} blocks, plain step {fmt_time(pl.step_seconds)} "
@@ -280,7 +332,7 @@ def section_blocks(plans):
     return d
 
 
-def attach_checks(plans_list, loops):
+def attach_checks(plans_list: list[Plans], loops: list[tuple[str, list[plan_checks.PlanCheckRow]]]) -> None:
     """Each plan loop's rows to the section of its model; a loop of a model without a section is bad input."""
     for adapter, rows in loops:
         matches = [pl for pl in plans_list if pl.model == adapter]
@@ -289,7 +341,8 @@ def attach_checks(plans_list, loops):
         matches[0].checks = rows
 
 
-def terminal_lines(plans_list):
+def terminal_lines(plans_list: list[Plans]) -> list[str]:
+    """One line per profiled model for the terminal summary (markdown marks removed)."""
     out = []
     for pl in plans_list:
         out.append(f"Profiled model {pl.model} (predicted): " + re.sub(r"[*`]", "", budget_line(pl)))
@@ -300,11 +353,11 @@ def terminal_lines(plans_list):
 # The figure
 
 
-def _slug(text):
+def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "model"
 
 
-def _byte_ticks(lo, hi, gap=0.12):
+def _byte_ticks(lo: float, hi: float, gap: float = 0.12) -> list[float]:
     """Tick positions for a log byte axis from lo to hi: powers of two first, then 1.5 times them, then 1.25 and
     1.75 times, each kept only when at least `gap` of the axis's width from every tick kept before."""
     span = math.log(hi / lo)
@@ -320,7 +373,7 @@ def _byte_ticks(lo, hi, gap=0.12):
     return sorted(kept)
 
 
-def _tick_label(v):
+def _tick_label(v: float) -> str:
     """A byte tick's label, short: 16 MiB, 1.5 GiB, 512 KiB."""
     for unit, size in (("GiB", 1024.0 ** 3), ("MiB", 1024.0 ** 2), ("KiB", 1024.0)):
         if v >= size:
@@ -328,7 +381,7 @@ def _tick_label(v):
     return f"{v:g} B"
 
 
-def draw_figures(plans_list):
+def draw_figures(plans_list: list[Plans]) -> None:
     """Draws each profiled model's frontier figure into its .figure (file names unique over the list)."""
     if not plans_list:
         return
@@ -351,7 +404,7 @@ def draw_figures(plans_list):
                      _draw(pl, plt, color_for))
 
 
-def _draw(pl, plt, color_for):
+def _draw(pl: Plans, plt: Any, color_for: Callable[[int], Any]) -> str:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator

@@ -14,12 +14,15 @@ report_data.py and the figures drawn by report_figures.py, modules of this packa
 Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
 naming what), 3 missing dependency or I/O error.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import re
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 
 from . import baseline, costs_report, overview, plan_checks, report_html, time_model, user_models
 from .report_data import (
@@ -36,7 +39,7 @@ from .report_data import (
     policy_family,
 )
 from .report_figures import figures
-from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax
+from .report_format import DocBlock, Figure, evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax
 from .report_tables import (
     FRAMEWORK_HEADER,
     FULL_HEADER,
@@ -70,7 +73,11 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 
 class Report:
-    def __init__(self, bench, verify, frameworks=None, costs=()):
+    """Every input of one report, read: step rows by case, frontier and planner points, verify, other frameworks,
+    user models and profiled models' plans. BadInput when a benchmark JSON has no run the report reads."""
+
+    def __init__(self, bench: Bench, verify: Verify | None, frameworks: Frameworks | None = None,
+                 costs: Iterable[costs_report.Plans] = ()) -> None:
         self.costs = list(costs)  # costs_report.Plans, one per --costs-plans file
         self.frameworks = frameworks.rows if frameworks is not None else []
         self.user_models = frameworks.user_rows if frameworks is not None else []
@@ -79,7 +86,7 @@ class Report:
         self.cases = []  # names in bench order
         self.steps = {}  # case -> [StepRow]
         for case, policy, e in bench.family("BM_Step"):
-            row = StepRow(case, policy, e, bench.policy_family(policy))
+            row = StepRow.from_entry(case, policy, e, bench.policy_family(policy))
             row.verdict = verdict(row, verify)
             if case not in self.steps:
                 self.cases.append(case)
@@ -87,7 +94,7 @@ class Report:
             self.steps[case].append(row)
         self.frontier = {}
         for case, _, e in bench.family("BM_Frontier"):
-            self.frontier.setdefault(case, []).append(FrontierPoint(case, e, f"BM_Frontier/{case}"))
+            self.frontier.setdefault(case, []).append(FrontierPoint.from_entry(case, e, f"BM_Frontier/{case}"))
         for pts in self.frontier.values():
             pts.sort(key=lambda p: p.budget)
         for c in self.frontier:
@@ -95,17 +102,18 @@ class Report:
                 self.cases.append(c)
         self.planner = {}
         for fam, layers, e in bench.family("BM_Planner"):
-            self.planner.setdefault(fam, []).append(PlannerPoint(fam, e, f"BM_Planner/{fam}/{layers}"))
+            self.planner.setdefault(fam, []).append(PlannerPoint.from_entry(fam, e, f"BM_Planner/{fam}/{layers}"))
         for pts in self.planner.values():
             pts.sort(key=lambda p: p.layers)
         if not self.has_bench and (bench.files or not self.costs):
             raise BadInput("benchmark JSON: no BM_Step, BM_Planner or BM_Frontier runs (is it bench_engine's output?)")
 
     @property
-    def has_bench(self):
+    def has_bench(self) -> bool:
+        """Whether the benchmark JSON had any BM_Step, BM_Frontier or BM_Planner run."""
         return bool(self.steps or self.frontier or self.planner)
 
-    def optimal_at(self, case, budget):
+    def optimal_at(self, case: str, budget: int) -> tuple[FrontierPoint | None, bool]:
         """Optimal's point at this budget: exact when the bench swept it, else the largest budget below (an upper
         bound on optimal's recompute at `budget`). Returns (point, exact) or (None, False)."""
         best = None
@@ -116,7 +124,7 @@ class Report:
             return None, False
         return best, best.budget == budget
 
-    def frontier_status(self, row):
+    def frontier_status(self, row: StepRow) -> tuple[str, bool | None]:
         """(text, on_frontier) for a step row against the optimal policy at the row's own peak."""
         opt, exact = self.optimal_at(row.case, row.peak)
         if opt is None:
@@ -134,12 +142,13 @@ class Report:
         return (f"{fmt_overhead(diff / base)} FLOP overhead above optimal at the same budget "
                 f"({fmt_overhead(opt.flop_overhead)})"), False
 
-    def all_rows(self):
+    def all_rows(self) -> Iterator[StepRow]:
+        """Every step row, case by case in bench order."""
         for c in self.cases:
             for r in self.steps.get(c, []):
                 yield r
 
-    def tax_by_policy(self):
+    def tax_by_policy(self) -> dict[str, list[StepRow]]:
         """policy family -> [engine tax over cases], in first-seen order."""
         out = {}
         for r in self.all_rows():
@@ -147,7 +156,7 @@ class Report:
         return out
 
 
-def verdict(row, verify):
+def verdict(row: StepRow, verify: Verify | None) -> str | None:
     """'equal', 'DIFFERS (...)' or None (nothing checked it)."""
     f = verify.finding_for(row.case, row.family) if verify is not None else None
     if f is not None:
@@ -163,7 +172,7 @@ def verdict(row, verify):
 # Text: tables and the summary
 
 
-def cost_lines(rep):
+def cost_lines(rep: Report) -> list[str]:
     """Where the time goes, one line each: the engine tax, the time model, full recomputation."""
     lines = []
     rows = list(rep.all_rows())
@@ -198,7 +207,7 @@ def cost_lines(rep):
     return lines
 
 
-def check_lines(rep):
+def check_lines(rep: Report) -> list[str]:
     """Whether what was measured can be trusted: bitwise verdicts, verify, measured against planned."""
     lines = []
     rows = list(rep.all_rows())
@@ -217,7 +226,8 @@ def check_lines(rep):
     return lines
 
 
-def findings_lines(rep):
+def findings_lines(rep: Report) -> list[str]:
+    """One line per verify finding: property, origin, policy, message, replay (none without a verify JSON)."""
     out = []
     if rep.verify is None:
         return out
@@ -244,7 +254,8 @@ FRONTIER_NOTE = ("Which policy is on the memory/recompute frontier at which budg
                  "optimal policy at a policy's own peak is the comparison), and every policy's measured numbers.")
 
 
-def case_blocks(rep):
+def case_blocks(rep: Report) -> list[DocBlock]:
+    """One section per benchmarked case: its summary sentences and its step table."""
     d = []
     for case in rep.cases:
         inner = []
@@ -259,7 +270,7 @@ def case_blocks(rep):
     return [("h2", "Per case"), ("p", FRONTIER_NOTE)] + d if d else []
 
 
-def analysis_blocks(rep):
+def analysis_blocks(rep: Report) -> list[DocBlock]:
     """The engine tax, the time model and full recomputation: tables collapsed under their summary lines."""
     d = []
     if rep.steps:
@@ -291,7 +302,8 @@ def analysis_blocks(rep):
     return d
 
 
-def other_blocks(rep):
+def other_blocks(rep: Report) -> list[DocBlock]:
+    """The sections of other frameworks side by side and of the user's own models (each only when given)."""
     d = []
     if rep.frameworks:
         d += [("h2", "Side by side with other frameworks"),
@@ -310,7 +322,8 @@ def other_blocks(rep):
     return d
 
 
-def document(rep, figs, summary_fig=None, comparison=None):
+def document(rep: Report, figs: list[Figure], summary_fig: Figure | None = None,
+             comparison: baseline.Comparison | None = None) -> list[DocBlock]:
     """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure and
     details (a summary line and the blocks it folds). The first screen answers what checkpointing saves and costs
     (overview.py); the jargon, the per-case tables and the time model follow, collapsed where they are long."""
@@ -338,7 +351,8 @@ def document(rep, figs, summary_fig=None, comparison=None):
     return d
 
 
-def markdown_lines(blocks):
+def markdown_lines(blocks: list[DocBlock]) -> list[str]:
+    """The blocks as Markdown lines, a details block's folded blocks inside its <details>."""
     md = []
     for block in blocks:
         kind = block[0]
@@ -361,11 +375,13 @@ def markdown_lines(blocks):
     return md
 
 
-def render_markdown(blocks):
+def render_markdown(blocks: list[DocBlock]) -> str:
+    """The report's blocks (document) as report.md's text."""
     return "\n".join(markdown_lines(blocks))
 
 
-def terminal_table(rep):
+def terminal_table(rep: Report) -> str:
+    """--print-summary's text: a table of every step row, each subject in plain words, the cost and check lines."""
     header = ["case", "policy", "peak", "×store-all", "fwd evals", "FLOP ovh", "time ratio", "engine tax",
               "ops", "rest", "bitwise"]
     rows = []
@@ -376,7 +392,7 @@ def terminal_table(rep):
                      (r.verdict or "—") + ("" if r.planned_ok else " (measured≠planned)")])
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
 
-    def line(cells):
+    def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(widths[i]) if i < 2 or i == len(cells) - 1 else c.rjust(widths[i])
                          for i, c in enumerate(cells)).rstrip()
 
@@ -389,7 +405,8 @@ def terminal_table(rep):
 # Output
 
 
-def write_atomic(path, text):
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` (UTF-8, \\n newlines) to a temporary file beside `path` and rename it into place."""
     # As harness/atomic_file.h: the rename would replace a link, a device or a pipe, not write through it.
     if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
         raise BadInput(f"cannot write '{path}': not a regular file (it would be replaced, not written to)")
@@ -408,7 +425,8 @@ def write_atomic(path, text):
         raise
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
+    """`ckptcheck report`'s entry: parse argv, read the inputs, write the report; the exit code (EXIT_*)."""
     ap = argparse.ArgumentParser(description="ckptcheck overhead report")
     ap.add_argument("--bench", action="append", default=[], help="bench_engine JSON (repeatable)")
     ap.add_argument("--verify", help="ckptcheck verify --json output")

@@ -6,8 +6,15 @@ Every policy of a subject becomes an Option: the share of activation memory it s
 and the step time it pays over the plain step. The recommended policy at a budget is the one that pays the least
 time among those whose peak fits; the frontier is the set no other option beats on both.
 """
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .make_report import Report
 from .report_figures import pyplot, svg_of
-from .report_format import fmt_bytes, fmt_time
+from .report_format import DocBlock, Figure, fmt_bytes, fmt_time
 
 BUDGETS = ((0.5, "½"), (0.25, "¼"))  # common budgets, as shares of the activation memory without checkpointing
 FIGURE = "fig-summary"
@@ -15,30 +22,42 @@ HEADER = ["case", "without checkpointing: activations, step", "recommended withi
           "recommended within ¼ of the memory", "in plain words"]
 
 
+@dataclass(frozen=True)
 class Option:
-    def __init__(self, policy, peak, base_peak, time_paid):
-        self.policy = policy
-        self.peak = peak
-        self.saved = 1.0 - peak / base_peak if base_peak else 0.0  # share of activation memory saved
-        self.time_paid = time_paid  # step time over the plain step's, as a share of it
+    """One policy of a subject: its peak and the step time it pays over the plain step, as a share of it."""
+
+    policy: str
+    peak: int
+    base_peak: int  # the subject's peak without checkpointing
+    time_paid: float
+
+    @property
+    def saved(self) -> float:
+        """The share of activation memory saved against the peak without checkpointing (0 when that is 0)."""
+        return 1.0 - self.peak / self.base_peak if self.base_peak else 0.0
 
 
+@dataclass
 class Subject:
     """A case or profiled model: its policies as Options, and what a step costs without checkpointing."""
 
-    def __init__(self, name, detail, base_peak, step_seconds, options, predicted):
-        self.name, self.detail, self.base_peak = name, detail, base_peak
-        self.step_seconds, self.options, self.predicted = step_seconds, options, predicted
+    name: str
+    detail: str  # blocks, and whether predicted, for the table
+    base_peak: int
+    step_seconds: float
+    options: list[Option]
+    predicted: bool  # from chain costs (a profiled model), not measured
 
-    def pick(self, share):
+    def pick(self, share: float) -> Option | None:
         """The option that pays the least time among those within `share` of the memory, or None."""
         fits = [o for o in self.options if o.peak <= share * self.base_peak]
         return min(fits, key=lambda o: (o.time_paid, o.peak), default=None)
 
-    def least_memory(self):
+    def least_memory(self) -> Option | None:
+        """The option with the smallest peak (the less time paid among equal peaks), or None."""
         return min(self.options, key=lambda o: (o.peak, o.time_paid), default=None)
 
-    def frontier(self):
+    def frontier(self) -> list[Option]:
         """Options no other saves more memory for no more time, by time paid."""
         out = []
         for o in sorted(self.options, key=lambda o: (o.time_paid, -o.saved)):
@@ -47,7 +66,7 @@ class Subject:
         return out
 
 
-def subjects(rep):
+def subjects(rep: Report) -> list[Subject]:
     """Each benchmarked case (its policies that ran bitwise equal and as planned), then each profiled model (its
     policies with a predicted time that a per-module placement can apply, all of them with a time when none can)."""
     out = []
@@ -69,21 +88,24 @@ def subjects(rep):
     return out
 
 
-def pct_saved(x):
+def pct_saved(x: float) -> str:
+    """A memory share saved: one decimal under 1%, whole percent above."""
     return f"{100.0 * x:.1f}%" if 0 < x < 0.01 else f"{100.0 * x:.0f}%"
 
 
-def pct_time(x):
+def pct_time(x: float) -> str:
+    """A signed time share: one decimal under 10%, whole percent above."""
     return f"{100.0 * x:+.1f}%" if abs(x) < 0.1 else f"{100.0 * x:+.0f}%"
 
 
-def option_cell(o):
+def option_cell(o: Option | None) -> str:
+    """The table cell of a recommended option ("none fits" for None)."""
     if o is None:
         return "none fits"
     return f"{o.policy}\n{pct_saved(o.saved)} saved, {pct_time(o.time_paid)} time"
 
 
-def sentence(s):
+def sentence(s: Subject) -> str:
     """One sentence of plain words: the policy at half the memory and the one that saves the most."""
     time = "predicted step time" if s.predicted else "step time"
     half, least = s.pick(0.5), s.least_memory()
@@ -98,7 +120,8 @@ def sentence(s):
     return text + "."
 
 
-def table_rows(subs):
+def table_rows(subs: list[Subject]) -> list[list[str]]:
+    """The first screen's table (HEADER's columns), one row per subject."""
     rows = []
     for s in subs:
         base = fmt_bytes(s.base_peak) + (f"\n{fmt_time(s.step_seconds)}" if s.step_seconds > 0 else "")
@@ -111,7 +134,7 @@ LEAD = ("What each checkpointing policy saves (activation memory, against storin
         "time, over the plain step).")
 
 
-def blocks(rep, fig):
+def blocks(rep: Report, fig: Figure | None) -> list[DocBlock]:
     """The first screen as make_report.document's blocks: the lead, the figure, the table."""
     subs = subjects(rep)
     if not subs:
@@ -123,7 +146,7 @@ def blocks(rep, fig):
     return d
 
 
-def figure(rep):
+def figure(rep: Report) -> Figure | None:
     """(name, title, caption, svg): memory saved against time paid, a panel for the measured cases and one for
     the profiled models; None when there is nothing to draw."""
     subs = subjects(rep)

@@ -2,8 +2,12 @@
 plan-loop.json (the loop of harness/engine/COSTS.md run on the model: each budget's placement applied with
 `validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes and
 predicted vs measured step-time overhead. Rows join the section whose model is the file's adapter."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 from .report_data import BadInput, load_json
-from .report_format import fmt_bytes
+from .report_format import DocBlock, fmt_bytes
 
 FORMAT = "ckptcheck-plan-loop"
 VERSION = 1
@@ -17,11 +21,26 @@ NOTE = ("Each placement was applied to the model in PyTorch (`validate --plan`) 
         "is the median ratio of plain and checkpointed steps run side by side in one process.")
 
 
-def _pct(v):
+@dataclass(frozen=True)
+class PlanCheckRow:
+    """One budget of the plan loop: the policy the planner picked, its saved bytes predicted and measured (and the
+    plain run's), its time overhead predicted and measured (None where not measured)."""
+
+    budget_label: str
+    budget: int
+    policy: str
+    predicted_saved_bytes: int
+    measured_saved_bytes: int
+    plain_saved_bytes: int | None
+    predicted_time_overhead: float | None
+    measured_time_overhead: float | None
+
+
+def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:+.1f}%"
 
 
-def load(path):
+def load(path: str) -> tuple[str, list[PlanCheckRow]]:
     """(adapter, rows) of one plan-loop.json; BadInput names the field."""
     doc = load_json(path, "plan loop")
     where = f"plan loop '{path}'"
@@ -41,19 +60,24 @@ def load(path):
         for k in ("predicted_time_overhead", "measured_time_overhead"):
             if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
-    return doc["adapter"], rows
+    return doc["adapter"], [
+        PlanCheckRow(r["budget_label"], r["budget"], r["policy"], r["predicted_saved_bytes"],
+                     r["measured_saved_bytes"], r.get("plain_saved_bytes"), r.get("predicted_time_overhead"),
+                     r.get("measured_time_overhead")) for r in rows]
 
 
-def cells(rows):
+def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
+    """The table's cells, one list of strings per budget."""
     out = []
     for r in rows:
-        equal = "yes" if r["predicted_saved_bytes"] == r["measured_saved_bytes"] else "**NO**"
-        plain = r.get("plain_saved_bytes")
-        out.append([r["budget_label"], str(r["budget"]), r["policy"], str(r["predicted_saved_bytes"]),
-                    str(r["measured_saved_bytes"]), equal, fmt_bytes(plain) if isinstance(plain, int) else "—",
-                    _pct(r.get("predicted_time_overhead")), _pct(r.get("measured_time_overhead"))])
+        equal = "yes" if r.predicted_saved_bytes == r.measured_saved_bytes else "**NO**"
+        plain = r.plain_saved_bytes
+        out.append([r.budget_label, str(r.budget), r.policy, str(r.predicted_saved_bytes),
+                    str(r.measured_saved_bytes), equal, fmt_bytes(plain) if isinstance(plain, int) else "—",
+                    _pct(r.predicted_time_overhead), _pct(r.measured_time_overhead)])
     return out
 
 
-def blocks(rows):
+def blocks(rows: list[PlanCheckRow]) -> list[DocBlock]:
+    """The sub-section of a profiled model's section: heading, table, note."""
     return [("h3", "Applied in PyTorch and checked"), ("table", HEADER, cells(rows), None), ("p", NOTE)]

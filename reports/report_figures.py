@@ -1,20 +1,30 @@
 """The report's figures: matplotlib, SVG with fixed ids and no date, so the same inputs give the same bytes
 (reports/make_report.py).
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .make_report import Report
 import io
 import math
 import re
 import sys
 
-from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, policy_family
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, PlannerPoint, median_of, policy_family
+from .report_format import Figure
+
+Save = Callable[[Any, str, str, str], None]  # save(fig, name, title, caption), in figures()
 
 
-def figures(rep):
+def figures(rep: Report) -> list[Figure]:
     """Every figure as (file name, title, caption, SVG text), drawn with matplotlib."""
     plt, color_for = pyplot()
     figs = []
 
-    def save(fig, name, title, caption):
+    def save(fig: Any, name: str, title: str, caption: str) -> None:
         figs.append((name, title, caption, svg_of(plt, fig)))
 
     for draw in (_memory_figure, _frontier_figure, _overhead_figure):
@@ -22,7 +32,7 @@ def figures(rep):
     return figs
 
 
-def pyplot():
+def pyplot() -> tuple[Any, Callable[[int], Any]]:
     """matplotlib's pyplot set up for the report's figures (fixed SVG id salt, text as text, one font), and the
     report's palette as color_for(i). RuntimeError when matplotlib is missing."""
     try:
@@ -45,13 +55,13 @@ def pyplot():
     })
     palette = matplotlib.colormaps["tab10"].colors
 
-    def color_for(i):
+    def color_for(i: int) -> Any:
         return palette[i % len(palette)]
 
     return plt, color_for
 
 
-def svg_of(plt, fig):
+def svg_of(plt: Any, fig: Any) -> str:
     """The figure as SVG text, no date in its metadata; closes the figure."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ckptcheck report"}, bbox_inches="tight")
@@ -59,7 +69,7 @@ def svg_of(plt, fig):
     return buf.getvalue()
 
 
-def _memory_figure(rep, plt, color_for, save):
+def _memory_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save: Save) -> None:
     """Peak memory vs L per policy, log-log, with sqrt(L) and log(L) guides; forward evaluations per layer."""
     if rep.planner:
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -72,7 +82,7 @@ def _memory_figure(rep, plt, color_for, save):
                      label=fam)
         guide_l = sorted({p.layers for pts in rep.planner.values() for p in pts})
         if len(guide_l) >= 2:
-            def anchor(fam_name):
+            def anchor(fam_name: str) -> PlannerPoint | None:
                 pts = rep.planner.get(fam_name)
                 return pts[-1] if pts else None
             # Slope guides, drawn at half the height of the curve they describe so both stay visible.
@@ -102,7 +112,7 @@ def _memory_figure(rep, plt, color_for, save):
              "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.")
 
 
-def _frontier_figure(rep, plt, color_for, save):
+def _frontier_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save: Save) -> None:
     """Memory vs recompute FLOPs per case: the optimal frontier and every policy on it."""
     cases = [c for c in rep.cases if rep.frontier.get(c) or rep.steps.get(c)]
     if cases:
@@ -138,7 +148,7 @@ def _frontier_figure(rep, plt, color_for, save):
              "function of the budget); markers are the policies at their own peaks.")
 
 
-def _overhead_figure(rep, plt, color_for, save):
+def _overhead_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save: Save) -> None:
     """Measured vs theoretical overhead per policy, and the engine tax split per policy."""
     rows = list(rep.all_rows())
     if rows:
@@ -195,7 +205,7 @@ def _overhead_figure(rep, plt, color_for, save):
              "policy).")
 
 
-def svg_clean(svg):
+def svg_clean(svg: str) -> str:
     """The SVG without its XML prolog (same bytes every run: no date, fixed id salt)."""
     svg = re.sub(r"<\?xml[^>]*\?>\s*", "", svg)
     svg = re.sub(r"<!DOCTYPE[^>]*>\s*", "", svg)

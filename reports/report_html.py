@@ -1,10 +1,14 @@
 """The overhead report as HTML: the page's style, the inline Markdown it renders, tables and the page itself from
 the blocks make_report.document() produces (figures embedded as data URIs, so the page is one file)."""
+from __future__ import annotations
+
 import base64
 import html
 import re
+from collections.abc import Callable
 
 from .report_figures import svg_clean
+from .report_format import DocBlock
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1240px;margin:0.8em auto;
@@ -24,7 +28,7 @@ code{background:#f5f5f5;padding:0 3px}
 """
 
 
-def inline_html(text):
+def inline_html(text: str) -> str:
     """Escapes text and renders the Markdown the report uses inline: **bold**, *italic*, `code`."""
     t = html.escape(text, quote=False)
     t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
@@ -33,7 +37,9 @@ def inline_html(text):
     return t
 
 
-def html_table(header, rows, classify=None, table_id=None):
+def html_table(header: list[str], rows: list[list[str]], classify: Callable[[str, str], str | None] | None = None,
+               table_id: str | None = None) -> str:
+    """An HTML table of string cells; classify(column, cell) names a cell's CSS class (None or "": none)."""
     attr = f' id="{table_id}"' if table_id else ""
     out = [f"<table{attr}><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>"]
     for row in rows:
@@ -47,7 +53,7 @@ def html_table(header, rows, classify=None, table_id=None):
     return "\n".join(out)
 
 
-def body_html(blocks):
+def body_html(blocks: list[DocBlock]) -> list[str]:
     """The blocks as HTML elements, a details block's folded blocks inside its <details>."""
     h = []
     for block in blocks:
@@ -74,7 +80,7 @@ def body_html(blocks):
     return h
 
 
-def render(blocks):
+def render(blocks: list[DocBlock]) -> str:
     """The report's blocks (make_report.document) as one self-contained HTML page, figures embedded."""
     h = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",

@@ -2,16 +2,23 @@
 planner scaling, the run's context and other frameworks side by side; rows of strings both renderers share, and the
 cell classes the HTML colours.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .make_report import Report
 import statistics
 
-from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, StepRow, median_of
 from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax
 
 STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
                "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]
 
 
-def step_cells(rep, r):
+def step_cells(rep: Report, r: StepRow) -> list[str]:
+    """A step row's cells (STEP_HEADER's columns)."""
     flag = rep.frontier_status(r)[1] if rep.frontier.get(r.case) else None
     frontier = {True: "on", False: "off", None: "—"}[flag]
     bitwise = r.verdict if r.verdict is not None else "—"
@@ -23,14 +30,15 @@ def step_cells(rep, r):
             fmt_tax(r.engine_tax), opt_tax(r.op_cost_tax), opt_tax(r.rest_tax), frontier, bitwise]
 
 
-def md_table(header, rows):
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; | and newlines in cells escaped."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in rows:
         out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", "<br>") for c in row) + " |")
     return "\n".join(out)
 
 
-def case_summary(rep, case):
+def case_summary(rep: Report, case: str) -> str:
     """Sentences with numbers: where the frontier runs and which policy is on it at which budget. Numbers in
     brackets are FLOP overheads."""
     rows = rep.steps.get(case, [])
@@ -71,7 +79,8 @@ def case_summary(rep, case):
     return " ".join(parts)
 
 
-def tax_rows(rep):
+def tax_rows(rep: Report) -> list[list[str]]:
+    """Engine tax per policy family over the cases (TAX_HEADER's columns)."""
     out = []
     for fam, rs in rep.tax_by_policy().items():
         worst = max(rs, key=lambda r: r.engine_tax)
@@ -96,7 +105,8 @@ TAX_NOTE = ("The engine tax splits exactly in two. bench_engine clocks, in separ
             "fixed cost.")
 
 
-def full_recompute_rows(rep):
+def full_recompute_rows(rep: Report) -> list[list[str]]:
+    """Full recomputation per case against its theory (FULL_HEADER's columns)."""
     out = []
     for r in rep.all_rows():
         if r.is_full_recompute:
@@ -110,7 +120,8 @@ FULL_HEADER = ["case", "measured overhead", "time in recomputed ops", "FLOP over
                "textbook theory", "engine tax"]
 
 
-def recompute_kind_rows(rep):
+def recompute_kind_rows(rep: Report) -> list[list[str]]:
+    """Recompute time and FLOP share per op kind (KIND_HEADER's columns)."""
     """Per case, the full-recompute row's recompute time and FLOPs per op kind."""
     out = []
     for r in rep.all_rows():
@@ -126,7 +137,8 @@ KIND_HEADER = ["case", "op kind", "recompute time (% of reference step)", "recom
                "time ÷ FLOP share"]
 
 
-def planner_rows(rep):
+def planner_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of planning time per planner family and chain length."""
     layers = sorted({p.layers for pts in rep.planner.values() for p in pts})
     fams = list(rep.planner)
     rows = []
@@ -139,7 +151,8 @@ def planner_rows(rep):
     return ["L"] + fams, rows
 
 
-def context_lines(rep):
+def context_lines(rep: Report) -> list[str]:
+    """The benchmark run's context, one item each: commit, mode, compiler, build, CPU, cores, then the load."""
     c = rep.bench.context
     keys = [("git_commit", "commit"), ("ckpt_mode", "benchmark mode"), ("compiler", "compiler"),
             ("build_type", "build"), ("cpu", "CPU"), ("num_cpus", "cores")]
@@ -160,14 +173,16 @@ FRAMEWORK_HEADER = ["case", "blocks", "K", "framework", "options", "plain ms", "
                     "bitwise", "ckptcheck policy", "reference ms", "engine ms", "ckptcheck overhead"]
 
 
-def framework_rows(rep):
-    return [[r["case"], str(r["blocks"]), str(r["segments"]), r["framework"], r["options"] or "-",
-             f"{r['fw_plain']:.2f}", f"{r['fw_ckpt']:.2f}", fmt_overhead(r["fw_overhead"]),
-             "equal" if r["fw_bitwise"] else "DIFFERS", r["policy"], f"{r['ck_plain']:.2f}", f"{r['ck_ckpt']:.2f}",
-             fmt_overhead(r["ck_overhead"])] for r in rep.frameworks]
+def framework_rows(rep: Report) -> list[list[str]]:
+    """Other frameworks side by side (FRAMEWORK_HEADER's columns)."""
+    return [[r.case, str(r.blocks), str(r.segments), r.framework, r.options or "-",
+             f"{r.fw_plain:.2f}", f"{r.fw_ckpt:.2f}", fmt_overhead(r.fw_overhead),
+             "equal" if r.fw_bitwise else "DIFFERS", r.policy, f"{r.ck_plain:.2f}", f"{r.ck_ckpt:.2f}",
+             fmt_overhead(r.ck_overhead)] for r in rep.frameworks]
 
 
-def step_class(column, c):
+def step_class(column: str, c: str) -> str:
+    """The CSS class of a step table cell: bad (differs, tax over the goal), good (equal) or none."""
     if column == "bitwise":
         return "bad" if "DIFFERS" in c or "≠" in c else ("good" if c == "equal" else "")
     if column in ("engine tax", "rest"):
@@ -178,5 +193,6 @@ def step_class(column, c):
     return ""
 
 
-def tax_class(column, c):
+def tax_class(column: str, c: str) -> str:
+    """The CSS class of a tax table cell: bad where the goal is missed."""
     return "bad" if column.startswith("≤") and c == "no" else ""

@@ -2,8 +2,12 @@
 predicted_time_overhead next to the measured one, bench/time_model.h says how it is predicted), and the
 reference's plain step next to another framework's, both timed in one `ckptcheck validate --timing-case` run.
 """
-import statistics
+from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
+
+from .report_data import FrameworkRow, StepRow
 from .report_format import fmt_overhead, fmt_ratio, fmt_tax, opt_tax
 
 TIME_MODEL_TAX_GOAL = 0.03  # measured - predicted time overhead, on every catalogue case x policy
@@ -31,22 +35,25 @@ TIME_MODEL_NOTE = (
     "store-all's, more than the model's cache credits allow.")
 
 
-def predicted(row):
+def predicted(row: StepRow) -> float | None:
+    """The time model's predicted time overhead of a step row (None: not predicted)."""
     return row.predicted_time_overhead
 
 
-def time_model_tax(row):
+def time_model_tax(row: StepRow) -> float | None:
+    """Measured minus predicted time overhead (None: not predicted)."""
     p = predicted(row)
     return None if p is None else (row.time_ratio - 1.0) - p
 
 
-def ops_error(row):
+def ops_error(row: StepRow) -> float | None:
     """The tax's part in the recomputed ops' own time: measured (time ratio × their share) − predicted."""
     p = predicted(row)
     return None if p is None or row.recompute_share is None else row.time_ratio * row.recompute_share - p
 
 
-def time_model_rows(steps_by_case):
+def time_model_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
+    """The time-model table (TIME_MODEL_HEADER's columns), rows with a prediction only."""
     out = []
     for case, rows in steps_by_case.items():
         for r in rows:
@@ -60,7 +67,8 @@ def time_model_rows(steps_by_case):
     return out
 
 
-def time_model_headline(steps_by_case):
+def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
+    """The section's one-line result over every predicted row; None when no row has a prediction."""
     """One summary line, or None when the benchmark JSON has no time model (older bench_engine)."""
     rows = [r for rs in steps_by_case.values() for r in rs if time_model_tax(r) is not None]
     if not rows:
@@ -86,8 +94,9 @@ SPEED_NOTE = ("The plain (store-everything) training step of the same case, sing
               "means the reference is faster.")
 
 
-def speed_rows(frameworks):
-    return [[r["case"], str(r["blocks"]), r["framework"], f"{r['fw_plain']:.2f}", f"{r['ck_plain']:.2f}",
-             fmt_ratio(r["ck_plain"] / r["fw_plain"]) if r["fw_plain"] > 0 else "—",
-             "yes" if r["fw_plain"] > 0 and r["ck_plain"] / r["fw_plain"] <= SPEED_RATIO_GOAL else "no"]
+def speed_rows(frameworks: Iterable[FrameworkRow]) -> list[list[str]]:
+    """The reference's plain step against each framework's (SPEED_HEADER's columns)."""
+    return [[r.case, str(r.blocks), r.framework, f"{r.fw_plain:.2f}", f"{r.ck_plain:.2f}",
+             fmt_ratio(r.ck_plain / r.fw_plain) if r.fw_plain > 0 else "—",
+             "yes" if r.fw_plain > 0 and r.ck_plain / r.fw_plain <= SPEED_RATIO_GOAL else "no"]
             for r in frameworks]

@@ -2,6 +2,11 @@
 their OUT/validate.json), one row per seed — verdicts, saved activation bytes plain vs checkpointed, and step
 times, all measured in the same run (harness/adapters/torch/USER_MODEL.md). Kept apart from make_report.py,
 which feeds it through `--frameworks`."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 HEADER = ["setup", "seed", "batch", "bitwise", "class", "first difference", "memory", "saved plain",
           "saved checkpointed", "placement bound", "saving", "compiled temp plain", "compiled temp checkpointed",
@@ -20,11 +25,36 @@ NOTE = ("Each row trains the user's model plain and with the user's checkpointin
         "rounding-accepted, not holds.")
 
 
-def is_user_model(doc):
+@dataclass(frozen=True)
+class UserModelRow:
+    """One seed of a user-model report: its verdicts, saved bytes, compiled temp bytes, step seconds and profiled
+    activation bytes (None where the run did not measure them)."""
+
+    setup: str  # the model spec without the adapter and directories
+    seed: int
+    batch: int
+    bitwise: str
+    diagnosis: str  # the diagnosis class ("" when none)
+    first: str  # the first differing tensor or the error, shortened
+    memory: str
+    plain_b: int | None
+    ckpt_b: int | None
+    bound_b: int | None
+    saving: float | None
+    temp_plain: int | None
+    temp_ckpt: int | None
+    plain_s: float | None
+    ckpt_s: float | None
+    act_plain: int | None
+    act_ckpt: int | None
+
+
+def is_user_model(doc: Any) -> bool:
+    """Whether a --frameworks JSON is a user-model report (its "kind" is "user-model")."""
     return isinstance(doc, dict) and doc.get("kind") == "user-model"
 
 
-def rows(doc, path, bad_input):
+def rows(doc: dict[str, Any], path: str, bad_input: Callable[[str], Exception]) -> list[UserModelRow]:
     """Rows of one report; raises bad_input(message) for a malformed one."""
     out = []
     setup = str(doc.get("adapter", "")).split("module=")[-1].split("/")[-1]
@@ -35,36 +65,38 @@ def rows(doc, path, bad_input):
             prof = mem.get("profiler") or {}
             first = str((s.get("first_difference") or {}).get("tensor", s.get("error", "")))
             first = first if len(first) <= 120 else first[:117] + "..."  # an exception's text can be a paragraph
-            out.append({"setup": setup, "seed": int(s["seed"]), "batch": int(s.get("batch_size", 0)),
-                        "bitwise": str(s.get("bitwise", s["status"])),
-                        "class": str((s.get("diagnosis") or {}).get("class", "")), "first": first,
-                        "memory": str(mem.get("result", "")), "plain_b": mem.get("plain_bytes"),
-                        "ckpt_b": mem.get("checkpoint_bytes"), "bound_b": mem.get("placement_bound_bytes"),
-                        "saving": mem.get("saving"),
-                        "temp_plain": (compiled.get("plain") or {}).get("temp"),
-                        "temp_ckpt": (compiled.get("checkpoint") or {}).get("temp"),
-                        "plain_s": t.get("plain"), "ckpt_s": t.get("checkpoint"),
-                        "act_plain": (prof.get("plain") or {}).get("activation_bytes"),
-                        "act_ckpt": (prof.get("checkpoint") or {}).get("activation_bytes")})
+            out.append(UserModelRow(
+                setup=setup, seed=int(s["seed"]), batch=int(s.get("batch_size", 0)),
+                bitwise=str(s.get("bitwise", s["status"])),
+                diagnosis=str((s.get("diagnosis") or {}).get("class", "")), first=first,
+                memory=str(mem.get("result", "")), plain_b=mem.get("plain_bytes"),
+                ckpt_b=mem.get("checkpoint_bytes"), bound_b=mem.get("placement_bound_bytes"),
+                saving=mem.get("saving"),
+                temp_plain=(compiled.get("plain") or {}).get("temp"),
+                temp_ckpt=(compiled.get("checkpoint") or {}).get("temp"),
+                plain_s=t.get("plain"), ckpt_s=t.get("checkpoint"),
+                act_plain=(prof.get("plain") or {}).get("activation_bytes"),
+                act_ckpt=(prof.get("checkpoint") or {}).get("activation_bytes")))
     except (KeyError, TypeError, ValueError) as e:
         raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}") from None
     return out
 
 
-def cells(rows_, fmt_bytes):
-    def ms(x):
+def cells(rows_: list[UserModelRow], fmt_bytes: Callable[[float], str]) -> list[list[str]]:
+    """The table's cells, one list of strings per row ("-" where a figure is absent)."""
+
+    def ms(x: Any) -> str:
         return f"{1e3 * x:.2f}" if isinstance(x, (int, float)) and x > 0 else "-"
 
-    def over(r):
-        p, c = r["plain_s"], r["ckpt_s"]
+    def over(r: UserModelRow) -> str:
+        p, c = r.plain_s, r.ckpt_s
         return f"{c / p - 1:+.0%}" if isinstance(p, (int, float)) and isinstance(c, (int, float)) and p > 0 else "-"
 
-    return [[r["setup"], str(r["seed"]), str(r["batch"]), r["bitwise"], r["class"] or "-", r["first"] or "-",
-             r["memory"] or "-", fmt_bytes(r["plain_b"]) if r["plain_b"] is not None else "-",
-             fmt_bytes(r["ckpt_b"]) if r["ckpt_b"] is not None else "-",
-             fmt_bytes(r["bound_b"]) if r.get("bound_b") is not None else "-",
-             f"{100 * r['saving']:.1f}%" if r["saving"] is not None else "-",
-             fmt_bytes(r["temp_plain"]) if r.get("temp_plain") is not None else "-",
-             fmt_bytes(r["temp_ckpt"]) if r.get("temp_ckpt") is not None else "-", ms(r["plain_s"]), ms(r["ckpt_s"]),
-             over(r), fmt_bytes(r["act_plain"]) if r.get("act_plain") is not None else "-",
-             fmt_bytes(r["act_ckpt"]) if r.get("act_ckpt") is not None else "-"] for r in rows_]
+    def size(b: Any) -> str:
+        return fmt_bytes(b) if b is not None else "-"
+
+    return [[r.setup, str(r.seed), str(r.batch), r.bitwise, r.diagnosis or "-", r.first or "-",
+             r.memory or "-", size(r.plain_b), size(r.ckpt_b), size(r.bound_b),
+             f"{100 * r.saving:.1f}%" if r.saving is not None else "-",
+             size(r.temp_plain), size(r.temp_ckpt), ms(r.plain_s), ms(r.ckpt_s),
+             over(r), size(r.act_plain), size(r.act_ckpt)] for r in rows_]

@@ -20,6 +20,8 @@ appended to the files, in a process group of its own; on timeout the group gets 
 later; after it exits, anything it left in its group is killed (as the harness's runProcess does). End of stdin
 means exit.
 """
+from __future__ import annotations
+
 import ast
 import atexit
 import contextlib
@@ -32,9 +34,10 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any, NoReturn
 
 
-def installed_imports(path):
+def installed_imports(path: str) -> list[str]:
     """The modules `path` imports at module level (dotted: `import a.b`, `from a.b import c` gives a.b and a.b.c)
     whose top-level package is installed (site-packages / dist-packages)."""
     try:
@@ -60,12 +63,13 @@ def installed_imports(path):
     return found
 
 
-def preload(argv):
+def preload(argv: list[str]) -> None:
+    """Import what the --preload-* arguments name, their output to stderr (stdout carries the replies)."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the replies only
         _preload(argv)
 
 
-def _preload(argv):
+def _preload(argv: list[str]) -> None:
     it = iter(argv)
     for a in it:
         try:
@@ -86,7 +90,7 @@ def _preload(argv):
             print("fork_server.py: preloading (%s) failed: %s" % (a, e), file=sys.stderr)
 
 
-def child(req):
+def child(req: dict[str, Any]) -> NoReturn:
     """In the forked child: never returns."""
     code = 1
     try:
@@ -124,14 +128,15 @@ def child(req):
             os._exit(code & 0xFF)
 
 
-def kill_group(pid, sig):
+def kill_group(pid: int, sig: int) -> None:
+    """Send `sig` to the process group `pid` leads (gone already: nothing to do)."""
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def wait(pid, timeout):
+def wait(pid: int, timeout: float) -> int | None:
     """The child's wait status, or None when it outlived the timeout (its group then killed)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -153,7 +158,8 @@ def wait(pid, timeout):
     return None
 
 
-def serve():
+def serve() -> None:
+    """Answer the requests on stdin, one child each, until end of input."""
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -18,10 +18,14 @@ head (LayerNorm, logits = h W^T, cross-entropy over the vocabulary) after the ch
 jax.checkpoint; autodiff does the rest. Tied: the head reads params["emb.weight"], the same array used twice, so
 its gradient sums both uses (head.weight's own copy is unused and takes no update).
 """
+from __future__ import annotations
+
 import math
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import jax  # noqa: E402
@@ -30,7 +34,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
 import jax.numpy as jnp  # noqa: E402
-from ckpt_adapter import main  # noqa: E402
+from ckpt_adapter import Block, Case, Output, main  # noqa: E402
 
 try:
     from jax._src.ad_checkpoint import saved_residuals  # private, but the only way to read residual sizes
@@ -39,9 +43,13 @@ except ImportError:  # pragma: no cover
 
 POLICIES = ["nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable"]
 GELU_BETA = math.sqrt(2.0 / math.pi)
+Array = jax.Array
+Params = dict[str, jax.Array]  # one block's parameters (or the model's) by name
+BlockOut = tuple[jax.Array, tuple[jax.Array, ...]]  # a block's output and its state updates (BatchNorm's statistics)
 
 
-def dropout(x, p, key, node):
+def dropout(x: Array, p: float, key: Array, node: int) -> Array:
+    """Inverted dropout with rate p, its mask drawn from `key` folded with the op's node."""
     if p == 0:
         return x
     dt = x.dtype
@@ -50,11 +58,13 @@ def dropout(x, p, key, node):
     return x * (u >= p).astype(dt) * scale
 
 
-def linear(P, name, x):
+def linear(P: Params, name: str, x: Array) -> Array:
+    """x W^T + b of the parameters `name`.weight and `name`.bias."""
     return x @ P[name + ".weight"].T + P[name + ".bias"]
 
 
-def activation(kind, h):
+def activation(kind: str, h: Array) -> Array:
+    """relu, tanh, else tanh-approximated gelu."""
     if kind == "relu":
         return jnp.maximum(h, 0)
     if kind == "tanh":
@@ -62,18 +72,21 @@ def activation(kind, h):
     return 0.5 * h * (1 + jnp.tanh(GELU_BETA * (h + 0.044715 * h * h * h)))
 
 
-def layernorm(P, name, x):
+def layernorm(P: Params, name: str, x: Array) -> Array:
+    """LayerNorm over the rows (eps 1e-5) with the parameters `name`.weight and `name`.bias."""
     mean = x.mean(axis=1, keepdims=True)
     c = x - mean
     rstd = 1 / jnp.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5)
     return c * rstd * P[name + ".weight"] + P[name + ".bias"]
 
 
-def mlp_block(spec, p, seq, P, x, key):
+def mlp_block(spec: Block, p: float, seq: int, P: Params, x: Array, key: Array) -> BlockOut:
+    """y = Dropout(act(x W^T + b)); no state."""
     return dropout(activation(spec.activation, linear(P, "fc", x)), p, key, 2), ()
 
 
-def bn_block(spec, p, seq, P, x, key):
+def bn_block(spec: Block, p: float, seq: int, P: Params, x: Array, key: Array) -> BlockOut:
+    """y = x + ReLU(BatchNorm(x W^T + b)) with batch statistics; the batch mean and variance as state updates."""
     h = linear(P, "fc", x)
     n = h.shape[0]
     mean = h.mean(axis=0)
@@ -84,7 +97,8 @@ def bn_block(spec, p, seq, P, x, key):
     return y, (jax.lax.stop_gradient(mean), jax.lax.stop_gradient(sumsq / (n - 1)))
 
 
-def transformer_block(spec, p, seq, P, x, key):
+def transformer_block(spec: Block, p: float, seq: int, P: Params, x: Array, key: Array) -> BlockOut:
+    """Pre-LN causal GPT block with dropout after attention's softmax, its projection and the MLP; no state."""
     heads = spec.heads
     rows, c = x.shape
     hd = c // heads
@@ -105,12 +119,14 @@ def transformer_block(spec, p, seq, P, x, key):
 BLOCKS = {"mlp": mlp_block, "residual-bn": bn_block, "transformer": transformer_block}
 
 
-def block_fn(case, spec):
+def block_fn(case: Case, spec: Block) -> Callable[[Params, Array, Array], BlockOut]:
     """Block `spec` of the case as a function (P, x, key) -> (y, state updates)."""
     return lambda P, x, key: BLOCKS[spec.kind](spec, case.dropout, case.seq, P, x, key)
 
 
-def make_loss(case, checkpoint, policy):
+def make_loss(case: Case, checkpoint: bool, policy: str) -> Callable[..., tuple[Array, Any]]:
+    """The case's loss as a function (params, x, keys, labels or target) -> (loss, state updates), every block under
+    jax.checkpoint with the named policy when `checkpoint`."""
     names = [[n[len("b%d." % i):] for n in case.param_names if n.startswith("b%d." % i)]
              for i in range(len(case.blocks))]
     fns = []
@@ -124,7 +140,7 @@ def make_loss(case, checkpoint, policy):
     head_weight = "emb.weight" if case.tied else "head.weight"
     positions = jnp.arange(case.rows // case.micro_batches) % case.seq  # a micro-batch holds whole sequences
 
-    def loss_fn(params, x, keys, labels_or_target):
+    def loss_fn(params: Params, x: Array, keys: Array, labels_or_target: Array) -> tuple[Array, Any]:
         aux = []
         if lm:  # x: the micro-batch's token ids
             x = jnp.take(params["emb.weight"], x, axis=0) + jnp.take(params["pos.weight"], positions, axis=0)
@@ -152,15 +168,16 @@ def make_loss(case, checkpoint, policy):
 _compiled = {}
 
 
-def with_no_input_grad(vg):
+def with_no_input_grad(vg: Callable[..., Any]) -> Callable[..., Any]:
     """value_and_grad over the parameters only, answering as the dense case's (parameters, input) pair does."""
-    def f(*args):
+    def f(*args: Any) -> Any:
         value, gp = vg(*args)
         return value, (gp, None)
     return f
 
 
-def compiled_step(case, checkpoint, policy):
+def compiled_step(case: Case, checkpoint: bool, policy: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(jitted value_and_grad, loss function) of the case's step, compiled once per model shape and options."""
     key = (tuple((b.kind, b.activation, b.heads) for b in case.blocks), case.rows, case.width, case.seq,
            case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy, case.tokens_input,
            case.vocab, case.tied)
@@ -177,7 +194,8 @@ class JaxAdapter:
     name = "jax"
     version = jax.__version__
 
-    def capabilities(self):
+    def capabilities(self) -> dict[str, Any]:
+        """What this adapter runs (PROTOCOL.md, "capabilities")."""
         return {
             "blocks": ["mlp", "residual-bn", "transformer"],
             "activations": ["relu", "gelu", "tanh"],
@@ -197,7 +215,7 @@ class JaxAdapter:
         }
 
     @staticmethod
-    def _move_statistics(case, state, aux):
+    def _move_statistics(case: Case, state: dict[str, Any], aux: Any) -> None:
         """BatchNorm's running statistics, moved once per forward pass (per micro-batch) from its batch values."""
         m = case.dtype(0.1)
         for i, b in enumerate(case.blocks):
@@ -208,7 +226,9 @@ class JaxAdapter:
                 state[pre + "running_var"] = (case.dtype(1) - m) * state[pre + "running_var"] + m * var
                 state[pre + "num_batches_tracked"] = state[pre + "num_batches_tracked"] + 1
 
-    def run(self, case, out, mode, options):
+    def run(self, case: Case, out: Output, mode: str, options: dict[str, str]) -> dict[str, Any]:
+        """Train `case` plain or with jax.checkpoint on every block, each step's results to `out`; returns the run's
+        report fields."""
         policy = options.get("policy", "nothing_saveable")
         checkpoint = mode == "checkpoint"
         recomputes = checkpoint and policy != "everything_saveable"
@@ -232,7 +252,7 @@ class JaxAdapter:
                 xm, ltm = x[mb.rows], lt[mb.rows]
                 if residual_bytes is None and saved_residuals is not None:
                     residual_bytes = 0
-                    def loss_of(p, xx, keys=keys, ltm=ltm):
+                    def loss_of(p: Params, xx: Array, keys: Array = keys, ltm: Array = ltm) -> Array:
                         return loss_fn(p, xx, keys, ltm)[0]
 
                     for aval, why in saved_residuals(loss_of, params, xm):

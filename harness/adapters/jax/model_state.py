@@ -9,7 +9,11 @@ Two kinds of model:
   every other leaf is static. With the factory's `state` (Equinox's eqx.nn.State, a plain dict of statistics), the
   loss takes and returns it.
 """
+from __future__ import annotations
+
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,14 +26,14 @@ class BadModel(Exception):
     """The factory's model is no pytree we can train (the message is one line for the user)."""
 
 
-def _part(k):
+def _part(k: Any) -> str:
     for attr in ("key", "name", "idx"):
         if hasattr(k, attr):
             return str(getattr(k, attr))
     return str(k)
 
 
-def path_name(path):
+def path_name(path: tuple[Any, ...]) -> str:
     """A pytree path as the dumps name it: parts joined by '.', an NNX Variable's trailing `.value` dropped."""
     parts = [_part(k) for k in path]
     if parts and parts[-1] == "value" and type(path[-1]).__name__ == "GetAttrKey":
@@ -37,22 +41,24 @@ def path_name(path):
     return ".".join(parts) or "(root)"
 
 
-def loaded(name):
+def loaded(name: str) -> Any:
     """A framework the user's file imported, or None: Flax and Equinox are optional, and never imported here (an
     NNX module or an Equinox layer exists only if the user's code imported its package)."""
     return sys.modules.get(name)
 
 
-def is_nnx(model):
+def is_nnx(model: Any) -> bool:
+    """Whether the model is a Flax NNX module (False when flax.nnx was never imported)."""
     nnx = loaded("flax.nnx")
     return nnx is not None and isinstance(model, nnx.Module)
 
 
-def is_param_leaf(x):
+def is_param_leaf(x: Any) -> bool:
+    """Whether a pytree leaf is a parameter: a floating-point (or complex) array."""
     return isinstance(x, (jax.Array, np.ndarray)) and jnp.issubdtype(x.dtype, jnp.inexact)
 
 
-def as_numpy(x):
+def as_numpy(x: Any) -> np.ndarray:
     """A leaf as the dumps hold it: typed PRNG keys as their key data, everything else as is."""
     if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
         x = jax.random.key_data(x)
@@ -62,7 +68,7 @@ def as_numpy(x):
 class NnxModel:
     """An NNX module split into graph definition, parameters and the rest of its state."""
 
-    def __init__(self, model):
+    def __init__(self, model: Any) -> None:
         self.nnx = nnx = loaded("flax.nnx")
         self.graphdef, self.params, self.rest = nnx.split(model, nnx.Param, ...)
         kinds = {path_name(p): type(v).__name__ for p, v in nnx.to_flat_state(self.rest)}
@@ -73,12 +79,13 @@ class NnxModel:
                 for b in ("mean", "var"):
                     self.momenta[".".join(str(p) for p in path + (b,))] = 1.0 - float(m.momentum)
 
-    def build(self, params, rest):
+    def build(self, params: Any, rest: Any) -> Any:
+        """The module rebuilt from its graph definition, these parameters and this state."""
         # copy=True: Variables made at this trace level, so the forward may move them under jax.grad (flax 0.11.2
         # made copy=False the default, which raises TraceContextError there: flax issue 5050).
         return self.nnx.merge(self.graphdef, params, rest, copy=True)
 
-    def state_after(self, model, rest):
+    def state_after(self, model: Any, rest: Any) -> Any:
         """The module's non-parameter state after the loss ran on it (the forward moved it in place)."""
         return self.nnx.split(model, self.nnx.Param, ...)[2]
 
@@ -87,7 +94,7 @@ class PytreeModel:
     """A pytree whose floating-point array leaves are the parameters; `state` (optional) is passed through the
     loss, which returns it updated."""
 
-    def __init__(self, model, state, names_from=None):
+    def __init__(self, model: Any, state: Any, names_from: PytreeModel | None = None) -> None:
         leaves, self.treedef = jax.tree_util.tree_flatten_with_path(model)
         if not leaves:
             raise BadModel("the model has no leaves: expected a pytree of arrays (or an nnx.Module)")
@@ -108,12 +115,13 @@ class PytreeModel:
                 self.rest_kinds[path_name(p)] = "rng" if is_key else "buffer"
         self.momenta = {}
 
-    def build(self, params, rest):
+    def build(self, params: dict[str, Any], rest: Any) -> Any:
+        """The pytree rebuilt: these parameters at the parameter leaves, the static leaves as they were."""
         leaves = [params[n] if s is None else s for n, s in zip(self.names, self.static, strict=False)]
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 
-def randomness_off(model, hook):
+def randomness_off(model: Any, hook: Callable[[Any], Any] | None) -> Any:
     """The model with its dropout off, for the randomness-off twin of a run (diagnosis only, never compared with the
     user's runs): every nnx.Dropout deterministic, every eqx.nn.Dropout in inference mode, then the factory's own
     `deterministic(model)` when it gives one (plain JAX, where only the user knows where dropout is)."""
@@ -133,7 +141,8 @@ def randomness_off(model, hook):
     return model
 
 
-def wrap(model, state, names_from=None):
+def wrap(model: Any, state: Any, names_from: PytreeModel | None = None) -> NnxModel | PytreeModel:
+    """The model as the driver trains it (NnxModel or PytreeModel); BadModel when it is neither."""
     if is_nnx(model):
         if state is not None:
             raise BadModel("'state' is for pytree models; an nnx.Module keeps its state in its Variables")
@@ -144,7 +153,7 @@ def wrap(model, state, names_from=None):
         raise BadModel("the model is not a pytree: %s" % e) from None
 
 
-def named_leaves(tree, kinds=None):
+def named_leaves(tree: Any, kinds: dict[str, str] | None = None) -> list[tuple[str, str, np.ndarray]]:
     """(name, kind, numpy value) of every leaf, in flatten order; `kinds` maps a name to its dump kind."""
     out = []
     for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]:

@@ -9,7 +9,11 @@
 
 Both are traces and a compile, never a run of the model: the caller measures after its dumped steps.
 """
+from __future__ import annotations
+
 import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +25,7 @@ except ImportError:  # pragma: no cover
 TOP_SOURCES = 8
 
 
-def residual_bytes(fn, args):
+def residual_bytes(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[int | None, list[tuple[int, str]]]:
     """(total bytes, [(bytes, source)] largest first) of what fn's backward reads, arguments excluded."""
     if saved_residuals is None:
         return None, []
@@ -39,7 +43,7 @@ def residual_bytes(fn, args):
 HLO_OPS = ("dot", "convolution", "reduce", "fusion", "while", "rng-bit-generator")
 
 
-def hlo_op_counts(text):
+def hlo_op_counts(text: str) -> dict[str, int]:
     """How many instructions of each kind the optimised HLO holds: a remat the compiler merged back has as many
     matrix products as the plain program; one that survived has more."""
     counts = {op: 0 for op in HLO_OPS}
@@ -50,7 +54,7 @@ def hlo_op_counts(text):
     return counts
 
 
-def compiled_figures(compiled):
+def compiled_figures(compiled: Any) -> dict[str, Any] | None:
     """XLA's memory analysis of a compiled program (temp, argument, output, alias bytes) and its HLO op counts."""
     stats = compiled.memory_analysis()
     if stats is None:
@@ -60,11 +64,12 @@ def compiled_figures(compiled):
     return out
 
 
-def compiled_memory(step_fn, args):
+def compiled_memory(step_fn: Any, args: Sequence[Any]) -> dict[str, Any] | None:
+    """compiled_figures of the jitted `step_fn` lowered and compiled at these arguments."""
     return compiled_figures(step_fn.lower(*args).compile())
 
 
-def measure(objective, compiled, objective_args):
+def measure(objective: Callable[..., Any], compiled: Any, objective_args: Sequence[Any]) -> dict[str, Any]:
     """The saved residuals of `objective` at these arguments and the compiled step's figures."""
     total, ranked = residual_bytes(objective, objective_args)
     return {"saved_activation_bytes": total,

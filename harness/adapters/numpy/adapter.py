@@ -40,18 +40,27 @@ Generators (the case's `rng`): stateful — one numpy Philox generator seeded fr
 dropout in execution order (PyTorch-like); counter — each dropout's mask a pure function of (seed, step, block,
 op) through its own Philox key (JAX-like), so recompute needs no snapshot.
 """
+from __future__ import annotations
+
 import math
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import np_moe as moe  # noqa: E402  (numpy/np_moe.py)
 import np_stochastic as sto  # noqa: E402  (numpy/np_stochastic.py)
 import numpy as np  # noqa: E402
-from ckpt_adapter import BadRequest, main  # noqa: E402
+from ckpt_adapter import BadRequest, Block, Case, MicroBatch, Output, main  # noqa: E402
 from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
+
+Array = np.ndarray
+Arrays = dict[str, np.ndarray]  # parameters, gradients or state by name
+Tape = tuple[Any, ...]  # what a forward keeps for its backward
+Rounding = Callable[[Array], Array]  # a matrix product's operand rounding (np_stochastic.exact or to_bf16)
 
 GELU_BETA = math.sqrt(2.0 / math.pi)
 GELU_KAPPA = 0.044715
@@ -61,22 +70,26 @@ GELU_KAPPA = 0.044715
 class StatefulRng:
     """One Philox stream, advanced by every random op in execution order."""
 
-    def __init__(self, seed=None, state=None):
+    def __init__(self, seed: int | None = None, state: dict[str, Any] | None = None) -> None:
         self.bits = np.random.Philox(key=seed if seed is not None else 0)
         if state is not None:
             self.bits.state = state
         self.gen = np.random.Generator(self.bits)
 
-    def uniform(self, shape, op_key):
+    def uniform(self, shape: tuple[int, ...], op_key: int) -> Array:
+        """The next uniforms in [0, 1) of `shape` (op_key unused: the stream's order decides)."""
         return self.gen.random(shape)
 
-    def snapshot(self):
+    def snapshot(self) -> dict[str, Any]:
+        """The generator's state, to restore a copy from for a recompute."""
         return self.bits.state  # a fresh dict of copies
 
-    def restored(self, snapshot):
+    def restored(self, snapshot: dict[str, Any]) -> StatefulRng:
+        """A new generator at `snapshot` (this one is left where it is)."""
         return StatefulRng(state=snapshot)
 
-    def state_bytes(self):
+    def state_bytes(self) -> bytes:
+        """The state as bytes, little-endian words, for the reported generator state."""
         s = self.bits.state
         words = np.concatenate([s["state"]["counter"], s["state"]["key"], s["buffer"],
                                 np.array([s["buffer_pos"], s["has_uint32"], s["uinteger"]], dtype=np.uint64)])
@@ -86,38 +99,50 @@ class StatefulRng:
 class CounterRng:
     """Masks as a pure function of (seed, op key); nothing to snapshot."""
 
-    def __init__(self, seed):
+    def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def uniform(self, shape, op_key):
+    def uniform(self, shape: tuple[int, ...], op_key: int) -> Array:
+        """Uniforms in [0, 1) of `shape` from the Philox key (seed, op_key)."""
         return np.random.Generator(np.random.Philox(key=(self.seed << 64) | op_key)).random(shape)
 
-    def snapshot(self):
+    def snapshot(self) -> None:
+        """Nothing: a counter generator has no state."""
         return None
 
-    def restored(self, snapshot):
+    def restored(self, snapshot: None) -> CounterRng:
+        """This generator (it has no state to restore)."""
         return self
 
-    def state_bytes(self):
+    def state_bytes(self) -> None:
+        """None: no generator state to report."""
         return None
 
 
-def op_key(step, block, node):
+Rng = StatefulRng | CounterRng
+
+
+def op_key(step: int, block: int, node: int) -> int:
+    """The counter key of one random op: (step + 1, block, node) packed into one integer."""
     return ((step + 1) << 40) | (block << 12) | node
 
 
 # ---------------------------------------------------------------- ops (forward returns output and what backward needs)
 class Env:
-    def __init__(self, case, rng, step, update_state, calls):
+    """What a block's forward reads besides its input: the case, the generator, the step, whether state moves."""
+
+    def __init__(self, case: Case, rng: Rng, step: int, update_state: bool, calls: list[int]) -> None:
         self.case = case
         self.rng = rng
         self.step = step
         self.update_state = update_state
         self.calls = calls
         self.rd = sto.rounding(case, update_state)  # matmul operands: bf16-rounded under compute bf16
+        self.case_state: Arrays | None = None  # the case's state (BatchNorm, MoE buffers), set by the pass
 
 
-def dropout(x, p, env, block, node):
+def dropout(x: Array, p: float, env: Env, block: int, node: int) -> tuple[Array, Array | None]:
+    """Inverted dropout with rate p: the output and the scaled mask (None when p is 0)."""
     if p == 0:
         return x, None
     dt = x.dtype.type
@@ -126,18 +151,20 @@ def dropout(x, p, env, block, node):
     return x * mask, mask
 
 
-def linear(x, w, b, rd=sto.exact):
+def linear(x: Array, w: Array, b: Array, rd: Rounding = sto.exact) -> Array:
+    """x w^T + b, the operands rounded by `rd`."""
     return rd(x) @ rd(w).T + b
 
 
-def linear_back(x, w, dy, gw, gb, rd=sto.exact):
+def linear_back(x: Array, w: Array, dy: Array, gw: Array, gb: Array, rd: Rounding = sto.exact) -> Array:
     """`rd`: the forward's operand rounding (bf16 compute rounds x and w again, never dy)."""
     gw += dy.T @ rd(x)
     gb += dy.sum(axis=0)
     return dy @ rd(w)
 
 
-def act_fwd(kind, h):
+def act_fwd(kind: str, h: Array) -> Array:
+    """The activation `kind` (relu, tanh; else tanh-approximated gelu) of h."""
     dt = h.dtype.type
     if kind == "relu":
         return np.maximum(h, dt(0))
@@ -146,7 +173,8 @@ def act_fwd(kind, h):
     return dt(0.5) * h * (dt(1) + np.tanh(dt(GELU_BETA) * (h + dt(GELU_KAPPA) * h * h * h)))
 
 
-def act_back(kind, h, y, dy):
+def act_back(kind: str, h: Array, y: Array, dy: Array) -> Array:
+    """dL/dh of act_fwd(kind, h) = y, from dL/dy."""
     dt = h.dtype.type
     if kind == "relu":
         return np.where(y > 0, dy, dt(0))
@@ -157,7 +185,8 @@ def act_back(kind, h, y, dy):
                  + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
 
 
-def layernorm(x, g, b):
+def layernorm(x: Array, g: Array, b: Array) -> tuple[Array, Tape]:
+    """LayerNorm over the rows (eps 1e-5): the output and (xhat, rstd) for backward."""
     dt = x.dtype.type
     mean = x.mean(axis=1, keepdims=True)
     c = x - mean
@@ -166,7 +195,8 @@ def layernorm(x, g, b):
     return xhat * g + b, (xhat, rstd)
 
 
-def layernorm_back(ctx, g, dy, gg, gb):
+def layernorm_back(ctx: Tape, g: Array, dy: Array, gg: Array, gb: Array) -> Array:
+    """dL/dx from dL/dy, accumulating the weight's and bias's gradients into gg and gb."""
     xhat, rstd = ctx
     gg += (dy * xhat).sum(axis=0)
     gb += dy.sum(axis=0)
@@ -175,18 +205,23 @@ def layernorm_back(ctx, g, dy, gg, gb):
 
 
 class Params:
-    def __init__(self, values, grads, prefix):
+    """One block's view of the parameters and gradients: its prefix (its owner's, for a sharing block) added."""
+
+    def __init__(self, values: Arrays, grads: Arrays, prefix: str) -> None:
         self.v, self.g, self.p = values, grads, prefix
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Array:
+        """The block's parameter `name`."""
         return self.v[self.p + name]
 
-    def grad(self, name):
+    def grad(self, name: str) -> Array:
+        """The gradient array of the block's parameter `name`, accumulated into in place."""
         return self.g[self.p + name]
 
 
 # ---------------------------------------------------------------- blocks
-def mlp_forward(i, spec, P, x, env):
+def mlp_forward(i: int, spec: Block, P: Params, x: Array, env: Env) -> tuple[Array, Tape]:
+    """y = Dropout(act(x W^T + b)), RReLU's slopes drawn under rrelu; nodes fc 0, act 1, drop 2."""
     h = linear(x, P["fc.weight"], P["fc.bias"], env.rd)
     if spec.activation == "rrelu":  # training-mode RReLU: its slopes drawn, then saved for backward
         a, noise = sto.rrelu(h, env.case.rrelu_lower, env.case.rrelu_upper, env, op_key(env.step, i, 1))
@@ -196,14 +231,17 @@ def mlp_forward(i, spec, P, x, env):
     return y, (x, h, a, noise, mask, env.rd)
 
 
-def mlp_backward(i, spec, P, tape, dy):
+def mlp_backward(i: int, spec: Block, P: Params, tape: Tape, dy: Array) -> Array:
+    """dL/dx of mlp_forward, its parameters' gradients accumulated."""
     x, h, a, noise, mask, rd = tape
     da = dy * mask if mask is not None else dy
     dh = da * noise if noise is not None else act_back(spec.activation, h, a, da)
     return linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"), rd)
 
 
-def bn_forward(i, spec, P, x, env):
+def bn_forward(i: int, spec: Block, P: Params, x: Array, env: Env) -> tuple[Array, Tape]:
+    """y = x + DropPath(ReLU(BatchNorm(x W^T + b))) with batch statistics; the running statistics move only in
+    the first forward (env.update_state); drop_path node 3."""
     dt = x.dtype.type
     n = x.shape[0]
     h = linear(x, P["fc.weight"], P["fc.bias"], env.rd)
@@ -222,7 +260,8 @@ def bn_forward(i, spec, P, x, env):
     return x + d, (x, xhat, rstd, r, scale, env.rd)
 
 
-def bn_backward(i, spec, P, tape, dy):
+def bn_backward(i: int, spec: Block, P: Params, tape: Tape, dy: Array) -> Array:
+    """dL/dx of bn_forward, its parameters' gradients accumulated."""
     x, xhat, rstd, r, scale, rd = tape
     dbn = np.where(r > 0, sto.drop_path_back(scale, dy), dy.dtype.type(0))
     P.grad("bn.weight")[...] += (dbn * xhat).sum(axis=0)
@@ -232,7 +271,8 @@ def bn_backward(i, spec, P, tape, dy):
     return dy + linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"), rd)
 
 
-def attention(qkv, heads, seq, p, env, i):
+def attention(qkv: Array, heads: int, seq: int, p: float, env: Env, i: int) -> tuple[Array, Tape]:
+    """Causal multi-head attention of packed q|k|v rows, dropout p on its probabilities: output and tape."""
     rd = env.rd
     dt = qkv.dtype.type
     rows, c3 = qkv.shape
@@ -240,7 +280,7 @@ def attention(qkv, heads, seq, p, env, i):
     hd = c // heads
     b = rows // seq
 
-    def split(k):
+    def split(k: int) -> Array:
         return qkv[:, k * c:(k + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3)
 
     q, k, v = split(0), split(1), split(2)
@@ -254,7 +294,8 @@ def attention(qkv, heads, seq, p, env, i):
     return out, (q, k, v, probs, kept, mask, rd)
 
 
-def attention_back(ctx, dout, heads, seq):
+def attention_back(ctx: Tape, dout: Array, heads: int, seq: int) -> Array:
+    """dL/d(qkv) of attention from dL/d(output)."""
     q, k, v, probs, kept, mask, rd = ctx
     dt = q.dtype.type
     b, _, _, hd = q.shape
@@ -268,13 +309,15 @@ def attention_back(ctx, dout, heads, seq):
     dq = ds @ rd(k)
     dk = ds.transpose(0, 1, 3, 2) @ rd(q)
 
-    def merge(t):
+    def merge(t: Array) -> Array:
         return t.transpose(0, 2, 1, 3).reshape(b * seq, c)
 
     return np.concatenate([merge(dq), merge(dk), merge(dv)], axis=1)
 
 
-def transformer_forward(i, spec, P, x, env):
+def transformer_forward(i: int, spec: Block, P: Params, x: Array, env: Env) -> tuple[Array, Tape]:
+    """Pre-LN GPT block: h = x + DropPath(Dropout(proj(attention(LN1 x)))), y = h + DropPath(Dropout(MLP(LN2 h)))
+    with a gelu MLP; dropout nodes 2 (attention), 4 and 10, drop_path nodes 5 and 12."""
     case, p, dp, rd = env.case, env.case.dropout, spec.drop_path, env.rd
     a1, ln1 = layernorm(x, P["ln1.weight"], P["ln1.bias"])
     qkv = linear(a1, P["qkv.weight"], P["qkv.bias"], rd)
@@ -292,7 +335,8 @@ def transformer_forward(i, spec, P, x, env):
     return h + d2, (x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2, s1, s2, rd)
 
 
-def transformer_backward(i, spec, P, tape, dy):
+def transformer_backward(i: int, spec: Block, P: Params, tape: Tape, dy: Array) -> Array:
+    """dL/dx of transformer_forward, its parameters' gradients accumulated."""
     x, ln1, a1, actx, att, m1, h, ln2, a2, f1, gl, m2, s1, s2, rd = tape
     seq = actx[0].shape[2]
     df2 = sto.drop_path_back(s2, dy)
@@ -309,7 +353,7 @@ def transformer_backward(i, spec, P, tape, dy):
     return dh + layernorm_back(ln1, P["ln1.weight"], da1, P.grad("ln1.weight"), P.grad("ln1.bias"))
 
 
-def moe_block_forward(i, spec, P, x, env):
+def moe_block_forward(i: int, spec: Block, P: Params, x: Array, env: Env) -> tuple[Array, Tape]:
     """y = x + DropPath(Dropout(MoE(LayerNorm x))) (np_moe.py); nodes ln 0, moe 1, drop 2, drop_path 3."""
     hn, ln = layernorm(x, P["ln.weight"], P["ln.bias"])
     m, mctx = moe.moe_forward(hn, spec, P, env, op_key(env.step, i, 1), "b%d." % i, MOE_OPS)
@@ -318,7 +362,8 @@ def moe_block_forward(i, spec, P, x, env):
     return x + d, (ln, mctx, mask, scale)
 
 
-def moe_block_backward(i, spec, P, tape, dy):
+def moe_block_backward(i: int, spec: Block, P: Params, tape: Tape, dy: Array) -> Array:
+    """dL/dx of moe_block_forward, its parameters' gradients accumulated."""
     ln, mctx, mask, scale = tape
     dm = sto.drop_path_back(scale, dy)
     dm = dm * mask if mask is not None else dm
@@ -334,7 +379,8 @@ BLOCKS = {"mlp": (mlp_forward, mlp_backward), "residual-bn": (bn_forward, bn_bac
 # ---------------------------------------------------------------- loss
 # `mb`: the micro-batch (cases/micro_batches.h): its rows' labels or target, and M, by which its loss is divided
 # (the backward of loss / M scales the gradient by 1/M).
-def loss_forward(case, x, mb):
+def loss_forward(case: Case, x: Array, mb: MicroBatch) -> tuple[Any, Array]:
+    """The micro-batch's loss (mse or cross-entropy, divided by M) and what loss_backward needs."""
     dt = x.dtype.type
     n = x.shape[0]
     if case.loss == "mse":
@@ -350,7 +396,8 @@ def loss_forward(case, x, mb):
     return (loss / dt(mb.count) if mb.count > 1 else loss), ctx
 
 
-def loss_backward(case, ctx, mb):
+def loss_backward(case: Case, ctx: Array, mb: MicroBatch) -> Array:
+    """dL/dx of loss_forward."""
     if case.loss == "mse":
         d = ctx
         g = d * (d.dtype.type(2) / d.dtype.type(d.size))
@@ -364,27 +411,31 @@ def loss_backward(case, ctx, mb):
 
 
 # ---------------------------------------------------------------- language-model stem and head
-def head_weight(case):
+def head_weight(case: Case) -> str:
     """The LM head's weight: the token embedding's arrays when tied (a shared parameter, as a sharing block's)."""
     return "emb.weight" if case.tied else "head.weight"
 
 
-def stem_forward(values, mb):
+def stem_forward(values: Arrays, mb: MicroBatch) -> Array:
+    """x_0 of a token case: token embedding rows plus position embedding rows."""
     return values["emb.weight"][mb.tokens] + values["pos.weight"][mb.positions]
 
 
-def stem_backward(grads, mb, g):
+def stem_backward(grads: Arrays, mb: MicroBatch, g: Array) -> None:
+    """Scatter-add dL/dx_0 into the embeddings' gradients, row by row."""
     np.add.at(grads["emb.weight"], mb.tokens, g)
     np.add.at(grads["pos.weight"], mb.positions, g)
 
 
-def lm_loss_forward(case, values, x, mb):
+def lm_loss_forward(case: Case, values: Arrays, x: Array, mb: MicroBatch) -> tuple[Any, Tape]:
+    """The LM head's loss: LayerNorm, logits against the head weight, cross-entropy; and its tape."""
     h, ln = layernorm(x, values["head.ln.weight"], values["head.ln.bias"])
     loss, probs = loss_forward(case, h @ values[head_weight(case)].T, mb)  # cross-entropy over the vocabulary
     return loss, (h, ln, probs)
 
 
-def lm_loss_backward(case, values, grads, ctx, mb):
+def lm_loss_backward(case: Case, values: Arrays, grads: Arrays, ctx: Tape, mb: MicroBatch) -> Array:
+    """dL/dx of lm_loss_forward, the head's gradients accumulated."""
     h, ln, probs = ctx
     dlogits = loss_backward(case, probs, mb)
     w = head_weight(case)
@@ -397,7 +448,8 @@ class NumpyAdapter:
     name = "numpy"
     version = np.__version__
 
-    def capabilities(self):
+    def capabilities(self) -> dict[str, Any]:
+        """What this adapter runs (PROTOCOL.md, "capabilities")."""
         return {
             "blocks": ["mlp", "residual-bn", "transformer", "moe"],
             "activations": ["relu", "gelu", "tanh", "rrelu"],
@@ -420,7 +472,8 @@ class NumpyAdapter:
             "inputs": ["dense", "tokens"],
         }
 
-    def run(self, case, out, mode, options):
+    def run(self, case: Case, out: Output, mode: str, options: dict[str, str]) -> dict[str, Any]:
+        """Train `case` plain or checkpointed, each step's results to `out`; returns the run's report fields."""
         L = len(case.blocks)
         k = int(options.get("segments", max(1, round(math.sqrt(L)))))
         if k < 1:
@@ -472,7 +525,8 @@ class NumpyAdapter:
                 "segments": k if mode == "checkpoint" and scheme == "segments" else None}
 
     @staticmethod
-    def _pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
+    def _pass(case: Case, mode: str, scheme: str, segments: list[tuple[int, int]], values: Arrays, grads: Arrays,
+              state: Arrays, rng: Rng, mb: MicroBatch, counts: list[int]) -> tuple[Any, Array | None, int]:
         """One micro-batch's forward and backward (the whole step's without micro-batches), accumulating into
         `grads`; returns its loss, dL/d(its input rows) (None for a token case, whose stem consumes it) and the
         bytes its forward left for the backward. The moe blocks' aux_loss trackers start the pass at zero and end
@@ -483,7 +537,8 @@ class NumpyAdapter:
         return moe.add_trackers(case, state, loss), g, saved
 
     @staticmethod
-    def _model_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts):
+    def _model_pass(case: Case, mode: str, scheme: str, segments: list[tuple[int, int]], values: Arrays, grads: Arrays,
+                    state: Arrays, rng: Rng, mb: MicroBatch, counts: list[int]) -> tuple[Any, Array | None, int]:
         if not case.tokens_input:
             return NumpyAdapter._chain_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts,
                                             mb.input, lambda x: loss_forward(case, x, mb),
@@ -498,8 +553,10 @@ class NumpyAdapter:
         return loss, None, saved
 
     @staticmethod
-    def _chain_pass(case, mode, scheme, segments, values, grads, state, rng, mb, counts, x, head_forward,
-                    head_backward):
+    def _chain_pass(case: Case, mode: str, scheme: str, segments: list[tuple[int, int]], values: Arrays, grads: Arrays,
+                    state: Arrays, rng: Rng, mb: MicroBatch, counts: list[int], x: Array,
+                    head_forward: Callable[[Array], tuple[Any, Any]],
+                    head_backward: Callable[[Any], Array]) -> tuple[Any, Array, int]:
         """The chain's forward and backward from x_0 = `x`, with the loss (or LM head) `head_forward` /
         `head_backward`; returns the loss, dL/dx_0 and the saved bytes."""
         L = len(case.blocks)
@@ -509,14 +566,14 @@ class NumpyAdapter:
         P = [Params(values, grads, prefixes[b.share if b.share is not None else i])
              for i, b in enumerate(case.blocks)]
 
-        def fwd(i, x, env):
+        def fwd(i: int, x: Array, env: Env) -> tuple[Array, Tape]:
             counts[i] += 1
             return BLOCKS[case.blocks[i].kind][0](i, case.blocks[i], P[i], x, env)
 
-        def bwd(i, tape, dy):
+        def bwd(i: int, tape: Tape, dy: Array) -> Array:
             return BLOCKS[case.blocks[i].kind][1](i, case.blocks[i], P[i], tape, dy)
 
-        def renv_at(snap):
+        def renv_at(snap: Any) -> Env:
             e = Env(case, rng.restored(snap), mb.key_step, False, counts)
             e.case_state = state
             return e
@@ -542,7 +599,7 @@ class NumpyAdapter:
             loss, lctx = head_forward(x)
             held = [0]  # bytes of the boundaries the recursion holds at once, at most
 
-            def back(a, b, xa, snap, g, depth_bytes):
+            def back(a: int, b: int, xa: Array, snap: Any, g: Array, depth_bytes: int) -> Array:
                 held[0] = max(held[0], depth_bytes)
                 renv = renv_at(snap)
                 if b - a == 1:

@@ -19,27 +19,36 @@ State (module buffers): `expert_counts` += the tokens each expert took, and the 
 every training forward and never on a recompute (Env.update_state False); the adapter zeroes the tracker when each
 micro-batch's pass starts and adds it into that pass's loss.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapter import Array, Env, Params, Tape
+    from ckpt_adapter import Block, Case
+
 import math
 
 import numpy as np
 
 
-def moe_jitter_uniforms(env, shape, key):
+def moe_jitter_uniforms(env: Env, shape: tuple[int, ...], key: int) -> Array:
     """One uniform per element of h, row-major, from the adapter's generator (dropout's draw machinery)."""
     return env.rng.uniform(shape, key)
 
 
-def capacity(rows, k, experts, cf):
+def capacity(rows: int, k: int, experts: int, cf: float) -> int:
+    """Tokens per expert: ceil(cf * rows * k / experts), at least 1, at most rows."""
     return min(rows, max(1, math.ceil(((cf * rows) * k) / experts)))
 
 
-def top_k(probs, k):
+def top_k(probs: Array, k: int) -> Array:
     """Each row's k largest probabilities' experts, the largest first, ties to the smaller index (a stable sort of
     the negated probabilities)."""
     return np.argsort(-probs, axis=1, kind="stable")[:, :k]
 
 
-def dispatch(choice, experts, cap):
+def dispatch(choice: Array, experts: int, cap: int) -> list[Array]:
     """Per expert the tokens it takes, in slot order: rank by rank, token by token, up to `cap` each."""
     tokens = [[] for _ in range(experts)]
     for r in range(choice.shape[1]):
@@ -50,7 +59,8 @@ def dispatch(choice, experts, cap):
     return [np.array(ts, dtype=np.int64) for ts in tokens]
 
 
-def moe_forward(h, spec, P, env, key, prefix, ops):
+def moe_forward(h: Array, spec: Block, P: Params, env: Env, key: int, prefix: str, ops: tuple[Any, ...]
+                ) -> tuple[Array, Tape]:
     """MoE(h) of block `prefix` (its state's names, "b<i>."); `ops`: the adapter's (linear, linear_back, act_fwd,
     act_back). Returns the output and what backward needs. Weights are read (and their gradients written) through
     (out, in) views, whatever shape the manifest gives them."""
@@ -97,7 +107,7 @@ def moe_forward(h, spec, P, env, key, prefix, ops):
     return out, (h, mult, a, probs, f, coef, experts, rd)
 
 
-def moe_backward(ctx, dout, P, G, ops):
+def moe_backward(ctx: Tape, dout: Array, P: Params, G: Any, ops: tuple[Any, ...]) -> Array:
     """dL/dh from dL/dMoE(h) `dout`, the aux loss's part included; accumulates into the gradients G (G(name))."""
     _, linear_back, _, act_back = ops
     h, mult, a, probs, f, coef, experts, rd = ctx
@@ -123,7 +133,7 @@ def moe_backward(ctx, dout, P, G, ops):
     return dh + (da * mult if mult is not None else da)
 
 
-def reset_trackers(case, state):
+def reset_trackers(case: Case, state: dict[str, Array]) -> None:
     """Each moe block's aux_loss tracker to zero: a micro-batch's pass starts."""
     for i, b in enumerate(case.blocks):
         if b.kind == "moe":
@@ -131,7 +141,7 @@ def reset_trackers(case, state):
             state[n] = np.zeros_like(state[n])
 
 
-def add_trackers(case, state, loss):
+def add_trackers(case: Case, state: dict[str, Array], loss: Any) -> Any:
     """The pass's loss: its main loss plus every moe block's tracker, in block order."""
     for i, b in enumerate(case.blocks):
         if b.kind == "moe":

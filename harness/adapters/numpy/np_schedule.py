@@ -1,13 +1,17 @@
 """The numpy adapter's bookkeeping that needs no tensors' values: the bytes a forward leaves for backward, the
 segments of `scheme=segments` and the recompute counts of `scheme=recursive` (adapter.py)."""
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 
-def array_bytes(objs):
+def array_bytes(objs: Any) -> int:
     """Bytes of the distinct arrays among objs (nested tuples), counting each buffer once."""
     seen = {}
 
-    def walk(o):
+    def walk(o: Any) -> None:
         if isinstance(o, np.ndarray):
             base = o
             while base.base is not None and isinstance(base.base, np.ndarray):
@@ -21,15 +25,16 @@ def array_bytes(objs):
     return sum(seen.values())
 
 
-def segment_bounds(n, k):
+def segment_bounds(n: int, k: int) -> list[tuple[int, int]]:
+    """[a, b) of each of k equal segments of n blocks (sizes differing by at most one)."""
     return [(j * n // k, (j + 1) * n // k) for j in range(k)]
 
 
-def recursive_recompute_counts(n):
+def recursive_recompute_counts(n: int) -> list[int]:
     """How often the recursive scheme recomputes each block, from its definition alone (no tensors)."""
     counts = [0] * n
 
-    def walk(a, b):
+    def walk(a: int, b: int) -> None:
         if b - a == 1:
             counts[a] += 1  # the forward with tape
             return

@@ -10,32 +10,42 @@ bf16 compute rounds the operands of every matrix product in a block to bfloat16 
 float32 bits) and accumulates in float32, as the reference does; the backward rounds the forward's operands again
 (never the incoming gradient), so it differentiates the function the forward computed.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adapter import Array, Env
+    from ckpt_adapter import Case
+
 import numpy as np
 
 
-def to_bf16(a):
+def to_bf16(a: Array) -> Array:
     """float32 -> the nearest bfloat16 value (ties to even), kept as float32."""
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
     return r.astype(np.uint32).view(np.float32).reshape(np.shape(a))
 
 
-def exact(a):
+def exact(a: Array) -> Array:
+    """The operand as it is (compute exact)."""
     return a
 
 
-def rounding(case, update_state):
+def rounding(case: Case, update_state: bool) -> Callable[[Array], Array]:
     """The operand rounding of a forward (first or recompute) of this case. `update_state` is False for a
     recompute, which a broken scheme may run otherwise (tests/adapters/faulty_adapter.py)."""
     return to_bf16 if case.compute == "bf16" else exact
 
 
-def drop_path_uniforms(env, samples, key):
+def drop_path_uniforms(env: Env, samples: int, key: int) -> Array:
     """One uniform per sample from the adapter's generator (a recompute's is the restored one)."""
     return env.rng.uniform((samples,), key)
 
 
-def drop_path(x, p, seq, env, key):
+def drop_path(x: Array, p: float, seq: int, env: Env, key: int) -> tuple[Array, Array | None]:
     """timm's DropPath on x viewed as (samples, seq, width): sample s kept iff u_s > p (as the reference), scaled by
     1/(1-p).
     Returns the output and the per-sample scales (samples, 1, 1) backward needs (None when p == 0)."""
@@ -48,18 +58,19 @@ def drop_path(x, p, seq, env, key):
     return (x.reshape(samples, seq, -1) * scale).reshape(x.shape), scale
 
 
-def drop_path_back(scale, dy):
+def drop_path_back(scale: Array | None, dy: Array) -> Array:
+    """dL/dx of drop_path: dy times the saved per-sample scale (dy as it is when nothing was dropped)."""
     if scale is None:
         return dy
     return (dy.reshape(scale.shape[0], -1, dy.shape[1]) * scale).reshape(dy.shape)
 
 
-def rrelu_uniforms(env, shape, key):
+def rrelu_uniforms(env: Env, shape: tuple[int, ...], key: int) -> Array:
     """One uniform per element, whatever its sign (as the reference draws)."""
     return env.rng.uniform(shape, key)
 
 
-def rrelu(h, lower, upper, env, key):
+def rrelu(h: Array, lower: float, upper: float, env: Env, key: int) -> tuple[Array, Array]:
     """Training-mode RReLU: a negative element times a slope uniform in [lower, upper]; returns the output and
     the noise (slope where h <= 0, else 1) backward multiplies by."""
     dt = h.dtype.type

@@ -36,14 +36,17 @@ torch.autocast("cpu", dtype=torch.bfloat16) with float master weights, the loss 
 Mixture of experts (MoE below): router jitter from torch's generator (as dropout), the expert_counts and aux_loss
 buffers updated in forward, coef * aux recorded on the side and added to each pass's loss (coef = aux_loss_coef / M).
 """
+from __future__ import annotations
+
 import importlib.metadata
 import os
 import sys
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, HERE)
-from ckpt_adapter import main  # noqa: E402
+from ckpt_adapter import Case, Output, main  # noqa: E402
 
 
 class TorchAdapter:
@@ -51,7 +54,8 @@ class TorchAdapter:
     # From the installed distribution's metadata: `capabilities` answers without importing torch (two seconds).
     version = importlib.metadata.version("torch").split("+")[0]
 
-    def capabilities(self):
+    def capabilities(self) -> dict[str, Any]:
+        """What this adapter runs (PROTOCOL.md, "capabilities"); the options' values depend on the torch installed."""
         modes = ["checkpoint", "sequential", "selective"]
         return {
             "blocks": ["mlp", "residual-bn", "transformer", "moe"],
@@ -85,7 +89,8 @@ class TorchAdapter:
             "torch_full_version": importlib.metadata.version("torch"),
         }
 
-    def run(self, case, out, mode, options):
+    def run(self, case: Case, out: Output, mode: str, options: dict[str, str]) -> dict[str, Any]:
+        """Train `case` plain or checkpointed (case_model.run), measured in passes of its own (case_measure.py)."""
         import case_measure  # the compared run without the saved-tensor hooks, then a forked measuring pass
         import case_model  # torch and the model: imported on the first run only (see `version`)
         return case_measure.run(case_model.run, case, out, mode, options)

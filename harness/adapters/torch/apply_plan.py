@@ -13,8 +13,12 @@ per step, as in the plain run.
   apply(model, chain_modules, placement) -> [(segment runner, first block index)]
   load_placement(path) -> the placement dict, checked
 """
+from __future__ import annotations
+
 import contextlib
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -26,12 +30,13 @@ class BadPlacement(Exception):
     """The placement file is malformed or does not fit the model (user_model.py: a bad factory, exit 2)."""
 
 
-def _field(cond, where, what):
+def _field(cond: bool, where: str, what: str) -> None:
     if not cond:
         raise BadPlacement("placement.json: %s: %s" % (where, what))
 
 
-def load_placement(path):
+def load_placement(path: str) -> dict[str, Any]:
+    """The placement file at `path`, checked field by field; BadPlacement naming the first bad field."""
     try:
         with open(path) as f:
             p = json.load(f)
@@ -55,7 +60,7 @@ def load_placement(path):
     return p
 
 
-def check_segments(segments, length):
+def check_segments(segments: list[dict[str, Any]], length: int) -> None:
     """Segments in order, each first <= last, covering 0..length-1 exactly."""
     nxt = 0
     for j, s in enumerate(segments):
@@ -74,10 +79,10 @@ class KeepBuffers:
     version counter, so the counter cannot tell which moved. The copy goes through .data, which bumps no
     counter either: the buffers autograd saved (BatchNorm's backward takes the running statistics) stay valid."""
 
-    def __init__(self, modules):
+    def __init__(self, modules: Sequence[torch.nn.Module]) -> None:
         self.modules = modules
 
-    def __enter__(self):
+    def __enter__(self) -> KeepBuffers:
         self.saved = []
         for block in self.modules:
             for mod in block.modules():
@@ -86,7 +91,7 @@ class KeepBuffers:
                         self.saved.append((mod, name, buf, buf.detach().clone()))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         with torch.no_grad():
             for mod, name, buf, value in self.saved:
                 if mod._buffers.get(name) is not buf:
@@ -96,19 +101,21 @@ class KeepBuffers:
         return False
 
 
-def buffer_guard_context(modules):
+def buffer_guard_context(modules: Sequence[torch.nn.Module]) -> Callable[[], tuple[Any, KeepBuffers]]:
     """A context_fn for torch.utils.checkpoint: nothing around the forward, KeepBuffers around the recompute."""
     return lambda: (contextlib.nullcontext(), KeepBuffers(modules))
 
 
-def _restructure(rest, x):
+def _restructure(rest: tuple[Any, ...] | None, x: Any) -> Any:
     """x in the structure of a block's output: x itself for a tensor, (x, *rest) for a tuple (rest: the tuple's
     other elements, None for a tensor)."""
     return x if rest is None else (x,) + rest
 
 
 class _SegmentState:
-    def __init__(self):
+    """What a recomputed segment's slots share within one forward."""
+
+    def __init__(self) -> None:
         self.output = None   # the segment's output x_{last+1}, until the last slot has passed it on
         self.rest = {}       # block offset -> a tuple output's other elements (not its first: no activation kept)
         self.recording = False  # the forward, not the recompute
@@ -117,14 +124,16 @@ class _SegmentState:
 class SegmentRunner(torch.nn.Module):
     """Slot `first`: blocks first..last under one non-reentrant checkpoint."""
 
-    def __init__(self, blocks, names, first, state):
+    def __init__(self, blocks: list[torch.nn.Module], names: list[str], first: int, state: _SegmentState) -> None:
         super().__init__()
         self.segment = torch.nn.ModuleList(blocks)
         self.names = names
         self.first = first
         self.state = state
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The segment's blocks on the first positional argument, under one non-reentrant checkpoint; the output in
+        the structure the first block returns."""
         if not args or not isinstance(args[0], torch.Tensor):
             raise TypeError("apply_plan: block %s takes its input as the first positional argument" % self.names[0])
         x, rest = args[0], list(args[1:])
@@ -133,7 +142,7 @@ class SegmentRunner(torch.nn.Module):
         tensors = [rest[i] if kind == "a" else kwargs[i] for kind, i in slots]
         blocks, names, state = list(self.segment), self.names, self.state
 
-        def run(h, *ts):
+        def run(h: torch.Tensor, *ts: torch.Tensor) -> torch.Tensor:
             a, kw = list(rest), dict(kwargs)
             for (kind, i), t in zip(slots, ts, strict=False):
                 if kind == "a":
@@ -166,14 +175,15 @@ class SegmentRunner(torch.nn.Module):
 class PassThrough(torch.nn.Module):
     """Slot first+j (j >= 1) of a recomputed segment: its block already ran inside the segment's checkpoint."""
 
-    def __init__(self, name, offset, last, state):
+    def __init__(self, name: str, offset: int, last: bool, state: _SegmentState) -> None:
         super().__init__()
         self.name = name
         self.offset = offset
         self.last = last
         self.state = state
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The segment's output, in the structure this slot's block returns; RuntimeError when the input is not it."""
         x = args[0] if args else None
         if x is None or x is not self.state.output:
             raise RuntimeError("apply_plan: block %s's input is not its segment's output: the model does not run "
@@ -183,13 +193,14 @@ class PassThrough(torch.nn.Module):
         return _restructure(self.state.rest.get(self.offset), x)
 
 
-def _slot(model, name):
+def _slot(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
     """(parent module, attribute) holding the module at path `name`."""
     parent_name, _, attr = name.rpartition(".")
     return (model.get_submodule(parent_name) if parent_name else model), attr
 
 
-def apply(model, chain_modules, placement):
+def apply(model: torch.nn.Module, chain_modules: Sequence[torch.nn.Module], placement: dict[str, Any]
+          ) -> list[tuple[SegmentRunner, int]]:
     """Rewrites the model's chain for `placement` (checked against the chain's block names, the module paths
     before any transform). Returns [(SegmentRunner, first)] for the recomputed segments."""
     names_of = {id(m): n for n, m in model.named_modules()}

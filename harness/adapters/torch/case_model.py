@@ -1,6 +1,8 @@
 """The torch side of the PyTorch adapter (adapter.py, which documents the model): the case's model built from
 torch modules and its training loop, plain or under torch.utils.checkpoint. adapter.py imports this module on its
 first run request only, so a `capabilities` query does not pay for importing torch."""
+from __future__ import annotations
+
 import collections
 import contextlib
 import functools
@@ -8,6 +10,8 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import numpy as np  # noqa: E402
@@ -15,7 +19,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torch.utils.checkpoint as tc  # noqa: E402
-from ckpt_adapter import BadRequest  # noqa: E402
+from ckpt_adapter import BadRequest, Block, Case, MicroBatch, Output  # noqa: E402
 from saved_bytes import SavedBytes  # noqa: E402
 
 torch.set_num_threads(1)
@@ -27,12 +31,13 @@ HAS_SAC = hasattr(tc, "create_selective_checkpoint_contexts") and hasattr(tc, "C
 class Counted(nn.Module):
     """Counts the forward calls of a block (initial forward and recompute alike)."""
 
-    def __init__(self, counts, index):
+    def __init__(self, counts: list[int], index: int) -> None:
         super().__init__()
         self._counts = counts
         self._index = index
 
-    def count(self):
+    def count(self) -> None:
+        """One more forward call of this block."""
         self._counts[self._index] += 1
 
 
@@ -40,11 +45,11 @@ class DropPath(nn.Module):
     """timm's DropPath (timm.layers.drop_path, scale_by_keep) on x viewed as (samples, seq, width): one Bernoulli
     draw per sample from torch's generator, the kept samples scaled by 1 / (1 - p)."""
 
-    def __init__(self, p, seq):
+    def __init__(self, p: float, seq: int) -> None:
         super().__init__()
         self.p, self.seq = p, seq
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.p == 0.0 or not self.training:
             return x
         keep = 1 - self.p
@@ -56,32 +61,36 @@ class DropPath(nn.Module):
 
 
 class MlpBlock(Counted):
-    def __init__(self, counts, index, width, activation, p, rrelu_range):
+    def __init__(self, counts: list[int], index: int, width: int, activation: str, p: float,
+                 rrelu_range: Sequence[float]) -> None:
         super().__init__(counts, index)
         self.fc = nn.Linear(width, width)
         self.act = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": lambda: nn.GELU(approximate="tanh"),
                     "rrelu": lambda: nn.RReLU(*rrelu_range)}[activation]()
         self.dropout = nn.Dropout(p)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = Dropout(act(fc x)) (numpy's mlp_forward)."""
         self.count()
         return self.dropout(self.act(self.fc(x)))
 
 
 class ResidualBnBlock(Counted):
-    def __init__(self, counts, index, width, drop_path, seq):
+    def __init__(self, counts: list[int], index: int, width: int, drop_path: float, seq: int) -> None:
         super().__init__(counts, index)
         self.fc = nn.Linear(width, width)
         self.bn = nn.BatchNorm1d(width, eps=1e-5, momentum=0.1)
         self.drop_path = DropPath(drop_path, seq)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = x + DropPath(ReLU(BatchNorm(fc x)))."""
         self.count()
         return x + self.drop_path(F.relu(self.bn(self.fc(x))))
 
 
 class TransformerBlock(Counted):
-    def __init__(self, counts, index, width, heads, seq, p, drop_path):
+    def __init__(self, counts: list[int], index: int, width: int, heads: int, seq: int, p: float,
+                 drop_path: float) -> None:
         super().__init__(counts, index)
         self.heads, self.seq, self.p = heads, seq, p
         self.ln1 = nn.LayerNorm(width, eps=1e-5)
@@ -96,7 +105,8 @@ class TransformerBlock(Counted):
         self.drop_path1 = DropPath(drop_path, seq)  # timm's ViT Block: after the branch's dropout, before the add
         self.drop_path2 = DropPath(drop_path, seq)
 
-    def attention(self, qkv):
+    def attention(self, qkv: torch.Tensor) -> torch.Tensor:
+        """Causal multi-head attention of packed q|k|v rows, dropout on its probabilities."""
         rows, c3 = qkv.shape
         c = c3 // 3
         hd = c // self.heads
@@ -108,7 +118,8 @@ class TransformerBlock(Counted):
         att = F.dropout(att, self.p, training=self.training)
         return (att @ v).transpose(1, 2).reshape(rows, c)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-LN GPT block: attention then gelu MLP, each branch with dropout and drop path."""
         self.count()
         h = x + self.drop_path1(self.drop1(self.proj(self.attention(self.qkv(self.ln1(x))))))
         return h + self.drop_path2(self.drop2(self.fc2(self.gelu(self.fc1(self.ln2(h))))))
@@ -123,7 +134,8 @@ class MoE(nn.Module):
     GELU tanh, Linear) over their capacity-padded buffers, the gate-weighted sum back per token. Side effects, as in
     those libraries: the tokens per expert go into the `expert_counts` buffer and coef * aux into the `aux_loss`
     tracker buffer, and coef * aux (with its graph) is appended to `aux_losses`, a list the training loop sets before
-    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (docs/frameworks.md's findings).
+    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (docs/frameworks.md's
+    findings).
     Two options show the fixes: moe_state=guarded moves the buffers only outside a backward pass (where every
     checkpoint recompute runs); moe_aux=attach records the aux loss detached (for the reported loss only) and
     attaches its gradient to the layer's output, as Megatron-LM's MoEAuxLossAutoScaler does."""
@@ -131,7 +143,7 @@ class MoE(nn.Module):
     guarded = False
     attach = False
 
-    def __init__(self, width, spec, micro_batches):
+    def __init__(self, width: int, spec: Block, micro_batches: int) -> None:
         super().__init__()
         self.E, self.k = int(spec.experts), int(spec.top_k)
         # The aux loss is divided by the micro-batches like the main loss (a gradient-accumulation loop's loss / M).
@@ -145,7 +157,7 @@ class MoE(nn.Module):
         self.register_buffer("aux_loss", torch.zeros(1, 1))
         self.aux_losses = []
 
-    def forward(self, h):
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         rows, E, k = h.shape[0], self.E, self.k
         a = h
         if self.training and self.jitter > 0:
@@ -184,12 +196,12 @@ class AuxLossAutoScaler(torch.autograd.Function):
     trains through the graph of whichever forward built this node (a recompute's, under reentrant checkpoint)."""
 
     @staticmethod
-    def forward(ctx, output, aux_loss):
+    def forward(ctx: Any, output: torch.Tensor, aux_loss: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(aux_loss)
         return output
 
     @staticmethod
-    def backward(ctx, grad_output):
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         (aux_loss,) = ctx.saved_tensors
         return grad_output, torch.ones_like(aux_loss)
 
@@ -197,14 +209,16 @@ class AuxLossAutoScaler(torch.autograd.Function):
 class MoeBlock(Counted):
     """y = x + DropPath(Dropout(MoE(LayerNorm x)))."""
 
-    def __init__(self, counts, index, width, spec, p, seq, micro_batches):
+    def __init__(self, counts: list[int], index: int, width: int, spec: Block, p: float, seq: int,
+                 micro_batches: int) -> None:
         super().__init__(counts, index)
         self.ln = nn.LayerNorm(width, eps=1e-5)
         self.moe = MoE(width, spec, micro_batches)
         self.drop = nn.Dropout(p)
         self.drop_path = DropPath(spec.drop_path, seq)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = x + DropPath(Dropout(MoE(LayerNorm x)))."""
         self.count()
         return x + self.drop_path(self.drop(self.moe(self.ln(x))))
 
@@ -212,38 +226,40 @@ class MoeBlock(Counted):
 class LmHead(nn.Module):
     """GPT-2's final LayerNorm and LM head: logits = LN(x) W^T, no bias."""
 
-    def __init__(self, width, vocab):
+    def __init__(self, width: int, vocab: int) -> None:
         super().__init__()
         self.ln = nn.LayerNorm(width, eps=1e-5)
         self.out = nn.Linear(width, vocab, bias=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits: the final LayerNorm, then the vocabulary projection."""
         return self.out(self.ln(x))
 
 
 class Lm(nn.Module):
     """A token case's modules outside the chain: token and position embeddings, the head."""
 
-    def __init__(self, vocab, seq, width):
+    def __init__(self, vocab: int, seq: int, width: int) -> None:
         super().__init__()
         self.emb = nn.Embedding(vocab, width)
         self.pos = nn.Embedding(seq, width)
         self.head = LmHead(width, vocab)
 
-    def stem(self, mb):
+    def stem(self, mb: MicroBatch) -> torch.Tensor:
+        """x_0 of a token micro-batch: token plus position embeddings."""
         return self.emb(torch.from_numpy(mb.tokens)) + self.pos(torch.from_numpy(mb.positions))
 
 
 class Model(nn.Module):
     """The chain (an nn.Sequential of the blocks, what checkpointing wraps) and, for a token case, its Lm."""
 
-    def __init__(self, chain, lm):
+    def __init__(self, chain: torch.nn.Sequential, lm: Lm | None) -> None:
         super().__init__()
         self.chain = chain
         self.lm = lm
 
 
-def start_moe_pass(moe_blocks):
+def start_moe_pass(moe_blocks: list[MoeBlock]) -> list[torch.Tensor]:
     """A pass (micro-batch) starts: each moe block's aux_loss tracker zeroed (with the gradients, per pass) and the
     list its forward records coef * aux into, returned."""
     aux_losses = []
@@ -253,7 +269,8 @@ def start_moe_pass(moe_blocks):
     return aux_losses
 
 
-def build(case, counts):
+def build(case: Case, counts: list[int]) -> Model:
+    """The case's model with the manifest's initial values, every block counting its forwards into `counts`."""
     blocks = []
     for i, b in enumerate(case.blocks):
         if b.kind == "mlp":
@@ -291,7 +308,7 @@ def build(case, counts):
     return model
 
 
-def grad_or_none(p):
+def grad_or_none(p: torch.Tensor) -> Any:
     """A parameter's gradient as an array; None where autograd left none (reported as missing)."""
     return p.grad.detach().numpy() if p.grad is not None else None
 
@@ -299,7 +316,7 @@ def grad_or_none(p):
 LM_NAMES = {"head.weight": "head.out.weight"}
 
 
-def torch_name(case_name):
+def torch_name(case_name: str) -> str:
     """b3.fc.weight -> chain.3.fc.weight (nn.Sequential's naming); emb.weight -> lm.emb.weight,
     head.weight -> lm.head.out.weight."""
     if case_name[0] == "b" and case_name[1].isdigit():
@@ -307,14 +324,16 @@ def torch_name(case_name):
     return "lm." + LM_NAMES.get(case_name, case_name)
 
 
-def selective_policy(ctx, op, *args, **kwargs):
+def selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """checkpoint=selective's policy: save the matrix products' outputs, recompute everything else."""
     aten = torch.ops.aten
     if op in (aten.mm.default, aten.addmm.default, aten.bmm.default):
         return tc.CheckpointPolicy.MUST_SAVE
     return tc.CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def run(case, out, mode, options, measure=True, steps=None):
+def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bool = True,
+        steps: int | None = None) -> dict[str, Any]:
     """TorchAdapter.run (adapter.py): trains `case` (its first `steps`), writes its results through `out`, returns
     the meta fields; `measure`: saved-tensor hooks in step 0 (off in the compared run: case_measure.py)."""
     reentrant = options.get("use_reentrant", "0") == "1"
@@ -353,7 +372,7 @@ def run(case, out, mode, options, measure=True, steps=None):
     else:
         recomputed = list(range(L))
 
-    def forward(x):
+    def forward(x: torch.Tensor | None) -> torch.Tensor:
         if mode == "plain":
             return model(x)
         if how == "sequential":
@@ -366,14 +385,14 @@ def run(case, out, mode, options, measure=True, steps=None):
             x = tc.checkpoint(blk, x, **kw)
         return x
 
-    def criterion(y, mb):
+    def criterion(y: torch.Tensor, mb: MicroBatch) -> torch.Tensor:
         if lm is not None:
             return F.cross_entropy(lm.head(y), labels[mb.rows])
         if labels is not None:
             return F.cross_entropy(y, labels[mb.rows])
         return F.mse_loss(y, target[mb.rows])
 
-    def micro_batch(step, m):
+    def micro_batch(step: int, m: int) -> tuple[torch.Tensor, Any, int]:
         """One micro-batch's forward and backward: its loss / M accumulated into .grad as a training loop
         does; returns its loss, dL/d(its input rows) or None, and the bytes its forward saved (step 0)."""
         mb = case.micro_batch(step, m)

@@ -11,11 +11,17 @@ user_model.py --plan.
 - OpRecorder: a TorchDispatchMode recording, per party and aten op, the storages each op produces and its FLOPs
   in forward and (through hooks on the autograd nodes the op created) in backward.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 BEFORE, AFTER = "before", "after"
+Party = int | str  # a chain block's index, or BEFORE / AFTER the chain
 
 # Matrix products and convolutions: what a `selective` policy keeps (COSTS.md `matmul`).
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "convolution", "_convolution",
@@ -42,23 +48,24 @@ class NotSequential(Exception):
     """The model does not run its chain as one block after another (COSTS.md "The chain")."""
 
 
-def storage_ptr(t):
+def storage_ptr(t: torch.Tensor) -> int:
+    """The data pointer of the tensor's storage (what identifies it among the saved tensors)."""
     return t.untyped_storage().data_ptr()
 
 
-def first_tensor(value):
+def first_tensor(value: Any) -> torch.Tensor | None:
     """The block's output as the chain sees it: the tensor, or a tuple's first element."""
     if isinstance(value, (tuple, list)) and value:
         value = value[0]
     return value if isinstance(value, torch.Tensor) else None
 
 
-def further_tensors(args, kwargs):
+def further_tensors(args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensors a block takes besides its first positional argument (top level only)."""
     return [a for a in list(args[1:]) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
 
 
-def resolve_chain(setup, model):
+def resolve_chain(setup: dict[str, Any], model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """The chain's blocks as (module path, module) pairs, the paths from model.named_modules() as they are now
     (call it before any checkpoint transform renames modules)."""
     chain = setup["chain"](model)
@@ -91,7 +98,9 @@ class ChainStack:
     placement's segment wrappers) push its index on entry and pop it on exit, also when the forward raised (a
     recompute that stops early). on_enter(i, args, kwargs) and on_exit(i, output) let a probe look at them."""
 
-    def __init__(self, modules, extra=(), on_enter=None, on_exit=None):
+    def __init__(self, modules: Sequence[torch.nn.Module], extra: Sequence[tuple[torch.nn.Module, int]] = (),
+                 on_enter: Callable[[int, tuple[Any, ...], dict[str, Any]], Any] | None = None,
+                 on_exit: Callable[[int, Any], Any] | None = None) -> None:
         self.stack = []
         self.started = False
         self.calls = [0] * len(modules)
@@ -102,8 +111,8 @@ class ChainStack:
         for m, i in extra:
             self._hook(m, i, False)
 
-    def _hook(self, module, index, is_block):
-        def pre(_module, args, kwargs):
+    def _hook(self, module: torch.nn.Module, index: int, is_block: bool) -> None:
+        def pre(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if is_block:
                 self.calls[index] += 1
                 if self.on_enter is not None:
@@ -111,7 +120,7 @@ class ChainStack:
             self.stack.append(index)
             self.started = True
 
-        def post(_module, _args, output):
+        def post(_module: torch.nn.Module, _args: Any, output: Any) -> None:
             if index in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(index)]
             if is_block and self.on_exit is not None:
@@ -120,12 +129,14 @@ class ChainStack:
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self.handles.append(module.register_forward_hook(post, always_call=True))
 
-    def party(self):
+    def party(self) -> Party:
+        """The block running now (its index), else BEFORE the first block or AFTER the chain."""
         if self.stack:
             return self.stack[-1]
         return AFTER if self.started else BEFORE
 
-    def remove(self):
+    def remove(self) -> None:
+        """Remove the hooks."""
         for h in self.handles:
             h.remove()
         self.handles = []
@@ -135,15 +146,17 @@ class PlanMeter:
     """Each storage packed in the forward pass attributed to the first party that packs it (forward order):
     plugged into saved_bytes.SavedBytes as its probe, which already leaves parameters out."""
 
-    def __init__(self, stack):
+    def __init__(self, stack: ChainStack) -> None:
         self.stack = stack
         self.first = {}
 
-    def packed(self, ptr, nbytes):
+    def packed(self, ptr: int, nbytes: int) -> None:
+        """SavedBytes' report of a counted pack: the storage goes to the party running now, unless it has one."""
         if ptr not in self.first:
             self.first[ptr] = (self.stack.party(), nbytes)
 
-    def summary(self, length):
+    def summary(self, length: int) -> dict[str, Any]:
+        """The saved bytes before the chain, after it and per block of a chain of `length` blocks."""
         by_block, before, after = [0] * length, 0, 0
         for party, nbytes in self.first.values():
             if party == BEFORE:
@@ -161,7 +174,7 @@ class ChainProbe:
     packed for backward: its bytes, the parties that pack it (in order), the op that produced it. The checks
     of a sequential chain are collected, not raised inside the user's forward: error() after it."""
 
-    def __init__(self, blocks, param_ptrs):
+    def __init__(self, blocks: Sequence[tuple[str, torch.nn.Module]], param_ptrs: set[int]) -> None:
         self.names = [n for n, _ in blocks]
         self.param_ptrs = param_ptrs
         self.recorder = None
@@ -174,11 +187,11 @@ class ChainProbe:
         self.problems = []
         self.stack = ChainStack([m for _, m in blocks], on_enter=self._enter, on_exit=self._exit)
 
-    def _problem(self, text):
+    def _problem(self, text: str) -> None:
         if not self.problems:
             self.problems.append("chain is not sequential: " + text)
 
-    def _enter(self, i, args, kwargs):
+    def _enter(self, i: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = self.names[i]
         if self.stack.calls[i] > 1:
             return self._problem("block %s runs %d times in one forward pass" % (name, self.stack.calls[i]))
@@ -202,7 +215,7 @@ class ChainProbe:
             self._problem("block %s takes other tensor arguments than block %s (%d storages, %d there)"
                           % (name, self.names[0], len(storages), len(self.arguments)))
 
-    def _exit(self, i, output):
+    def _exit(self, i: int, output: Any) -> None:
         y = first_tensor(output)
         if y is None:
             return self._problem("block %s returns %s, not a tensor or a tuple starting with one"
@@ -214,7 +227,8 @@ class ChainProbe:
             if i == len(self.names) - 1:
                 self.output = y
 
-    def packed(self, ptr, nbytes):
+    def packed(self, ptr: int, nbytes: int) -> None:
+        """SavedBytes' report of a counted pack: its bytes, every party that packs it, the op that made it."""
         entry = self.saved.get(ptr)
         if entry is None:
             producer = self.recorder.producer.get(ptr) if self.recorder is not None else None
@@ -223,7 +237,8 @@ class ChainProbe:
         if party not in entry["parties"]:
             entry["parties"].append(party)
 
-    def error(self):
+    def error(self) -> str | None:
+        """The first reason the chain is not sequential, or None."""
         if self.problems:
             return self.problems[0]
         missing = [n for n, c in zip(self.names, self.stack.calls, strict=False) if c == 0]
@@ -231,12 +246,13 @@ class ChainProbe:
             return "chain is not sequential: block %s does not run in the forward pass" % missing[0]
         return None
 
-    def boundaries(self):
+    def boundaries(self) -> list[tuple[int, int]]:
         """[(ptr, nbytes)] of x_0..x_L."""
         ts = self.inputs + [self.output]
         return [(storage_ptr(t), t.untyped_storage().nbytes()) for t in ts]
 
-    def remove(self):
+    def remove(self) -> None:
+        """Remove the block hooks and let the kept tensors go."""
         self.stack.remove()
 
 
@@ -249,7 +265,7 @@ class OpRecorder(TorchDispatchMode):
     FlopCounterMode's. Backward FLOPs go to the forward op whose autograd node runs: each node an op's outputs
     got is hooked (pre-hook: it starts; hook: it is done)."""
 
-    def __init__(self, party, counter):
+    def __init__(self, party: Callable[[], Party], counter: Any) -> None:
         super().__init__()
         self.party = party
         self.counter = counter
@@ -262,10 +278,11 @@ class OpRecorder(TorchDispatchMode):
         self.backward = False
         self.unattributed = 0  # backward FLOPs outside every hooked node
 
-    def entry(self, party, name):
+    def entry(self, party: Party, name: str) -> list[int]:
+        """The [forward, backward] FLOPs of op `name` under `party`, created at zero."""
         return self.ops.setdefault(party, {}).setdefault(name, [0, 0])
 
-    def resolve(self):
+    def resolve(self) -> None:
         """Hooks the autograd nodes of the last op's outputs (set once the op's autograd wrapper returned)."""
         for t, party, name in self.pending:
             node = t.grad_fn
@@ -275,19 +292,21 @@ class OpRecorder(TorchDispatchMode):
                 node.register_hook(self._node_post)
         self.pending = []
 
-    def _node_pre(self, party, name):
-        def hook(_grad_outputs):
+    def _node_pre(self, party: Party, name: str) -> Callable[[Any], None]:
+        def hook(_grad_outputs: Any) -> None:
             self.current = (party, name)
         return hook
 
-    def _node_post(self, _grad_inputs, _grad_outputs):
+    def _node_post(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
         self.current = None
 
-    def start_backward(self):
+    def start_backward(self) -> None:
+        """The forward is over: resolve its last op, attribute the FLOPs from here on to backward."""
         self.resolve()
         self.backward = True
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+                           ) -> Any:
         kwargs = kwargs or {}
         packet = func._overloadpacket
         if packet.__name__ in _META_OPS:
@@ -327,6 +346,7 @@ class OpRecorder(TorchDispatchMode):
         return out
 
 
-def is_matmul(op_name):
+def is_matmul(op_name: str) -> bool:
+    """Whether an aten op name (aten.mm.default) is a matrix product or a convolution (MATMUL_OPS)."""
     parts = op_name.split(".")
     return len(parts) >= 2 and parts[1] in MATMUL_OPS

@@ -1,18 +1,26 @@
 """The activation bytes a forward saves for backward, as the torch adapters measure them (PROTOCOL.md, "Saved
 bytes"): the distinct storages packed by torch.autograd.graph.saved_tensors_hooks, parameters excluded. The case
 adapter (case_model.py) and the user-model driver (user_model.py, with a probe per block) share it."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 
 class SavedBytes:
     """Distinct storages packed for backward during one forward, parameters excluded. `probe`, if given, is told
     of every counted pack (chain_probe.py attributes them to blocks)."""
 
-    def __init__(self, params, probe=None):
+    def __init__(self, params: Iterable[torch.Tensor], probe: Any = None) -> None:
         self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
         self.seen = {}
         self.probe = probe
 
-    def pack(self, t):
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        """saved_tensors_hooks' pack: count t's storage once (not a parameter's), tell the probe, keep t."""
         s = t.untyped_storage()
         if s.data_ptr() not in self.param_ptrs:
             self.seen[s.data_ptr()] = s.nbytes()
@@ -21,8 +29,10 @@ class SavedBytes:
         return t
 
     @staticmethod
-    def unpack(t):
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        """saved_tensors_hooks' unpack: t as packed."""
         return t
 
-    def total(self):
+    def total(self) -> int:
+        """Bytes of the distinct storages packed so far."""
         return sum(self.seen.values())

@@ -1,0 +1,47 @@
+"""reports/plan_checks.py: a plan-loop.json is read into typed rows, each bad field one line naming it; the cells
+mark a predicted/measured mismatch."""
+import json
+
+import pytest
+
+from reports.plan_checks import PlanCheckRow, cells, load
+from reports.report_data import BadInput
+
+ROW = {"budget_label": "min", "budget": 1000, "policy": "revolve:slots=2", "predicted_saved_bytes": 5000,
+       "measured_saved_bytes": 5000, "plain_saved_bytes": 9000, "predicted_time_overhead": 0.21,
+       "measured_time_overhead": None}
+
+
+def write(tmp_path, rows, **top):
+    doc = {"format": "ckptcheck-plan-loop", "version": 1, "adapter": "torch:module=m.py:f", "rows": rows, **top}
+    p = tmp_path / "plan-loop.json"
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+def test_rows_load_typed(tmp_path):
+    adapter, rows = load(write(tmp_path, [ROW, {**ROW, "measured_saved_bytes": 5100, "plain_saved_bytes": None}]))
+    assert adapter == "torch:module=m.py:f"
+    assert rows[0] == PlanCheckRow("min", 1000, "revolve:slots=2", 5000, 5000, 9000, 0.21, None)
+    c = cells(rows)
+    assert c[0][5] == "yes" and c[1][5] == "**NO**"
+    assert c[0][7] == "+21.0%" and c[0][8] == "—"
+    assert c[1][6] == "—"  # no plain bytes measured
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"budget": -1}, r"rows\[0\]\.budget: must be a non-negative integer"),
+    ({"measured_saved_bytes": True}, r"rows\[0\]\.measured_saved_bytes: must be a non-negative integer"),
+    ({"policy": 3}, r"rows\[0\]\.policy: must be a string"),
+    ({"predicted_time_overhead": "fast"}, r"rows\[0\]\.predicted_time_overhead: must be a number or null"),
+])
+def test_bad_row_field_is_named(tmp_path, change, message):
+    with pytest.raises(BadInput, match=r"plan loop '.*': " + message):
+        load(write(tmp_path, [{**ROW, **change}]))
+
+
+def test_bad_file(tmp_path):
+    with pytest.raises(BadInput, match="format/version must be"):
+        load(write(tmp_path, [ROW], version=2))
+    with pytest.raises(BadInput, match="needs an adapter and a non-empty rows array"):
+        load(write(tmp_path, []))
