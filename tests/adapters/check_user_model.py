@@ -74,7 +74,7 @@ def check_seeds(rep, a):
         if len(per[0]) != a.ranks or len(per[1]) != a.ranks:
             fail("seed %d: %d / %d ranks with memory figures, expected %d" % (s["seed"], len(per[0]), len(per[1]),
                                                                             a.ranks))
-        for r, (p, c) in enumerate(zip(*per)):
+        for r, (p, c) in enumerate(zip(*per, strict=True)):  # both lengths checked equal above
             if not 0 < c["activation_bytes"] < p["activation_bytes"]:
                 fail("seed %d rank %d: activation bytes plain %d, checkpointed %d" % (s["seed"], r,
                                                                                       p["activation_bytes"],

@@ -125,7 +125,7 @@ class Options:
                 if flag not in self.flags(sub):
                     yield sub, flag
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (one checker per run: the cache lives as long as the process)
     def flags(self, sub):
         out = subprocess.run([self.binary, sub, "--help"], capture_output=True, text=True, check=True).stdout
         return frozenset(re.findall(r"^\s+(?:-\w,)?(--[\w-]+)", out, re.M))

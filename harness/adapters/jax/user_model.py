@@ -26,8 +26,8 @@ import traceback
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    import numpy as np
     import jax
+    import numpy as np
 except ImportError as e:  # one line for the harness (a fault, exit 3 there): nothing can run without them
     sys.exit("%s: %s is not installed in %s (ci/setup-python installs the frameworks)" % (
         os.path.basename(__file__), e.name, sys.executable))
@@ -42,6 +42,7 @@ if _CACHE != "0":
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 import model_state  # noqa: E402
 import residuals  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import user_dump  # noqa: E402
 from user_dump import BadFactory, load_factory, one_line  # noqa: E402  (the drivers' shared contract)
