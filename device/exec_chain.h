@@ -19,6 +19,7 @@
 #include "device/device_chain.h"
 #include "device/dops/token_stem.h"
 #include "reference/aux_loss.h"
+#include "reference/param_steps.h"
 
 namespace ckpt::gpu {
 
@@ -108,13 +109,8 @@ class ExecChain : public DeviceChain<T> {
     if (m == 0) x_->launch(1, Copy<T>{lossSum_.data(), loss});
     else x_->launch(1, AccumulateInto<T>{lossSum_.data(), loss});
     if (spec_.microBatches == 1) return;
-    const auto ps = trainedParams();
-    for (size_t k = 0; k < ps.size(); ++k)
-      if (m == 0) x_->launch(sums_[k].size(), Copy<T>{sums_[k].data(), ps[k]->grad.data()});
-      else x_->launch(sums_[k].size(), AccumulateInto<T>{sums_[k].data(), ps[k]->grad.data()});
-    // After the last micro-batch the parameters take the step's sums (for values() and the update alike).
-    if (m == spec_.microBatches - 1)
-      for (size_t k = 0; k < ps.size(); ++k) x_->launch(sums_[k].size(), Copy<T>{ps[k]->grad.data(), sums_[k].data()});
+    ParamSet s{*this};
+    param_steps::accumulateGrads(s, sums_, m);
     if (dx.defined()) {
       if (m == 0) inputGrad_ = HostMatrix<T>{"input", spec_.rows(), cols_, std::vector<T>(static_cast<size_t>(spec_.rows() * cols_))};
       x_->download(inputGrad_.data.data() + microBatchFirstRow(spec_, m) * cols_, dx.data(), dx.size());
@@ -122,29 +118,21 @@ class ExecChain : public DeviceChain<T> {
     dx.reset();
   }
   void zeroAccumulated(int block) override {
-    if (spec_.microBatches == 1 || !blockTrains(spec_, block)) return;
-    const auto ps = trainedParams(), mine = blockParams(paramOwner(spec_, block));
-    for (size_t k = 0; k < ps.size(); ++k)
-      if (std::find(mine.begin(), mine.end(), ps[k]) != mine.end())
-        x_->launch(sums_[k].size(), Fill<T>{sums_[k].data(), T(0)});
+    if (spec_.microBatches == 1) return;
+    ParamSet s{*this};
+    param_steps::zeroBlockSums(s, sums_, block);
   }
   const CaseSpec& spec() const override { return spec_; }
   void reduceSharedGrads(const std::vector<int>& users, int owner) override {
-    for (size_t m = 1; m < users.size(); ++m) {
-      const auto from = blockParams(users[m - 1]), into = blockParams(users[m]);
-      for (size_t k = 0; k < into.size(); ++k)
-        x_->launch(into[k]->grad.size(), AccumulateInto<T>{into[k]->grad.data(), from[k]->grad.data()});
-    }
-    if (users.back() != owner) copyParams(users.back(), owner, false);
+    ParamSet s{*this};
+    param_steps::reduceSharedGrads(s, users, owner);
   }
   bool stemBackward(int m, const DTensor<T>& dx) override {
     return stem_ && stem_->backward(microBatchFirstRow(spec_, m), dx);
   }
-  // emb.grad += head.grad is g_emb + g_head, the reference's g_head + g_emb bit for bit: IEEE addition commutes.
   void reduceTiedGrads(bool headContribution) override {
-    if (!head_ || !head_->tied || !stem_->trains() || !headContribution) return;
-    DTensor<T>& emb = stem_->embedding().grad;
-    x_->launch(emb.size(), AccumulateInto<T>{emb.data(), head_->weight.grad.data()});
+    ParamSet s{*this};
+    param_steps::reduceTiedGrads(s, headContribution);
   }
   DeviceValues<T> values(const DTensor<T>& dx) override {
     DeviceValues<T> r;
@@ -155,22 +143,9 @@ class ExecChain : public DeviceChain<T> {
     for (auto* b : buffers_) r.state.push_back(downloadMatrix(*x_, b->value, b->name));
     return r;
   }
-  // reference/step.h's sgdUpdate: the embeddings when they train, the blocks that train, the head's parameters
-  // but a tied weight (the embedding is that parameter), then every copy takes its owner's value.
   void sgd(bool frozenToo) override {
-    if (stem_ && (frozenToo || stem_->trains()))
-      for (auto* p : stemParams()) update(*p);
-    for (int i = 0; i < layers(); ++i)
-      if (paramOwner(spec_, i) == i && (frozenToo || blockTrains(spec_, i)))
-        for (auto* p : blockParams(i)) update(*p);
-    for (auto* p : headParams())
-      if (!(head_->tied && p == &head_->weight)) update(*p);
-    for (int i = 0; i < layers(); ++i)
-      if (paramOwner(spec_, i) != i) copyParams(paramOwner(spec_, i), i, true);
-    if (head_ && head_->tied) {
-      DTensor<T>& w = head_->weight.value;
-      x_->launch(w.size(), Copy<T>{w.data(), stem_->embedding().value.data()});
-    }
+    ParamSet s{*this};
+    param_steps::sgd(s, frozenToo);
   }
 
   std::vector<T> download(const DTensor<T>& t) override {
@@ -213,29 +188,33 @@ class ExecChain : public DeviceChain<T> {
 
  private:
   static size_t at(int i) { return static_cast<size_t>(i); }
-  // The parameters that train, model order (the CPU chain's trainedParams()): the embeddings when they train,
-  // every trained owner's, the head's but a tied weight.
+  // reference/param_steps.h's parameter set on this chain: device tensors, each change a launch.
+  struct ParamSet {
+    using Param = DParam<T>;
+    ExecChain& c;
+
+    const CaseSpec& spec() const { return c.spec_; }
+    std::vector<Param*> stemParams() { return c.stemParams(); }
+    std::vector<Param*> blockParams(int i) { return c.blockParams(i); }
+    std::vector<Param*> headParams() { return c.headParams(); }
+    Param* tiedWeight() { return c.head_ && c.head_->tied ? &c.head_->weight : nullptr; }
+    Param* embedding() { return c.stem_ ? &c.stem_->embedding() : nullptr; }
+    void add(DTensor<T>& dst, const DTensor<T>& src) {
+      c.x_->launch(dst.size(), AccumulateInto<T>{dst.data(), src.data()});
+    }
+    void copy(DTensor<T>& dst, const DTensor<T>& src) {
+      c.x_->launch(dst.size(), Copy<T>{dst.data(), src.data()});
+    }
+    void zero(DTensor<T>& dst) { c.x_->launch(dst.size(), Fill<T>{dst.data(), T(0)}); }
+    void update(Param& p) { c.x_->launch(p.value.size(), SgdUpdate<T>{p.value.data(), p.grad.data(), c.lr_}); }
+  };
+  // The parameters that train, model order (the CPU chain's trainedParams()).
   std::vector<DParam<T>*> trainedParams() {
-    std::vector<DParam<T>*> ps;
-    if (stem_ && stem_->trains()) ps = stemParams();
-    for (int i : trainedOwners(spec_))
-      for (auto* p : blockParams(i)) ps.push_back(p);
-    for (auto* p : headParams())
-      if (!(head_->tied && p == &head_->weight)) ps.push_back(p);
-    return ps;
+    ParamSet s{*this};
+    return param_steps::trainedParams(s);
   }
   std::vector<DParam<T>*> stemParams() { return stem_ ? stem_->params() : std::vector<DParam<T>*>{}; }
   std::vector<DParam<T>*> headParams() { return head_ ? head_->params() : std::vector<DParam<T>*>{}; }
-  void update(DParam<T>& p) { x_->launch(p.value.size(), SgdUpdate<T>{p.value.data(), p.grad.data(), lr_}); }
-  // Block `dst`'s parameter copies take block `src`'s values (or gradients).
-  void copyParams(int src, int dst, bool values) {
-    const auto from = blockParams(src), into = blockParams(dst);
-    for (size_t k = 0; k < into.size(); ++k) {
-      DTensor<T>& d = values ? into[k]->value : into[k]->grad;
-      const DTensor<T>& s = values ? from[k]->value : from[k]->grad;
-      x_->launch(d.size(), Copy<T>{d.data(), s.data()});
-    }
-  }
   X* x_;
   CaseSpec spec_;
   T lr_;
