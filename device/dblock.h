@@ -21,7 +21,7 @@ struct DNode {
   std::string name;
   std::unique_ptr<DOp<T, X>> op;
   std::vector<int> inputs;
-  int64_t forwardFlops = 0;   // the reference op's meta() for the chain's shapes
+  int64_t forwardFlops = 0;  // the reference op's meta() for the chain's shapes
   int64_t backwardFlops = 0;
   std::string opKind;  // the reference op's kind(), which engine variants single ops out by
 };

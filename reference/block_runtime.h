@@ -189,8 +189,7 @@ typename R::Tensor blockForward(R& rt, B& b, const typename R::Tensor& x,
 // Rebuilds the contexts of the nodes the tape dropped, replaying each random node's recorded draw and never
 // moving module state (StateGuard). Afterwards the tape holds only contexts.
 template <class R, class B>
-void recomputeDropped(R& rt, B& b, BlockTapeOf<typename R::Tensor, typename R::Context>& tape,
-                      const BlockEnv& benv) {
+void recomputeDropped(R& rt, B& b, BlockTapeOf<typename R::Tensor, typename R::Context>& tape, const BlockEnv& benv) {
   using Tensor = typename R::Tensor;
   const int n = b.size();
   const auto at = [](int i) { return static_cast<size_t>(i); };

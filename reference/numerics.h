@@ -8,8 +8,8 @@ namespace ckpt {
 // under another state (autocast not restored: fairscale issue 1199, PyTorch issues 141896 / 159359; a JIT kernel
 // not warmed up: TransformerEngine PR 327) is a real bug class; engine variants (harness/mutants/) set them.
 struct Numerics {
-  bool erfGelu = false;      // GELU by erf instead of the tanh approximation
-  bool bf16Matmul = false;   // matmul outputs rounded to bfloat16, as under autocast
+  bool erfGelu = false;        // GELU by erf instead of the tanh approximation
+  bool bf16Matmul = false;     // matmul outputs rounded to bfloat16, as under autocast
   bool divideByCount = false;  // LayerNorm statistics as sum / C instead of sum * (1/C): another kernel's choice,
                                // equal to the default exactly when 1/C is exact (C a power of two)
   // Matrix products take bfloat16-rounded operands and accumulate in T: the case's "compute": "bf16"
