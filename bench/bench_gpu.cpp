@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "cases/case_json.h"
+#include "device/gpu.h"
+#include "harness/engine/device_steps.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "harness/engine/device_steps.h"
-#include "reference/cuda/gpu.h"
 
 namespace ckpt::gpu {
 namespace {

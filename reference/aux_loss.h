@@ -1,6 +1,6 @@
-// Loss trackers among module buffers, Eigen-free so that the device code (reference/cuda/) shares it: a buffer
+// Loss trackers among module buffers, Eigen-free so that the device code (device/) shares it: a buffer
 // whose name ends in ".aux_loss" (reference/ops/moe.h's auxiliary loss) is zeroed when a pass starts, its value
-// joins the pass's loss (Chain::withAuxLoss; the device chain's own sum, reference/cuda/exec_chain.h), and, as any
+// joins the pass's loss (Chain::withAuxLoss; the device chain's own sum, device/exec_chain.h), and, as any
 // buffer, it moves once per step.
 #pragma once
 #include <string>

@@ -17,7 +17,8 @@ Block<T> makeBlock(const BlockSpec& s, const CaseSpec& c, int index) {
   const std::string p = "b" + std::to_string(index) + ".";
   Block<T> b;
   b.kind = def.name;
-  for (const OpNode& n : def.program(s, c)) b.nodes.push_back(Node<T>{p + n.name, makeOp<T>(n, p + n.name), n.inputs});
+  for (const OpNode& n : def.program(s, c))
+    b.nodes.push_back(Node<T>{p + n.name, makeOp<T>(n, p + n.name), n.inputs, n});
   return b;
 }
 

@@ -16,8 +16,9 @@
 #include "reference/loss.h"
 #include "reference/ops/cross_entropy.h"
 #include "reference/ops/lm_head.h"
-#include "reference/ops/token_stem.h"
 #include "reference/ops/mse.h"
+#include "reference/ops/token_stem.h"
+#include "reference/param_steps.h"
 
 namespace ckpt {
 
@@ -86,17 +87,8 @@ struct Chain {
       for (auto* p : n.op->params()) ps.push_back(p);
     return ps;
   }
-  // The parameters that train, model order: an embedding that is not frozen, each owner's of blocks that are
-  // not frozen, the head's (its weight only when untied: tied, it is the embedding).
-  std::vector<Param<T>*> trainedParams() {
-    std::vector<Param<T>*> ps;
-    if (embeddingTrains(spec)) ps = stemParams();
-    for (int i : trainedOwners(spec))
-      for (auto* p : blockParams(i)) ps.push_back(p);
-    for (auto* p : headParams())
-      if (!(tiedHead(spec) && p == &head->weight)) ps.push_back(p);
-    return ps;
-  }
+  // The parameters that train, model order (reference/param_steps.h).
+  std::vector<Param<T>*> trainedParams();
   std::vector<Buffer<T>*> buffers() {
     std::vector<Buffer<T>*> bs;
     for (auto& b : blocks)
@@ -124,16 +116,36 @@ struct Chain {
   }
 };
 
+// reference/param_steps.h's parameter set on a CPU chain: Eigen matrices, the chain's parameter lists.
+template <class T>
+struct CpuParamSet {
+  using Param = ckpt::Param<T>;
+  Chain<T>& c;
+
+  const CaseSpec& spec() const { return c.spec; }
+  std::vector<Param*> stemParams() { return c.stemParams(); }
+  std::vector<Param*> blockParams(int i) { return c.blockParams(i); }
+  std::vector<Param*> headParams() { return c.headParams(); }
+  Param* tiedWeight() { return tiedHead(c.spec) ? &c.head->weight : nullptr; }
+  Param* embedding() { return c.stem ? &c.stem->embedding() : nullptr; }
+  void add(Mat<T>& dst, const Mat<T>& src) { dst += src; }
+  void copy(Mat<T>& dst, const Mat<T>& src) { dst = src; }
+  void zero(Mat<T>& dst) { dst.setZero(); }
+  void update(Param& p) { p.value -= static_cast<T>(c.spec.lr) * p.grad; }
+};
+
+template <class T>
+std::vector<Param<T>*> Chain<T>::trainedParams() {
+  CpuParamSet<T> s{*this};
+  return param_steps::trainedParams(s);
+}
+
 // Every sharing block's parameter copies take their owner's values (cases/param_sharing.h), and a tied head's
 // weight the token embedding's (cases/lm_case.h).
 template <class T>
 void syncSharedValues(Chain<T>& c) {
-  for (int i = 0; i < c.size(); ++i) {
-    if (paramOwner(c.spec, i) == i) continue;
-    const auto mine = c.blockParams(i), owners = c.blockParams(paramOwner(c.spec, i));
-    for (size_t k = 0; k < mine.size(); ++k) mine[k]->value = owners[k]->value;
-  }
-  if (tiedHead(c.spec)) c.head->weight.value = c.stem->embedding().value;
+  CpuParamSet<T> s{c};
+  param_steps::syncSharedValues(s);
 }
 
 // Uniform in [-bound, bound] from stream `stream` of the init generator.

@@ -1,7 +1,7 @@
 // The ops a block program may name (cases/op_node.h), one line each in reference/op_table.cpp: the op's kind(), how
 // to build it from a node, what the resource guard needs to size a case without building it (parameter count,
-// largest output, FLOPs beyond the matmuls'), and the attributes the device backend's op takes. `selective`'s op
-// kinds and the random draws over them come from this list.
+// largest output, FLOPs beyond the matmuls'). `selective`'s op kinds and the random draws over them come from
+// this list. The device op of the same kind() (device/dops.h) reads its attributes from the same OpNode.
 #pragma once
 #include <memory>
 #include <stdexcept>
@@ -12,11 +12,6 @@
 #include "reference/op.h"
 
 namespace ckpt {
-namespace gpu {
-template <class T>
-struct DNodeDesc;
-}  // namespace gpu
-
 template <class T>
 struct OpKindEntry {
   const char* kind;  // the op's kind()
@@ -27,9 +22,6 @@ struct OpKindEntry {
   long double (*largest)(const OpNode& n, long double batch, long double rows);
   // Forward FLOPs beyond 2 * rows * params + 16 * rows * width, the resource guard's estimate of the rest.
   long double (*extraFlops)(const OpNode& n, long double batch, long double width);
-  // Copies the attributes the device op needs (reference/cuda/dmodel.h) from an op this line built; null when it
-  // has none. The device op of the same kind() is reference/cuda/dops/NAME.h.
-  void (*device)(const Op<T>& op, gpu::DNodeDesc<T>& d);
 };
 
 // The table, defined in reference/op_table.cpp and compiled there once for float and double: its lines build

@@ -62,7 +62,7 @@ class DrawSource {
   virtual RngDraw draw(int64_t n) = 0;
 };
 
-// The block runtimes' source for one node (reference/block.h, reference/cuda/dblock.h): reserves from the
+// The block runtime's source for one node (reference/block_runtime.h, on both backends): reserves from the
 // generator under the node's op key, or replays a draw recorded earlier; notes what it handed out in `record`
 // so an op-level recompute can replay it.
 class NodeDraws final : public DrawSource {

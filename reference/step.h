@@ -42,13 +42,8 @@ void zeroGrads(Chain<T>& c) {
 // variant's order). Call after backward, before collectStep.
 template <class T>
 void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
-  for (size_t m = 1; m < users.size(); ++m) {
-    const auto from = c.blockParams(users[m - 1]), into = c.blockParams(users[m]);
-    for (size_t k = 0; k < into.size(); ++k) into[k]->grad += from[k]->grad;
-  }
-  if (users.back() == owner) return;
-  const auto sum = c.blockParams(users.back()), owners = c.blockParams(owner);
-  for (size_t k = 0; k < owners.size(); ++k) owners[k]->grad = sum[k]->grad;
+  CpuParamSet<T> s{c};
+  param_steps::reduceSharedGrads(s, users, owner);
 }
 
 // A tied head (cases/lm_case.h): the token embedding's gradient becomes g_head + g_emb, the head's contribution
@@ -56,9 +51,8 @@ void reduceSharedGrads(Chain<T>& c, const std::vector<int>& users, int owner) {
 // (mutant tied-head-grad-dropped's). Call after the stem's backward, per micro-batch, next to reduceSharedGrads.
 template <class T>
 void reduceTiedGrads(Chain<T>& c, bool headContribution = true) {
-  if (!tiedHead(c.spec) || !embeddingTrains(c.spec)) return;
-  Mat<T>& emb = c.stem->embedding().grad;
-  if (headContribution) emb = c.head->weight.grad + emb;
+  CpuParamSet<T> s{c};
+  param_steps::reduceTiedGrads(s, headContribution);
 }
 
 // Gradient accumulation over micro-batches (cases/micro_batches.h) for a CPU chain: after each micro-batch's
@@ -78,15 +72,9 @@ class MicroBatchSums {
     loss = c_.withAuxLoss(loss);
     loss_ = m == 0 ? loss : loss_ + loss;
     if (!active()) return;
-    const auto ps = c_.trainedParams();
-    if (m == 0) {
-      grads_.clear();
-      for (auto* p : ps) grads_.push_back(p->grad);
-    } else {
-      for (size_t k = 0; k < ps.size(); ++k) grads_[k] += ps[k]->grad;
-    }
-    if (m == c_.microBatches() - 1)
-      for (size_t k = 0; k < ps.size(); ++k) ps[k]->grad = grads_[k];
+    CpuParamSet<T> s{c_};
+    if (m == 0) grads_.assign(c_.trainedParams().size(), Mat<T>());
+    param_steps::accumulateGrads(s, grads_, m);
     if (dx.defined()) {
       if (m == 0) inputGrad_ = Mat<T>::Zero(c_.spec.rows(), c_.spec.width);
       inputGrad_.middleRows(microBatchFirstRow(c_.spec, m), c_.spec.microRows()) = dx.map();
@@ -95,10 +83,9 @@ class MicroBatchSums {
   }
   // The sums so far of block `block`'s trained parameters become zero (mutant micro-batch-grads-zeroed's).
   void zeroBlock(int block) {
-    if (!active() || grads_.empty() || !blockTrains(c_.spec, block)) return;
-    const auto ps = c_.trainedParams(), mine = c_.blockParams(paramOwner(c_.spec, block));
-    for (size_t k = 0; k < ps.size(); ++k)
-      if (std::find(mine.begin(), mine.end(), ps[k]) != mine.end()) grads_[k].setZero();
+    if (!active() || grads_.empty()) return;
+    CpuParamSet<T> s{c_};
+    param_steps::zeroBlockSums(s, grads_, block);
   }
   // The step's loss: the micro-batches' losses added in order.
   T loss() const { return loss_; }
@@ -131,15 +118,8 @@ StepResult<T> collectStep(Chain<T>& c, const MicroBatchSums<T>& sums, const Tens
 // parameter that has a .grad (a frozen embedding's too).
 template <class T>
 void sgdUpdate(Chain<T>& c, bool frozenToo = false) {
-  const T lr = static_cast<T>(c.spec.lr);
-  if (frozenToo || embeddingTrains(c.spec))
-    for (auto* p : c.stemParams()) p->value -= lr * p->grad;
-  for (int i = 0; i < c.size(); ++i)
-    if (paramOwner(c.spec, i) == i && (frozenToo || blockTrains(c.spec, i)))
-      for (auto* p : c.blockParams(i)) p->value -= lr * p->grad;
-  for (auto* p : c.headParams())
-    if (!(tiedHead(c.spec) && p == &c.head->weight)) p->value -= lr * p->grad;
-  syncSharedValues(c);
+  CpuParamSet<T> s{c};
+  param_steps::sgd(s, frozenToo);
 }
 
 }  // namespace ckpt

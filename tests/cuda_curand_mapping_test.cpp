@@ -13,8 +13,8 @@
 #include <cstring>
 #include <vector>
 
-#include "reference/cuda/exec_host.h"
-#include "reference/cuda/kernels/dropout.cuh"
+#include "device/exec_host.h"
+#include "device/kernels/dropout.cuh"
 
 namespace ckpt::gpu::test {
 namespace {

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "cases/case_json.h"
+#include "device/gpu.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
+#include "harness/engine/device_steps.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
-#include "harness/engine/device_steps.h"
-#include "reference/cuda/gpu.h"
 #include "reference/ops/dropout.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"

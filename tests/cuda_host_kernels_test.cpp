@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
+#include "device/dops.h"
+#include "device/exec_host.h"
+#include "device/kernels/token_stem.cuh"
 #include "harness/engine/device_bridge.h"
-#include "reference/cuda/dops.h"
-#include "reference/cuda/exec_host.h"
-#include "reference/cuda/kernels/token_stem.cuh"
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
@@ -502,14 +502,47 @@ struct OpCase {
   std::vector<size_t> exactState = {};
 };
 
+// The OpNode a block program states for one op (cases/op_node.h), which both the reference op and the device op
+// are built from.
+OpNode opNode(const std::string& name, const std::string& op, std::vector<int64_t> dims = {}, double p = 0) {
+  OpNode n;
+  n.name = name;
+  n.op = op;
+  n.dims = std::move(dims);
+  n.p = p;
+  return n;
+}
+
+OpNode rreluNode(double lower, double upper) {
+  OpNode n = opNode("rrelu", "rrelu");
+  n.lower = lower;
+  n.upper = upper;
+  return n;
+}
+
+// dims {experts, top_k, width, hidden}.
+OpNode moeNode(std::vector<int64_t> dims, double jitter, double capacityFactor, double auxCoef) {
+  OpNode n = opNode("moe", "moe", std::move(dims), jitter);
+  n.capacityFactor = capacityFactor;
+  n.auxCoef = auxCoef;
+  return n;
+}
+
+// A block program's node and the reference op the op table builds from it, as reference/blocks.h makes one; the
+// device op reads its attributes from the same OpNode.
+template <class T>
+Node<T> nodeOf(const OpNode& n) {
+  return Node<T>{n.name, makeOp<T>(n, n.name), n.inputs, n};
+}
+
 // `numerics`: the env both ops run under (the reference's Context records it as its block runtime would; the
 // device op records what its backward needs itself).
 template <class T>
-void checkDeviceOp(const OpCase& oc, std::unique_ptr<Op<T>> refOp, const std::vector<Mat<T>>& inputs,
-                   RngModel model, const Numerics& numerics = {}) {
+void checkDeviceOp(const OpCase& oc, const OpNode& spec, const std::vector<Mat<T>>& inputs, RngModel model,
+                   const Numerics& numerics = {}) {
   SCOPED_TRACE(std::string(oc.name) + (model == RngModel::kCounter ? " (counter rng)" : " (stateful rng)"));
   HostExec hx;
-  Node<T> node{oc.name, std::move(refOp), {}};
+  Node<T> node = nodeOf<T>(spec);
   std::vector<Shape> shapes;
   for (const auto& m : inputs) shapes.push_back({m.rows(), m.cols()});
   for (auto* p : node.op->params()) {  // away from identity, and non-zero starting gradients (they accumulate)
@@ -609,19 +642,19 @@ TYPED_TEST(HostKernels, DeviceOpsMatchReferenceOps) {
   const int64_t rows = 12, w = 16;
   const Mat<T> x = randomMat<T>(rows, w, 40, 2.0), x2 = randomMat<T>(rows, w, 41);
   for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
-    checkDeviceOp<T>({"relu", true}, std::make_unique<Relu<T>>(), {x}, model);
-    checkDeviceOp<T>({"tanh", true}, std::make_unique<Tanh<T>>(), {x}, model);
-    checkDeviceOp<T>({"gelu", true}, std::make_unique<Gelu<T>>(), {x}, model);
-    checkDeviceOp<T>({"add", true}, std::make_unique<Add<T>>(), {x, x2}, model);
-    checkDeviceOp<T>({"dropout", true}, std::make_unique<Dropout<T>>(0.3), {x}, model);
-    checkDeviceOp<T>({"dropout p=0", true}, std::make_unique<Dropout<T>>(0.0), {x}, model);
-    checkDeviceOp<T>({"linear", false}, std::make_unique<Linear<T>>("fc", w, 24), {x}, model);
-    checkDeviceOp<T>({"linear, bf16 inputs", false}, std::make_unique<Linear<T>>("fc", w, 24), {x}, model, bf16Inputs());
-    checkDeviceOp<T>({"drop_path", true}, std::make_unique<DropPath<T>>(3, 0.4), {x}, model);  // 4 samples of 3 rows
-    checkDeviceOp<T>({"drop_path, a row a sample", true}, std::make_unique<DropPath<T>>(1, 0.5), {x}, model);
-    checkDeviceOp<T>({"rrelu", true}, std::make_unique<Rrelu<T>>(0.125, 1.0 / 3.0), {x}, model);
-    checkDeviceOp<T>({"layernorm", false}, std::make_unique<LayerNorm<T>>("ln", w), {x}, model);
-    checkDeviceOp<T>({"batchnorm", false}, std::make_unique<BatchNorm<T>>("bn", w), {x}, model);
+    checkDeviceOp<T>({"relu", true}, opNode("relu", "relu"), {x}, model);
+    checkDeviceOp<T>({"tanh", true}, opNode("tanh", "tanh"), {x}, model);
+    checkDeviceOp<T>({"gelu", true}, opNode("gelu", "gelu"), {x}, model);
+    checkDeviceOp<T>({"add", true}, opNode("add", "add"), {x, x2}, model);
+    checkDeviceOp<T>({"dropout", true}, opNode("dropout", "dropout", {}, 0.3), {x}, model);
+    checkDeviceOp<T>({"dropout p=0", true}, opNode("dropout", "dropout", {}, 0.0), {x}, model);
+    checkDeviceOp<T>({"linear", false}, opNode("fc", "linear", {w, 24}), {x}, model);
+    checkDeviceOp<T>({"linear, bf16 inputs", false}, opNode("fc", "linear", {w, 24}), {x}, model, bf16Inputs());
+    checkDeviceOp<T>({"drop_path", true}, opNode("dp", "drop_path", {3}, 0.4), {x}, model);  // 4 samples of 3 rows
+    checkDeviceOp<T>({"drop_path, a row a sample", true}, opNode("dp", "drop_path", {1}, 0.5), {x}, model);
+    checkDeviceOp<T>({"rrelu", true}, rreluNode(0.125, 1.0 / 3.0), {x}, model);
+    checkDeviceOp<T>({"layernorm", false}, opNode("ln", "layernorm", {w}), {x}, model);
+    checkDeviceOp<T>({"batchnorm", false}, opNode("bn", "batchnorm", {w}), {x}, model);
   }
 }
 
@@ -630,19 +663,20 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   using T = TypeParam;
   const int64_t batch = 2, seq = 8, heads = 2, c = 12;
   const Mat<T> qkv = randomMat<T>(batch * seq, 3 * c, 42, 1.5);
+  auto attention = [&](double p) { return opNode("attn", "attention", {heads, seq}, p); };
   for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
-    checkDeviceOp<T>({"attention", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.0), {qkv}, model);
-    checkDeviceOp<T>({"attention dropout", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {qkv},
+    checkDeviceOp<T>({"attention", false}, attention(0.0), {qkv}, model);
+    checkDeviceOp<T>({"attention dropout", false}, attention(0.25), {qkv},
                      model);
     // bf16 inputs: every product's operands rounded, P' after its dropout (with and without).
-    checkDeviceOp<T>({"attention, bf16 inputs", false}, std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.0), {qkv},
+    checkDeviceOp<T>({"attention, bf16 inputs", false}, attention(0.0), {qkv},
                      model, bf16Inputs());
     checkDeviceOp<T>({"attention dropout, bf16 inputs", false},
-                     std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {qkv}, model, bf16Inputs());
+                     attention(0.25), {qkv}, model, bf16Inputs());
   }
   // The mask bitwise, on its own.
   HostExec hx;
-  Node<T> node{"attn", std::make_unique<CausalSelfAttention<T>>(heads, seq, 0.25), {}};
+  Node<T> node = nodeOf<T>(attention(0.25));
   const std::vector<Shape> shapes{{qkv.rows(), qkv.cols()}};
   auto dop = makeDeviceOp<T>(hx, describeNode(node, shapes));
   Rng r1(RngModel::kStateful, 3), r2(RngModel::kStateful, 3);
@@ -667,7 +701,7 @@ TYPED_TEST(HostKernels, DeviceMoeMatchesReference) {
   const int64_t rows = 12, w = 16, h = 24;
   const Mat<T> x = randomMat<T>(rows, w, 43, 2.0);
   auto moe = [&](int experts, int topK, double cf, double jitter) {
-    return std::make_unique<Moe<T>>("moe", w, experts, topK, h, cf, jitter, 0.25);
+    return moeNode({experts, topK, w, h}, jitter, cf, 0.25);
   };
   for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
     checkDeviceOp<T>({"moe top-1", false, {2, 4}, {0}}, moe(4, 1, 1.25, 0.0), {x}, model);
@@ -693,7 +727,7 @@ TYPED_TEST(HostKernels, MoeRoutingIsBitwiseTheReference) {
   for (int topK : {1, 2}) {
     for (double cf : {0.5, 1.0, 4.0}) {
       SCOPED_TRACE("top-" + std::to_string(topK) + ", capacity factor " + std::to_string(cf));
-      Node<T> node{"moe", std::make_unique<Moe<T>>("moe", w, 4, topK, h, cf, 0.0, 0.5), {}};
+      Node<T> node = nodeOf<T>(moeNode({4, topK, w, h}, 0.0, cf, 0.5));
       const auto ps = node.op->params();
       for (size_t q = 0; q < ps.size(); ++q) {
         Mat<T>& v = ps[q]->value;
@@ -855,7 +889,7 @@ TYPED_TEST(HostKernels, everyReferenceOpHasADeviceOp) {
   EXPECT_EQ(device, opKindNames());
   HostExec hx;
   DNodeDesc<T> d;
-  d.opKind = "no-such-op";
+  d.node.op = "no-such-op";
   try {
     makeDeviceOp<T>(hx, d);
     ADD_FAILURE() << "an unknown op kind made a device op";

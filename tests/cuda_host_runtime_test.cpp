@@ -1,4 +1,4 @@
-// The device path (harness/engine/executor.h's StepRunner over reference/cuda/'s device ops, block runtime and
+// The device path (harness/engine/executor.h's StepRunner over device/'s device ops, block runtime and
 // counting allocator, through harness/engine/device_steps.h's DeviceRunner) run on the host emulator, the same code the GPU runs apart from kernel
 // launch and cuBLAS. What CI proves here without a GPU:
 //  - every policy's schedule gives the store-all schedule's loss, gradients, BatchNorm state and generator bit
@@ -21,10 +21,10 @@
 #include "cases/compute_precision.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
-#include "harness/engine/plan.h"
-#include "harness/engine/policy.h"
 #include "harness/engine/device_steps.h"
 #include "harness/engine/executor.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/policy.h"
 #include "reference/trainer.h"
 #include "tests/cuda_test_util.h"
 #include "tests/test_util.h"

@@ -12,15 +12,16 @@ endif()
 set(layers
     "1 common"
     "2 cases"
-    "3 reference"  # reference/cuda/ too, for now
-    "4 harness/*"
-    "5 harness/engine"
-    "6 harness/policies"
-    "6 harness/mutants"
-    "7 harness/verify"
-    "7 harness/adapters"
-    "7 bench"
-    "8 harness/cli")
+    "3 reference"
+    "4 device"
+    "5 harness/*"
+    "6 harness/engine"
+    "7 harness/policies"
+    "7 harness/mutants"
+    "8 harness/verify"
+    "8 harness/adapters"
+    "8 bench"
+    "9 harness/cli")
 # Top-level folders that are no layer: tests include everything; cmake/ holds an empty anchor file.
 set(unlayered tests cmake)
 

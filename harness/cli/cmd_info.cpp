@@ -9,8 +9,8 @@
 #if defined(CKPT_HAVE_CURAND)
 #include <curand.h>
 #endif
-#if defined(CKPT_HAVE_CUDA_BACKEND)  // defined by linking ckpt_cuda (reference/cuda/)
-#include "reference/cuda/gpu.h"
+#if defined(CKPT_HAVE_CUDA_BACKEND)  // defined by linking ckpt_cuda (device/)
+#include "device/gpu.h"
 #endif
 
 namespace ckpt::cli {

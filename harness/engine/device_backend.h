@@ -1,4 +1,4 @@
-// The device backend of the executor (executor.h): a gpu::DeviceChain (reference/cuda/device_chain.h), on the
+// The device backend of the executor (executor.h): a gpu::DeviceChain (device/device_chain.h), on the
 // GPU or on the host emulator, driven through its virtual interface so this g++-compiled header never sees
 // CudaExec. Tensors are device tensors charged to the current ActivationMeter as CPU tensors are. The StepView
 // accesses engine variants use download, change and upload (test-only paths; each synchronises).
@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "device/device_chain.h"
 #include "harness/engine/device_bridge.h"
 #include "harness/engine/engine_variant.h"
-#include "reference/cuda/device_chain.h"
 
 namespace ckpt {
 
@@ -27,10 +27,11 @@ class DeviceBackend {
   Rng& rng() { return c_.rng(); }
   Act input(int m) { return c_.input(m); }
   void zeroGrads() { c_.zeroGrads(); }
+  // The env goes through as it is: the device runs the same block runtime (reference/block_runtime.h).
   Act forward(int i, const Act& x, Tape* tape, const KeepMask& keep, const BlockEnv& env) {
-    return c_.forward(i, x, tape, keep, deviceEnv(env));
+    return c_.forward(i, x, tape, keep, env);
   }
-  void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { c_.recomputeDropped(i, tape, deviceEnv(env)); }
+  void recomputeDropped(int i, Tape& tape, const BlockEnv& env) { c_.recomputeDropped(i, tape, env); }
   Act backward(int i, Tape&& tape, Act&& dy) { return c_.backward(i, std::move(tape), std::move(dy)); }
   Act loss(const Act& x, ActivationMeter& meter, int m) { return c_.loss(x, meter, m); }
   void endMicroBatch(int m, Act& dx) { c_.endMicroBatch(m, dx); }
@@ -56,20 +57,6 @@ class DeviceBackend {
   }
 
  private:
-  // Every field of BlockEnv the device runtime honours; a numerics switch the device ops lack
-  // (divideByCount) is refused rather than silently ignored.
-  static gpu::DBlockEnv deviceEnv(const BlockEnv& e) {
-    if (e.numerics.divideByCount) throw std::logic_error("the device ops have no divide-by-count LayerNorm numerics");
-    return gpu::DBlockEnv{e.rng,
-                          e.step,
-                          e.block,
-                          e.updateState,
-                          e.numerics.erfGelu,
-                          e.numerics.bf16Matmul,
-                          e.numerics.bf16Inputs,
-                          e.redrawOp,
-                          e.stateOp};
-  }
   gpu::DeviceChain<T>& c_;
 };
 

@@ -1,15 +1,15 @@
 // Between the CPU reference (Eigen) and the Eigen-free device runtime, for host code only (g++): a reference
 // Chain becomes a DeviceModel (its ops' attributes and kinds, initial parameters and buffers, and meta() FLOPs
 // for the chain's shapes), and a device step's downloaded DeviceValues a reference StepResult, so every
-// comparison the engine has applies to device runs unchanged. Here in harness/ rather than in reference/cuda/
+// comparison the engine has applies to device runs unchanged. Here in harness/ rather than in device/
 // so that the device backend depends on the reference only, never on the harness.
 #pragma once
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "device/dmodel.h"
 #include "reference/chain.h"
-#include "reference/cuda/dmodel.h"
 #include "reference/op_table.h"
 #include "reference/step.h"
 
@@ -31,17 +31,16 @@ template <class T>
 DNodeDesc<T> describeNode(Node<T>& node, std::span<const Shape> in) {
   DNodeDesc<T> d;
   d.name = node.name;
-  d.opKind = node.op->kind();
-  d.inputs = node.inputs;
+  d.node = node.spec;  // the device op reads its attributes from it, as the op table's line does
   Op<T>* op = node.op.get();
+  if (d.node.op != op->kind())
+    throw std::logic_error("device backend: node '" + node.name + "' was built as '" + op->kind() +
+                           "' but its OpNode names '" + d.node.op + "'");
   const OpMeta m = op->meta(in);
   d.forwardFlops = m.forwardFlops;
   d.backwardFlops = m.backwardFlops;
   for (auto* p : op->params()) d.params.push_back(toHostMatrix(p->name, p->value));
   for (auto* b : op->buffers()) d.buffers.push_back(toHostMatrix(b->name, b->value));
-  // The op table line that built the op says which attributes its device op takes; the device op of that kind()
-  // (reference/cuda/dops.h) is made from them.
-  if (const auto device = opKindEntry<T>(d.opKind).device) device(*op, d);
   return d;
 }
 

@@ -1,14 +1,14 @@
 #include "harness/engine/device_steps.h"
 
 #include "cases/input_error.h"
+#include "device/exec_chain.h"
+#include "device/exec_host.h"
 #include "harness/engine/device_backend.h"
 #include "harness/engine/device_bridge.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
-#include "reference/cuda/exec_chain.h"
-#include "reference/cuda/exec_host.h"
 #ifdef CKPT_HAVE_CUDA_BACKEND
-#include "reference/cuda/gpu.h"
+#include "device/gpu.h"
 #endif
 
 namespace ckpt {

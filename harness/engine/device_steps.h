@@ -1,5 +1,5 @@
 // Where `ckptcheck run` and `verify` train: the CPU engine (harness/engine/executor.h), the CUDA backend on a GPU
-// (reference/cuda/, cuBLAS and cuRAND), or the same device code on the CPU through its host launcher
+// (device/, cuBLAS and cuRAND), or the same device code on the CPU through its host launcher
 // ("cuda-emulated": every kernel body, the device pool and block runtime, with host GEMMs). Every device runs
 // executor.h's StepRunner with the engine variant given, so mutants run on a device too. On a device the
 // reference is that device's own store-all run: GPU results are not bitwise equal to the CPU's (libm and cuBLAS
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cases/case_spec.h"
+#include "device/device_pool.h"
 #include "harness/engine/engine_variant.h"
 #include "harness/engine/schedule.h"
-#include "reference/cuda/device_pool.h"
 #include "reference/step.h"
 
 namespace ckpt {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cases/op_node.h"
 #include "reference/op.h"
 #include "reference/saved_fields.h"
 
@@ -15,7 +16,8 @@ namespace ckpt {
 template <class T>
 class BatchNorm final : public Op<T> {
  public:
-  BatchNorm(std::string name, int64_t width, double momentum = 0.1, double eps = 1e-5)
+  BatchNorm(std::string name, int64_t width, double momentum = OpNode::kBatchNormMomentum,
+            double eps = OpNode::kNormEps)
       : w_{name + ".weight", Mat<T>::Ones(1, width), Mat<T>::Zero(1, width)},
         b_{name + ".bias", Mat<T>::Zero(1, width), Mat<T>::Zero(1, width)},
         runningMean_{name + ".running_mean", Mat<T>::Zero(1, width)},

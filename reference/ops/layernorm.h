@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 
+#include "cases/op_node.h"
 #include "reference/op.h"
 #include "reference/saved_fields.h"
 
@@ -12,7 +13,7 @@ namespace ckpt {
 template <class T>
 class LayerNorm final : public Op<T> {
  public:
-  LayerNorm(std::string name, int64_t width, double eps = 1e-5)
+  LayerNorm(std::string name, int64_t width, double eps = OpNode::kNormEps)
       : w_{name + ".weight", Mat<T>::Ones(1, width), Mat<T>::Zero(1, width)},
         b_{name + ".bias", Mat<T>::Zero(1, width), Mat<T>::Zero(1, width)},
         eps_(eps) {}

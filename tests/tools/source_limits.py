@@ -12,7 +12,7 @@ import sys
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 120
 # Non-test code: what ships in the binary, the adapters, the report and the benchmarks.
-CHECKED = ["reference", "cases", "harness", "bench", "reports", "examples"]
+CHECKED = ["reference", "device", "cases", "harness", "bench", "reports", "examples"]
 SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".py")
 
 
