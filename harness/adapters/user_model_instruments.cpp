@@ -35,7 +35,7 @@ std::optional<StepMemory> stepMemory(const RunDump& d) {
   if (!d.memoryRecord) return std::nullopt;
   const nlohmann::json& j = *d.memoryRecord;
   return StepMemory{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
-                    j.at("profiler_activation_bytes").get<int64_t>()};
+                    j.at("profiler_activation_bytes").get<int64_t>(), j.value("step", 0), j.value("first_call", false)};
 }
 
 }  // namespace
@@ -60,7 +60,8 @@ nlohmann::json toJson(const InstrumentCheck& c) {
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed) {
   const auto one = [](const StepMemory& m) {
     return nlohmann::json{{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
-                          {"profiler_activation_bytes", m.profilerActivationBytes}};
+                          {"profiler_activation_bytes", m.profilerActivationBytes}, {"step", m.step},
+                          {"first_call", m.firstCall}};
   };
   nlohmann::json j = {{"plain", one(plain)}, {"checkpoint", one(checkpointed)}};
   if (plain.activationBytes > 0)
@@ -77,7 +78,11 @@ std::string toText(const StepMemory& plain, const StepMemory& checkpointed) {
     s << " (" << 100.0 * (1.0 - static_cast<double>(checkpointed.activationBytes) / plain.activationBytes)
       << "% saved)";
   }
-  s << ", step peak " << plain.peakBytes << " / " << checkpointed.peakBytes << " B (torch.profiler)";
+  s << ", step peak " << plain.peakBytes << " / " << checkpointed.peakBytes << " B (torch.profiler, step "
+    << checkpointed.step << ")";
+  if (plain.firstCall || checkpointed.firstCall)
+    s << "; the profiled step was the compiled model's first call, compilation included (--steps 2 or more "
+         "profiles a compiled step)";
   return s.str();
 }
 

@@ -24,6 +24,8 @@ struct StepMemory {
   int64_t peakBytes = 0;        // the most the step held at once above its start (forward and backward)
   int64_t activationBytes = 0;  // what the forward left allocated when the backward began
   int64_t profilerActivationBytes = 0;  // the profiler's own ACTIVATION category (0 under torch.compile)
+  int step = 0;            // the dumped step profiled: the pass's last, so the instruments check compares it
+  bool firstCall = false;  // that step was a compiled model's first call (--steps 1): compilation included
 };
 
 // One instrument's pass of one mode, against the compared run of that mode.
@@ -59,7 +61,8 @@ std::vector<TensorEvidence> maskEvidence(const PassRunner& run, const RunDump& p
 nlohmann::json toJson(const InstrumentCheck& c);
 // {"plain": {...}, "checkpoint": {...}, "activation_saving": f}: validate.json's memory.profiler.
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed);
-// "activation memory plain A B, checkpointed C B (x% saved), step peak P / Q B" for the summary.
+// "activation memory plain A B, checkpointed C B (x% saved), step peak P / Q B" for the summary, and which step
+// the profiler measured when that was a compiled model's first call.
 std::string toText(const StepMemory& plain, const StepMemory& checkpointed);
 
 }  // namespace ckpt

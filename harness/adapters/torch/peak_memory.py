@@ -12,8 +12,8 @@ Per step, above what was allocated when the step began (parameters, optimizer st
                             follows eager autograd only: under torch.compile it reads 0 (torch 2.15, CPU), which
                             is why activation_bytes, which needs no categorisation, is the memory property's figure.
 
-Only ever run in a measuring pass of its own (user_model.py --instruments memory), on a step after every dumped
-one: nothing it does can reach a compared tensor."""
+Only ever run in a measuring pass of its own (user_model.py --instruments memory), on the last of the steps that
+pass dumps, so the check that the instruments change nothing compares the profiled step with the untouched run's."""
 import gzip
 import json
 import os
@@ -41,7 +41,7 @@ def _start_ns(events, name):
 
 def measure(forward, work_dir, device="cpu"):
     """forward(): the step's forward, returning the scalar loss; its backward runs here too. Returns the figures
-    of the module docstring. The raw timeline is left in work_dir (memory_timeline.raw.json.gz) for a reader."""
+    of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz)."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                  with_stack=True) as prof:
         with record_function(FORWARD):
@@ -71,4 +71,4 @@ def measure(forward, work_dir, device="cpu"):
     if at_backward is None:
         at_backward = total
     return {"peak_bytes": peak - baseline, "activation_bytes": at_backward - baseline,
-            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}
+            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}, loss
