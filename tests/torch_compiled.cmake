@@ -34,7 +34,7 @@ foreach(f graph_break_print graph_break_item)
   add_compiled_test(user_model_compiled_${f}_holds ${f} --exit 0 --bitwise holds --memory holds --changed none)
 endforeach()
 # Hugging Face GPT-2 (from a config) with gradient_checkpointing_enable(), both runs compiled by Inductor.
-add_compiled_test(user_model_compiled_gpt2_inductor gpt2_inductor --exit 0 --bitwise holds --memory holds
+add_compiled_test(user_model_compiled_gpt2_inductor gpt2_inductor --exit 0 --bitwise holds --memory holds --changed none
                   --needs-python-module transformers)
 # A backend that does not exist: one line, exit 3, no eager fallback.
 add_user_model_test(user_model_compiled_backend_missing TIMEOUT 300

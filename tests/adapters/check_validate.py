@@ -23,7 +23,7 @@ Expectations:
                              are positive
   --instruments-changed R    every case's measuring passes changed their runs (instruments_changed.runs is
                              twice the evaluations), the first named matching REGEX R, in the JSON, the Markdown
-                             report and the summary; without it, no run's pass changed it
+                             report and the summary (without it, such runs are only printed)
   --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
 In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
@@ -72,13 +72,12 @@ def check_class_reported(finding, cls, stdout, markdown_path):
 
 def check_instruments_changed(rep, regex, stdout, markdown_path):
     """The adapter's measuring passes that changed their run (meta.json's instruments_changed), as every report
-    shows them; none when no regex is expected."""
+    shows them, when a regex is expected."""
     changed = rep.get("instruments_changed") or {"runs": 0}
+    if changed["runs"]:
+        print("instruments changed: %s" % json.dumps(changed))
     if regex is None:
-        if changed["runs"]:
-            fail("a measuring pass changed its run: %s" % json.dumps(changed))
         return
-    print("instruments changed: %s" % json.dumps(changed))
     if changed["runs"] != 2 * rep["evaluations"] or not re.search(regex, changed["first"]):
         fail("expected every run's pass changed (%d), the first matching %r" % (2 * rep["evaluations"], regex))
     with open(markdown_path) as f:
