@@ -34,11 +34,8 @@ InstrumentCheck check(const std::string& instrument, const std::string& mode, co
 std::optional<StepMemory> stepMemory(const RunDump& d) {
   if (!d.memoryRecord) return std::nullopt;
   const nlohmann::json& j = *d.memoryRecord;
-  StepMemory m{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
-               j.at("profiler_activation_bytes").get<int64_t>(), std::nullopt, j.value("step", 0),
-               j.value("first_call", false)};
-  if (j.contains("peak_bytes_without_state")) m.peakBytesWithoutState = j.at("peak_bytes_without_state").get<int64_t>();
-  return m;
+  return StepMemory{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
+                    j.at("profiler_activation_bytes").get<int64_t>(), j.value("step", 0), j.value("first_call", false)};
 }
 
 }  // namespace
@@ -62,11 +59,9 @@ nlohmann::json toJson(const InstrumentCheck& c) {
 
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed) {
   const auto one = [](const StepMemory& m) {
-    nlohmann::json j = {{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
-                        {"profiler_activation_bytes", m.profilerActivationBytes}, {"step", m.step},
-                        {"first_call", m.firstCall}};
-    if (m.peakBytesWithoutState) j["peak_bytes_without_state"] = *m.peakBytesWithoutState;
-    return j;
+    return nlohmann::json{{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
+                          {"profiler_activation_bytes", m.profilerActivationBytes}, {"step", m.step},
+                          {"first_call", m.firstCall}};
   };
   nlohmann::json j = {{"plain", one(plain)}, {"checkpoint", one(checkpointed)}};
   if (plain.activationBytes > 0)

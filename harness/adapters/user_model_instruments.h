@@ -24,9 +24,6 @@ struct StepMemory {
   int64_t peakBytes = 0;        // the most the step held at once above its start (forward and backward)
   int64_t activationBytes = 0;  // what the forward left allocated when the backward began
   int64_t profilerActivationBytes = 0;  // the profiler's own ACTIVATION category (0 under torch.compile)
-  // The step's peak of everything but the profiler's PARAMETER, GRADIENT and OPTIMIZER_STATE categories: what
-  // a planner's peak models (activations, their gradients) plus op temporaries; reported, not yet checked.
-  std::optional<int64_t> peakBytesWithoutState;
   int step = 0;            // the dumped step profiled: the pass's last, so the instruments check compares it
   bool firstCall = false;  // that step was a compiled model's first call (--steps 1): compilation included
 };

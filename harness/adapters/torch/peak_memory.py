@@ -11,10 +11,6 @@ Per step, above what was allocated when the step began (parameters, optimizer st
   profiler_activation_bytes the peak of the profiler's own ACTIVATION category. Its data-flow categorisation
                             follows eager autograd only: under torch.compile it reads 0 (torch 2.15, CPU), which
                             is why activation_bytes, which needs no categorisation, is the memory property's figure.
-  peak_bytes_without_state  the step's peak of everything the profiler did not categorise as PARAMETER, GRADIENT
-                            or OPTIMIZER_STATE: what a planner's peak models (activations, their gradients) plus
-                            op temporaries. Reported for validate --plan's peak comparison, not yet checked; on
-                            eager models only (the categories follow eager autograd).
 
 Only ever run in a measuring pass of its own (user_model.py --instruments memory), on the last of the steps that
 pass dumps, so the check that the instruments change nothing compares the profiled step with the untouched run's."""
@@ -62,23 +58,17 @@ def measure(forward, work_dir, device="cpu"):
         raise CannotRecord("the profiler recorded no memory of the step on %s (profile_memory=True gave %d "
                            "allocation events)" % (device, len(created)))
     activation = _CATEGORY_TO_INDEX[Category.ACTIVATION]
-    state = {_CATEGORY_TO_INDEX[c] for c in (Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE)}
     baseline = sum(e[2] for e in raw if e[1] == Action.PREEXISTING.value)
-    state_base = sum(e[2] for e in raw if e[1] == Action.PREEXISTING.value and e[3] in state)
-    total, peak, at_backward, act, act_peak, held, rest_peak = 0, baseline, None, 0, 0, 0, baseline - state_base
+    total, peak, at_backward, act, act_peak = 0, baseline, None, 0, 0
     for t, action, nbytes, category in raw:
         if at_backward is None and t >= backward_ns:
             at_backward = total
         total += nbytes
         peak = max(peak, total)
-        if category in state:
-            held += nbytes
-        rest_peak = max(rest_peak, total - held)
         if category == activation:
             act += nbytes
             act_peak = max(act_peak, act)
     if at_backward is None:
         at_backward = total
     return {"peak_bytes": peak - baseline, "activation_bytes": at_backward - baseline,
-            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created),
-            "peak_bytes_without_state": rest_peak - (baseline - state_base)}, loss
+            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}, loss
