@@ -52,8 +52,7 @@ struct BlockKindDef {
   BlockSpec (*canonical)(const BlockSpec& s);
   // The smallest change that makes a drawn block valid in case `c` (a field or the case's batch).
   void (*makeValid)(BlockSpec& s, CaseSpec& c);
-  std::string (*describe)(const BlockSpec& s);  // after the name in verify's case text: "/relu", "/2h"
-  std::string (*summary)(const BlockSpec& s);   // after the name in validate's block summary: "(relu)"
+  std::string (*describe)(const BlockSpec& s);  // after the name in a case's summary (case_summary.h): "/relu", "/2h"
   // Adapter capabilities the block needs besides its kind: {"activation", "relu"}.
   std::vector<std::pair<std::string, std::string>> (*needs)(const BlockSpec& s);
   // The ops of block `s` in case `c`, in forward order; the block output is the last node's.

@@ -26,7 +26,7 @@ inline bool dropsPath(const BlockSpec& s) { return s.dropPath > 0; }
 bool anyDropPath(const CaseSpec& c);
 // Appends a DropPath node named `name` over value `branch` to a kind's program; returns its value id.
 int addDropPath(std::vector<OpNode>& program, const char* name, int branch, const BlockSpec& s, const CaseSpec& c);
-// A kind's describe/summary and needs for the field: "/dp0.25" (empty when off); {"drop_path", "on"}.
+// A kind's describe and needs for the field: "/dp0.25" (empty when off); {"drop_path", "on"}.
 std::string dropPathText(const BlockSpec& s);
 std::vector<std::pair<std::string, std::string>> dropPathNeeds(const BlockSpec& s);
 bool anyRrelu(const CaseSpec& c);

@@ -18,8 +18,14 @@ ckpt_timed() {
   return $rc
 }
 
+# ccache, where installed, compiles each object once for the tree's build and the wheel's (build-wheel/, CTest
+# wheel_install_pytest): paths relative to the checkout, so that the two build folders share entries.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$CKPT_ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
+CKPT_LAUNCHER=()
+command -v ccache >/dev/null && CKPT_LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+
 ckpt_configure_build() {
-  cmake -S "$CKPT_ROOT" -B "$CKPT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake -S "$CKPT_ROOT" -B "$CKPT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${CKPT_LAUNCHER[@]}" "$@" >/dev/null
   cmake --build "$CKPT_BUILD" -j "$CKPT_JOBS"
 }
 

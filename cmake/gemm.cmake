@@ -5,7 +5,7 @@
 #   eigen     Eigen's own kernels, compiled for CKPT_ARCH.
 # Why OpenBLAS by default: on the wide cases most of a step is GEMM, and on this project's AMD EPYC (Zen 4)
 # machines Eigen 3.4's 48x4 AVX-512 kernel reaches 78-86 GFLOP/s on the 256 x 1024 x 1024 products of mlp-wide,
-# OpenBLAS 92-103 and PyTorch's MKL 94-103, single-threaded (README, "Overhead reports"). The pthread build, not
+# OpenBLAS 92-103 and PyTorch's MKL 94-103, single-threaded (docs/reports.md). The pthread build, not
 # the serial one: a single-threaded OpenBLAS locks its buffer pool only if it was compiled with USE_LOCKING, which
 # 0.3.21's build line does not report, while the pthread build always locks; and `ckptcheck verify --threads N`
 # runs products on several threads at once.

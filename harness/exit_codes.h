@@ -1,4 +1,4 @@
-// Exit codes, the same for every subcommand (README.md, ARCHITECTURE.md): CI scripts branch on them.
+// Exit codes, the same for every subcommand (README.md, docs/ci.md, ARCHITECTURE.md): CI scripts branch on them.
 #pragma once
 
 namespace ckpt {

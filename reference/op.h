@@ -83,6 +83,9 @@ struct Param {
   std::string name;
   Mat<T> value;
   Mat<T> grad;
+  // PyTorch's shape is (rows, cols) (a Linear's, an embedding's or the LM head's weight, stored as PyTorch stores
+  // it); otherwise it is (rows * cols,). The adapter protocol's shapes follow it (harness/adapters/case_dir.h).
+  bool matrix = false;
 };
 
 // Module state that is not trained but is part of what a step must leave bitwise identical.

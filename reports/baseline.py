@@ -21,8 +21,8 @@ line, exit 2). Policies new in this run are listed as new; cases or policies gon
 import json
 import os
 
-from report_data import BadInput, load_json
-from report_format import fmt_bytes
+from .report_data import BadInput, load_json
+from .report_format import fmt_bytes
 
 FORMAT = "ckptcheck-runs"
 VERSION = 1
@@ -76,7 +76,8 @@ def load(directory):
         raise BadInput(f"baseline '{directory}': no {FILE} (give the --out directory of an earlier `ckptcheck report`)")
     doc = load_json(path, "baseline")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        _fail(path, f"not a \"{FORMAT}\" file (format {json.dumps(doc.get('format') if isinstance(doc, dict) else None)})")
+        stated = doc.get("format") if isinstance(doc, dict) else None
+        _fail(path, f"not a \"{FORMAT}\" file (format {json.dumps(stated)})")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         _fail(path, f"version {json.dumps(doc.get('version'))}, this report reads version {VERSION}")
     runs = doc.get("runs")

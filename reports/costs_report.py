@@ -9,10 +9,10 @@ import json
 import math
 import re
 
-from report_data import BadInput, load_json
-from report_figures import pyplot, svg_of
-from report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
-import plan_checks
+from . import plan_checks
+from .report_data import BadInput, load_json
+from .report_figures import pyplot, svg_of
+from .report_format import fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
 
 FORMAT = "ckptcheck-costs-plans"
 VERSION = 1
@@ -255,7 +255,8 @@ def summary_lines(plans_list):
         s += f" ({fmt_pct(pl.min_feasible / pl.store_all_peak)} of it)" if pl.store_all_peak else ""
         if pl.budget is not None and pl.cheapest is not None:
             c = pl.cheapest
-            s += (f"; cheapest under {fmt_bytes(pl.budget)}: {c.policy} (FLOP overhead {fmt_overhead(c.flop_overhead)}, "
+            s += (f"; cheapest under {fmt_bytes(pl.budget)}: {c.policy} "
+                  f"(FLOP overhead {fmt_overhead(c.flop_overhead)}, "
                   f"predicted time overhead {_time(c.time_overhead)})")
         elif pl.budget is not None:
             s += f"; no policy fits under {fmt_bytes(pl.budget)}"
@@ -371,7 +372,8 @@ def _draw(pl, plt, color_for):
         handles = []
         if pl.min_feasible > left:
             ax.axvspan(left, pl.min_feasible, color="0.88", lw=0, zorder=0)
-            handles.append(Patch(color="0.88", label=f"below the smallest feasible budget ({fmt_bytes(pl.min_feasible)})"))
+            below = f"below the smallest feasible budget ({fmt_bytes(pl.min_feasible)})"
+            handles.append(Patch(color="0.88", label=below))
         front = [p for p in pl.frontier if getattr(p, attr) is not None]
         if front:
             ax.step([p.budget for p in front], [getattr(p, attr) for p in front], where="post", color="0.25", lw=1.5,

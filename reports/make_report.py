@@ -4,13 +4,13 @@ DIR/report.md, a self-contained DIR/report.html and the figures (DIR/fig-*.svg, 
 `ckptcheck report --costs` makes for a profiled model (--costs-plans, costs_report.py) add a predicted section
 each, with or without any --bench.
 
-`ckptcheck report` runs this script; it can also be run directly:
-    /usr/bin/python3 reports/make_report.py [--bench bench.json ...] [--verify verify.json]
+`ckptcheck report` runs this module; it can also be run directly, from the source root (the `reports` package):
+    /usr/bin/python3 -m reports.make_report [--bench bench.json ...] [--verify verify.json]
         [--costs-plans plans.json ...] --out DIR [--print-summary]
 
 Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed SVG ids and metadata, inputs
 read in order). Every file is written to a temporary name and renamed into place. The inputs are read by
-report_data.py and the figures drawn by report_figures.py, beside this file.
+report_data.py and the figures drawn by report_figures.py, modules of this package.
 Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
 naming what), 3 missing dependency or I/O error.
 """
@@ -21,21 +21,41 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it is run
-from report_data import (ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, BadInput, Bench, Frameworks,  # noqa: E402
-                         FrontierPoint, PlannerPoint, StepRow, Verify, load_json, policy_family)
-from report_figures import figures  # noqa: E402
-from report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax  # noqa: E402
-from report_tables import (FRAMEWORK_HEADER, FULL_HEADER, KIND_HEADER, STEP_HEADER, TAX_HEADER,  # noqa: E402
-                           TAX_NOTE, case_summary, context_lines, framework_rows, full_recompute_rows, md_table,
-                           planner_rows, recompute_kind_rows, step_cells, step_class, tax_class, tax_rows)
-import baseline  # noqa: E402
-import costs_report  # noqa: E402
-import overview  # noqa: E402
-import plan_checks  # noqa: E402
-import report_html  # noqa: E402
-import time_model  # noqa: E402
-import user_models  # noqa: E402
+from . import baseline, costs_report, overview, plan_checks, report_html, time_model, user_models
+from .report_data import (
+    ENGINE_TAX_GOAL,
+    FULL_RECOMPUTE_THEORY,
+    BadInput,
+    Bench,
+    Frameworks,
+    FrontierPoint,
+    PlannerPoint,
+    StepRow,
+    Verify,
+    load_json,
+    policy_family,
+)
+from .report_figures import figures
+from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, opt_tax
+from .report_tables import (
+    FRAMEWORK_HEADER,
+    FULL_HEADER,
+    KIND_HEADER,
+    STEP_HEADER,
+    TAX_HEADER,
+    TAX_NOTE,
+    case_summary,
+    context_lines,
+    framework_rows,
+    full_recompute_rows,
+    md_table,
+    planner_rows,
+    recompute_kind_rows,
+    step_cells,
+    step_class,
+    tax_class,
+    tax_rows,
+)
 
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
@@ -105,7 +125,8 @@ class Report:
         if diff == 0 and exact:
             return "on the frontier", True
         if diff <= 0 and exact:
-            return (f"below the block-level frontier by {fmt_overhead(-diff / max(1, row.flops_forward + row.flops_backward))} "
+            by = fmt_overhead(-diff / max(1, row.flops_forward + row.flops_backward))
+            return (f"below the block-level frontier by {by} "
                     f"FLOP overhead (op-level recompute is outside the DP's family)"), True
         if diff <= 0:
             return "at or below the sampled frontier", True
@@ -157,7 +178,8 @@ def cost_lines(rep):
         if ops:
             rest = [r.rest_tax for r in rows if r.rest_tax is not None]
             store = [r for r in rows if r.policy == "store-all"]
-            s += (f" Split: recomputed ops costing more time than their FLOP share, median {fmt_tax(statistics.median(ops))}; "
+            s += (" Split: recomputed ops costing more time than their FLOP share, "
+                  f"median {fmt_tax(statistics.median(ops))}; "
                   f"everything else (executor, allocation, cache), median {fmt_tax(statistics.median(rest))}")
             if store:
                 s += ("; the executor running store-all's own schedule: "
@@ -183,7 +205,8 @@ def check_lines(rep):
     checked = [r for r in rows if r.verdict is not None]
     if checked:
         differs = [r for r in checked if r.verdict.startswith("DIFFERS")]
-        s = f"Bitwise: {len(checked) - len(differs)} of {len(checked)} benchmarked case × policy steps equal to the reference"
+        s = (f"Bitwise: {len(checked) - len(differs)} of {len(checked)} benchmarked case × policy steps equal to the "
+             "reference")
         s += (", DIFFERS: " + ", ".join(f"{r.case}/{r.display}" for r in differs) + ".") if differs else "."
         lines.append(s)
     if rep.verify is not None:
@@ -214,9 +237,9 @@ DEFINITIONS = ("The words used from here on: *FLOP overhead* = recompute FLOPs /
                "overhead), what a policy costs beyond its FLOPs, split into *recomputed ops* (their time beyond "
                "their FLOP share) and *rest* (everything else: executor, allocation, cache; see Engine tax per "
                "policy); *time-model tax* = measured − predicted time overhead, the prediction coming from the "
-               "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute than the "
-               "optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the step "
-               "bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`).")
+               "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute "
+               "than the optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the "
+               "step bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`).")
 FRONTIER_NOTE = ("Which policy is on the memory/recompute frontier at which budget (FLOP overheads in brackets; the "
                  "optimal policy at a policy's own peak is the comparison), and every policy's measured numbers.")
 
@@ -244,7 +267,8 @@ def analysis_blocks(rep):
               ("details", "The table", [("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)])]
     tm = time_model.time_model_rows(rep.steps)
     if tm:
-        d += [("h2", "Time model: predicted vs measured time overhead"), ("p", time_model.time_model_headline(rep.steps)),
+        d += [("h2", "Time model: predicted vs measured time overhead"),
+              ("p", time_model.time_model_headline(rep.steps)),
               ("details", "Per case × policy, with the tax split",
                [("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)])]
     fr = full_recompute_rows(rep)
@@ -328,7 +352,8 @@ def markdown_lines(blocks):
             md += [md_table(block[1], block[2]), ""]
         elif kind == "figure":
             name, title, caption = block[1:4]
-            md += ([f"### {title}", ""] if len(block) < 6 or block[5] else []) + [f"![{title}]({name}.svg)", "", caption, ""]
+            heading = [f"### {title}", ""] if len(block) < 6 or block[5] else []
+            md += heading + [f"![{title}]({name}.svg)", "", caption, ""]
         elif kind == "details":
             # GitHub and GitLab render HTML's <details> in Markdown; the blank lines let the Markdown inside render.
             md += [f"<details><summary>{report_html.inline_html(block[1])}</summary>", ""]
@@ -357,7 +382,7 @@ def terminal_table(rep):
 
     out = [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
     words = [f"{sub.name}: {overview.sentence(sub)}" for sub in overview.subjects(rep)]
-    return "\n".join(out + [""] + words + [re.sub(r"[*`]", "", l) for l in cost_lines(rep) + check_lines(rep)])
+    return "\n".join(out + [""] + words + [re.sub(r"[*`]", "", line) for line in cost_lines(rep) + check_lines(rep)])
 
 
 # ---------------------------------------------------------------------------------------------------------------

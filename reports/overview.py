@@ -6,8 +6,8 @@ Every policy of a subject becomes an Option: the share of activation memory it s
 and the step time it pays over the plain step. The recommended policy at a budget is the one that pays the least
 time among those whose peak fits; the frontier is the set no other option beats on both.
 """
-from report_figures import pyplot, svg_of
-from report_format import fmt_bytes, fmt_time
+from .report_figures import pyplot, svg_of
+from .report_format import fmt_bytes, fmt_time
 
 BUDGETS = ((0.5, "½"), (0.25, "¼"))  # common budgets, as shares of the activation memory without checkpointing
 FIGURE = "fig-summary"
@@ -137,7 +137,7 @@ def figure(rep):
     fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 2.45), squeeze=False)
     handles = []
     k = 0
-    for ax, (group, title) in zip(axes[0], panels):
+    for ax, (group, title) in zip(axes[0], panels, strict=False):
         for s in group:
             color = color_for(k)
             k += 1

@@ -2,8 +2,8 @@
 plan-loop.json (the loop of harness/engine/COSTS.md run on the model: each budget's placement applied with
 `validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes and
 predicted vs measured step-time overhead. Rows join the section whose model is the file's adapter."""
-from report_data import BadInput, load_json
-from report_format import fmt_bytes
+from .report_data import BadInput, load_json
+from .report_format import fmt_bytes
 
 FORMAT = "ckptcheck-plan-loop"
 VERSION = 1

@@ -6,7 +6,7 @@ import json
 import re
 import statistics
 
-import user_models
+from . import user_models
 
 ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
@@ -27,21 +27,21 @@ def load_json(path, what):
         with open(path, "rb") as f:
             data = f.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
-        raise BadInput(f"{what} '{path}': no such file")
+        raise BadInput(f"{what} '{path}': no such file") from None
     except IsADirectoryError:
-        raise BadInput(f"{what} '{path}': is a directory")
+        raise BadInput(f"{what} '{path}': is a directory") from None
     except OSError as e:
-        raise BadInput(f"{what} '{path}': {e.strerror}")
+        raise BadInput(f"{what} '{path}': {e.strerror}") from None
     if len(data) > MAX_JSON_BYTES:
         raise BadInput(f"{what} '{path}': more than {MAX_JSON_BYTES >> 20} MiB")
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise BadInput(f"{what} '{path}': not UTF-8 text")
+        raise BadInput(f"{what} '{path}': not UTF-8 text") from None
     except json.JSONDecodeError as e:
-        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})")
+        raise BadInput(f"{what} '{path}': not JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
-        raise BadInput(f"{what} '{path}': nested too deeply")
+        raise BadInput(f"{what} '{path}': nested too deeply") from None
 
 
 def base_name(name):
@@ -81,7 +81,8 @@ class Bench:
             for k, v in ctx.items():
                 self.context.setdefault(k, v)
         grouped = {}
-        quartiles = {}  # base name -> {"q1": aggregate entry, "q3": ...}: Google Benchmark's statistics over repetitions
+        # base name -> {"q1": aggregate entry, "q3": ...}: Google Benchmark's statistics over repetitions
+        quartiles = {}
         for i, b in enumerate(doc["benchmarks"]):
             if not isinstance(b, dict) or not isinstance(b.get("name"), str):
                 raise BadInput(f"benchmark JSON '{path}': benchmarks[{i}] has no name")
@@ -293,7 +294,7 @@ class Frameworks:
                        "policy": str(ck["policy"]), "ck_plain": float(ck["plain_step_ms"]),
                        "ck_ckpt": float(ck["checkpoint_step_ms"]), "ck_overhead": float(ck["overhead"])}
             except (KeyError, TypeError, ValueError) as e:
-                raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}")
+                raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}") from None
             self.rows.append(row)
 
 

@@ -6,7 +6,7 @@ import math
 import re
 import sys
 
-from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, policy_family
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of, policy_family
 
 
 def figures(rep):
@@ -30,8 +30,9 @@ def pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError("matplotlib is not installed for " + sys.executable + " (run ci/setup, or set CKPT_REPORT_PYTHON "
-                           "to a Python that has it)")
+        raise RuntimeError("matplotlib is not installed for " + sys.executable
+                           + " (run ci/setup, or set CKPT_REPORT_PYTHON "
+                           "to a Python that has it)") from None
     matplotlib.rcParams.update({
         "svg.hashsalt": "ckptcheck-report",
         "svg.fonttype": "none",
@@ -67,7 +68,8 @@ def _memory_figure(rep, plt, color_for, save):
             pts = rep.planner[fam]
             xs = [p.layers for p in pts]
             ax.plot(xs, [p.peak for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam)
-            ax2.plot(xs, [p.forward_evals / p.layers for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam)
+            ax2.plot(xs, [p.forward_evals / p.layers for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i),
+                     label=fam)
         guide_l = sorted({p.layers for pts in rep.planner.values() for p in pts})
         if len(guide_l) >= 2:
             def anchor(fam_name):
@@ -81,7 +83,8 @@ def _memory_figure(rep, plt, color_for, save):
             r = anchor("recursive")
             if r:
                 c = 0.5 * r.peak / math.log2(r.layers)
-                ax.plot(guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2, label="∝ log L (guide)")
+                ax.plot(guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2,
+                        label="∝ log L (guide)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("layers L (homogeneous chain, planner only)")
@@ -117,7 +120,8 @@ def _frontier_figure(rep, plt, color_for, save):
                     xs.append(p.budget)
                     ys.append(p.flop_overhead)
                 ax.step(xs, ys, where="post", color="0.25", lw=1.5, label="optimal frontier", zorder=2)
-                ax.plot([p.peak for p in pts], [p.flop_overhead for p in pts], ls="none", marker=".", color="0.25", ms=4, zorder=2)
+                ax.plot([p.peak for p in pts], [p.flop_overhead for p in pts], ls="none", marker=".", color="0.25",
+                        ms=4, zorder=2)
             for i, r in enumerate(rep.steps.get(case, [])):
                 ax.plot([r.peak], [r.flop_overhead], ls="none", marker="os^vD<>ph*"[i % 10], ms=7, mfc="none", mew=1.5,
                         color=color_for(i), label=r.display, zorder=3)
@@ -186,8 +190,9 @@ def _overhead_figure(rep, plt, color_for, save):
         fig.tight_layout()
         save(fig, "fig-overhead", "Measured vs theoretical overhead",
              "Left: each marker is a (case, policy); error bars span the interquartile range over repetitions of "
-             "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split into what "
-             "the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per policy).")
+             "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split "
+             "into what the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per "
+             "policy).")
 
 
 def svg_clean(svg):

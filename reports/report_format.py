@@ -1,7 +1,7 @@
 """The report's number formats, one place, so the tables, the summary and the terminal agree
 (reports/make_report.py).
 """
-from report_data import MIB
+from .report_data import MIB
 
 
 def fmt_bytes(b):

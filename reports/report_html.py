@@ -4,8 +4,7 @@ import base64
 import html
 import re
 
-from report_figures import svg_clean
-
+from .report_figures import svg_clean
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1240px;margin:0.8em auto;

@@ -4,8 +4,8 @@ cell classes the HTML colours.
 """
 import statistics
 
-from report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of
-from report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax
+from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, median_of
+from .report_format import evals_text, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_tax, fmt_time, opt_tax
 
 STEP_HEADER = ["policy", "peak activation", "bytes", "× store-all", "forward evals", "FLOP overhead",
                "time ratio (IQR)", "engine tax", "recomputed ops", "rest", "frontier", "bitwise"]
@@ -86,8 +86,8 @@ TAX_HEADER = ["policy", "cases", "median engine tax", "worst (case)", f"≤ {ENG
               "median recomputed-ops part", "median rest"]
 
 TAX_NOTE = ("The engine tax splits exactly in two. bench_engine clocks, in separate instrumented steps, the time spent "
-            "inside the forward calls of recomputed ops (share *s* of the policy's step). *Recomputed ops* = time ratio "
-            "× s − FLOP overhead: what the recomputation costs beyond its FLOP share, because element-wise ops "
+            "inside the forward calls of recomputed ops (share *s* of the policy's step). *Recomputed ops* = time "
+            "ratio × s − FLOP overhead: what the recomputation costs beyond its FLOP share, because element-wise ops "
             "(Philox dropout, libm GELU/tanh, attention's softmax) take far more time per FLOP than the matrix "
             "products that dominate the FLOP count. *Rest* = time ratio × (1 − s) − 1: everything else the step "
             "spends beyond the reference step — the executor's bookkeeping, allocation and page faults, and cache "

@@ -4,7 +4,7 @@ reference's plain step next to another framework's, both timed in one `ckptcheck
 """
 import statistics
 
-from report_format import fmt_overhead, fmt_ratio, fmt_tax, opt_tax
+from .report_format import fmt_overhead, fmt_ratio, fmt_tax, opt_tax
 
 TIME_MODEL_TAX_GOAL = 0.03  # measured - predicted time overhead, on every catalogue case x policy
 SPEED_RATIO_GOAL = 0.9       # reference plain step / framework plain step: the reference is to be faster

@@ -47,7 +47,7 @@ def rows(doc, path, bad_input):
                         "act_plain": (prof.get("plain") or {}).get("activation_bytes"),
                         "act_ckpt": (prof.get("checkpoint") or {}).get("activation_bytes")})
     except (KeyError, TypeError, ValueError) as e:
-        raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}")
+        raise bad_input(f"frameworks JSON '{path}': a user-model seed entry lacks or mistypes {e}") from None
     return out
 
 

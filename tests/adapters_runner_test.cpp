@@ -170,6 +170,28 @@ CaseSpec smallCase(LossKind loss) {
   return c;
 }
 
+// An moe block's Linears (router (E, W), each expert's fc1 (4W, W) and fc2 (W, 4W)) are matrices in PyTorch, like
+// any Linear's weight (reference/op.h, Param::matrix); their biases and the LayerNorm's parameters are vectors.
+TEST(CaseDir, moeLinearWeightsAreMatrices) {
+  CaseSpec c;
+  c.width = 4;
+  BlockSpec moe{blockKind("moe")};
+  moe.experts = 2;
+  c.blocks = {moe};
+  Chain<double> chain = buildChain<double>(c);
+  int matrices = 0;
+  for (const TensorLayout& t : caseLayout(chain).params) {
+    const bool linearWeight = t.name.find(".ln") == std::string::npos && t.name.size() > 7 &&
+                              t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+    EXPECT_EQ(t.shape.size(), linearWeight ? 2u : 1u) << t.name;
+    if (linearWeight) {
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{t.rows, t.cols})) << t.name;
+      ++matrices;
+    }
+  }
+  EXPECT_EQ(matrices, 1 + 2 * 2);  // the router and two experts' fc1 and fc2
+}
+
 TEST(CaseDir, writesEveryTensorWithPyTorchShapes) {
   const fs::path d = tempDir("casedir");
   Chain<float> chain = buildChain<float>(smallCase(LossKind::kCrossEntropy));

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cases/block_kind.h"
+#include "cases/case_summary.h"
 #include "cases/generators.h"
 #include "tests/test_util.h"
 
@@ -70,6 +72,25 @@ TEST(CaseJson, badFieldsAreRefusedNamingTheField) {
       EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
     }
   }
+}
+
+// A case in one line (cases/case_summary.h), the one text verify's findings and validate's reports print: each
+// kind's own text after its name, the case's fields, a case-level rule only when it is on, six blocks at most.
+TEST(CaseSummary, namesTheBlocksAndWhatIsOn) {
+  CaseSpec c;
+  c.blocks = {BlockSpec{blockKind("mlp"), Activation::kRelu}, BlockSpec{blockKind("transformer"), Activation::kGelu, 2}};
+  c.width = 4;
+  EXPECT_EQ(caseSummary(c),
+            "2 blocks (mlp/relu, transformer/2h), width 4, batch 2, seq 1, 1 step, double, stateful rng, dropout 0");
+  c.loss = LossKind::kMse;
+  c.steps = 3;
+  c.dropout = 0.25;
+  c.dtype = DType::kFloat;
+  EXPECT_EQ(caseSummary(c), "2 blocks (mlp/relu, transformer/2h), width 4, batch 2, seq 1, 3 steps, float, stateful "
+                            "rng, dropout 0.25, mse loss");
+  c.blocks.assign(7, BlockSpec{blockKind("mlp"), Activation::kTanh});
+  EXPECT_EQ(caseSummary(c).rfind("7 blocks (mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, ...), ", 0), 0u)
+      << caseSummary(c);
 }
 
 TEST(CaseJson, unreadableFileIsAnInputError) {

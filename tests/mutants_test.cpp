@@ -1,8 +1,8 @@
-// The kill matrix: every mutant of harness/mutants/ is caught by the general properties 1-5 within the default
+// The kill matrix: every mutant of harness/mutants/ is caught by the general properties within the default
 // budget of 100 random cases, for each of five seeds (random cases only: the catalogue is not needed to find any
 // of them), its counterexample shrinks and replays from its reproduce token, and the correct engine is never
-// caught. The property that catches each mutant is pinned; the cases needed and the shrunk size are printed as
-// the matrix at the end.
+// caught. The property that catches each mutant is its record's (Mutant::caughtBy); the cases needed and the
+// shrunk size are printed as the matrix at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,41 +13,17 @@
 #include <mutex>
 #include <sstream>
 
+#include "cases/case_summary.h"
 #include "harness/mutants/catalog.h"
 #include "harness/verify/report.h"
 #include "harness/verify/search.h"
+#include "tests/test_util.h"
 
 namespace ckpt {
 namespace {
 
 constexpr int kDefaultBudget = 100;
 constexpr std::array<uint64_t, 5> kSeeds = {1, 2, 3, 4, 5};
-
-// The property each mutant is expected to violate first.
-const std::map<std::string, Property> kExpected = {
-    {"rng-not-restored", Property::kBitwiseEqual},
-    {"rng-left-advanced", Property::kBitwiseEqual},
-    {"state-updated-twice", Property::kBitwiseEqual},
-    {"segment-input-fed", Property::kBitwiseEqual},
-    {"segment-boundary-off-by-one", Property::kBitwiseEqual},
-    {"stale-checkpoint-buffer", Property::kBitwiseEqual},
-    {"inplace-overwrites-checkpoint", Property::kBitwiseEqual},
-    {"recompute-numerics", Property::kBitwiseEqual},
-    {"recompute-low-precision", Property::kBitwiseEqual},
-    {"grads-accumulated-twice", Property::kBitwiseEqual},
-    {"context-before-filled", Property::kBitwiseEqual},
-    {"input-grad-dropped", Property::kBitwiseEqual},
-    {"shared-grads-forward-order", Property::kBitwiseEqual},
-    {"frozen-params-updated", Property::kBitwiseEqual},
-    {"no-grad-input-segment", Property::kBitwiseEqual},
-    {"micro-batch-grads-zeroed", Property::kBitwiseEqual},
-    {"tied-head-grad-dropped", Property::kBitwiseEqual},
-    {"drop-path-redrawn", Property::kBitwiseEqual},
-    {"rrelu-slopes-regenerated", Property::kBitwiseEqual},
-    {"bf16-recompute-in-float", Property::kBitwiseEqual},
-    {"moe-jitter-redrawn", Property::kBitwiseEqual},
-    {"moe-aux-loss-recorded-twice", Property::kBitwiseEqual},
-};
 
 VerifyOptions defaultBudget(const std::string& mutant, uint64_t seed = 1) {
   VerifyOptions o;
@@ -88,9 +64,8 @@ TEST_P(KillMatrix, mutantIsCaughtWithinTheDefaultBudget) {
   ASSERT_TRUE(r.finding) << name << " survived " << r.randomCases << " random cases";
   const Finding& f = *r.finding;
   EXPECT_LE(r.randomCases, kDefaultBudget);
-  ASSERT_TRUE(kExpected.count(name)) << "pin the property that catches " << name << " in kExpected";
-  EXPECT_EQ(propertyId(f.violation.property), std::string(propertyId(kExpected.at(name))))
-      << f.violation.policy << ": " << f.violation.message;
+  // The property the mutant's record says must catch it.
+  EXPECT_EQ(f.violation.property->id, findMutant(name)->caughtBy) << f.violation.policy << ": " << f.violation.message;
   // Shrinking never grows the case, and the reproduce token regenerates the shrunk case exactly.
   EXPECT_LE(f.shrunk.spec.blocks.size(), f.original.spec.blocks.size());
   EXPECT_LE(f.shrunk.spec.width, f.original.spec.width);
@@ -102,8 +77,8 @@ TEST_P(KillMatrix, mutantIsCaughtWithinTheDefaultBudget) {
   EXPECT_EQ(replay.finding->shrunk.spec, f.shrunk.spec);
   EXPECT_EQ(replay.finding->violation.property, f.violation.property);
   std::lock_guard<std::mutex> lock(rowsMutex);
-  rows()[name] = Row{std::to_string(propertyNumber(f.violation.property)) + " " + propertyId(f.violation.property),
-                     r.randomCases, maxCases, describeCase(f.shrunk.spec),
+  rows()[name] = Row{std::to_string(propertyNumber(f.violation.property)) + " " + f.violation.property->id,
+                     r.randomCases, maxCases, caseSummary(f.shrunk.spec),
                      f.violation.difference ? f.violation.difference->tensor : f.violation.message};
 }
 
@@ -114,12 +89,7 @@ std::vector<std::string> mutantNamesList() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, KillMatrix, ::testing::ValuesIn(mutantNamesList()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 TEST(KillMatrix, catalogueHasEveryBugClassOfTheIssue) {
   EXPECT_GE(mutantCatalog().size(), 12u);
@@ -128,6 +98,7 @@ TEST(KillMatrix, catalogueHasEveryBugClassOfTheIssue) {
     EXPECT_FALSE(m.reference.empty()) << m.name;
     EXPECT_EQ(m.make()->name(), m.name);
     EXPECT_EQ(findMutant(m.name), &m);
+    EXPECT_NE(findProperty(m.caughtBy), nullptr) << m.name << ": caughtBy names no property";
   }
   EXPECT_EQ(findMutant("no-such-mutant"), nullptr);
 }
@@ -151,7 +122,7 @@ TEST(KillMatrix, findingIsTheSameForAnyThreadCount) {
   EXPECT_EQ(a.randomCases, b.randomCases);
   EXPECT_EQ(a.finding->reproduce, b.finding->reproduce);
   EXPECT_EQ(a.finding->shrunk.spec, b.finding->shrunk.spec);
-  for (size_t k = 0; k < kPropertyCount; ++k) EXPECT_EQ(a.perProperty[k].violated, b.perProperty[k].violated);
+  for (size_t k = 0; k < a.perProperty.size(); ++k) EXPECT_EQ(a.perProperty[k].violated, b.perProperty[k].violated);
 }
 
 // Prints the matrix once every test has run.

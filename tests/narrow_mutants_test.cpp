@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cases/case_summary.h"
 #include "harness/verify/report.h"
 #include "harness/verify/search.h"
 
@@ -32,25 +33,18 @@ class EveryBlockItsOwnSegment final : public EngineVariant {
   }
 };
 
-class CoarseGridRounding final : public EngineVariant {
- public:
-  std::string name() const override { return "coarse-grid-rounding"; }
-  OptimalPlan planOptimal(const ChainCost& c, int64_t budget, const OptimalOptions& o) const override {
-    OptimalPlan p = optimalPlan(c, budget, o);
-    if (!p.exactGrid && p.unitBytes > 0) p.peakBytes = p.peakBytes / p.unitBytes * p.unitBytes;
-    return p;
-  }
-};
+// Broken optimal DPs, which property 5 holds against the planner (VerifyOptions::optimalPlanner).
+OptimalPlan coarseGridRounding(const ChainCost& c, int64_t budget, const OptimalOptions& o) {
+  OptimalPlan p = optimalPlan(c, budget, o);
+  if (!p.exactGrid && p.unitBytes > 0) p.peakBytes = p.peakBytes / p.unitBytes * p.unitBytes;
+  return p;
+}
 
-class ThrowsOnCoarseGrid final : public EngineVariant {
- public:
-  std::string name() const override { return "throws-on-coarse-grid"; }
-  OptimalPlan planOptimal(const ChainCost& c, int64_t budget, const OptimalOptions& o) const override {
-    OptimalPlan p = optimalPlan(c, budget, o);
-    if (!p.exactGrid) throw std::logic_error("level table index out of range");
-    return p;
-  }
-};
+OptimalPlan throwsOnCoarseGrid(const ChainCost& c, int64_t budget, const OptimalOptions& o) {
+  OptimalPlan p = optimalPlan(c, budget, o);
+  if (!p.exactGrid) throw std::logic_error("level table index out of range");
+  return p;
+}
 
 class RecomputeDividesByCount final : public EngineVariant {
  public:
@@ -62,45 +56,57 @@ class RecomputeDividesByCount final : public EngineVariant {
   }
 };
 
-VerifyReport verifyDefault(const EngineVariant& engine, int shrinkTrials = 200) {
+// What is broken: an engine, or the optimal DP (with the correct engine).
+struct Broken {
+  std::string name;
+  const EngineVariant& engine;
+  OptimalPlanner planner;
+};
+
+const EngineVariant kCorrect;
+
+VerifyReport verifyDefault(const Broken& b, int shrinkTrials = 200) {
   VerifyOptions o;  // the default budget: 100 random cases, seed 1
-  o.engine = &engine;
+  o.engine = &b.engine;
+  o.optimalPlanner = b.planner;
   o.catalogue = false;
   o.maxShrinkTrials = shrinkTrials;
   return runVerify(o);
 }
 
-void expectKilledBy(const EngineVariant& engine, Property p, int shrinkTrials = 200) {
-  const VerifyReport r = verifyDefault(engine, shrinkTrials);
-  ASSERT_TRUE(r.finding) << engine.name() << " survived " << r.randomCases << " random cases";
-  EXPECT_EQ(r.finding->violation.property, p) << r.finding->violation.message;
-  std::printf("%-30s killed by property %d (%s) at random case %lld; shrunk to %s\n", engine.name().c_str(),
-              propertyNumber(r.finding->violation.property), propertyId(r.finding->violation.property),
-              static_cast<long long>(r.randomCases), describeCase(r.finding->shrunk.spec).c_str());
+void expectKilledBy(const Broken& b, const char* property, int shrinkTrials = 200) {
+  const VerifyReport r = verifyDefault(b, shrinkTrials);
+  ASSERT_TRUE(r.finding) << b.name << " survived " << r.randomCases << " random cases";
+  EXPECT_EQ(r.finding->violation.property, findProperty(property)) << r.finding->violation.message;
+  std::printf("%-30s killed by property %d (%s) at random case %lld; shrunk to %s\n", b.name.c_str(),
+              propertyNumber(r.finding->violation.property), r.finding->violation.property->id,
+              static_cast<long long>(r.randomCases), caseSummary(r.finding->shrunk.spec).c_str());
 }
 
 TEST(NarrowMutants, everyBlockItsOwnSegmentIsKilled) {
-  expectKilledBy(EveryBlockItsOwnSegment(), Property::kBitwiseEqual);
+  const EveryBlockItsOwnSegment engine;
+  expectKilledBy({engine.name(), engine, {}}, "bitwise-equal");
 }
 
 // Killed at random case 72 of 100 (seed 1). Each shrink trial re-plans property 5's long homogeneous chains with
 // the optimal DP, so verify's 200 trials took 31 s here and 529 s under the sanitizers, where this was the longest
 // test; 20 trials still shrink the finding (to one block here), and the kill is what this test is about.
 TEST(NarrowMutants, coarseGridRoundingIsKilled) {
-  expectKilledBy(CoarseGridRounding(), Property::kOptimalPlanConsistent, 20);
+  expectKilledBy({"coarse-grid-rounding", kCorrect, coarseGridRounding}, "optimal-plan-consistent", 20);
 }
 
 TEST(NarrowMutants, recomputeDividingByCountIsKilled) {
-  expectKilledBy(RecomputeDividesByCount(), Property::kBitwiseEqual);
+  const RecomputeDividesByCount engine;
+  expectKilledBy({engine.name(), engine, {}}, "bitwise-equal");
 }
 
 // The exception becomes property 5's finding, with a reproduce token, and shrinking still works on it. Twenty
 // shrink trials show that (seed 1: 15 accepted of 21 tried); verify's default of 200 re-plans long chains for
 // 19 s here and for over 5 minutes under the sanitizers, without telling more.
 TEST(NarrowMutants, aThrowingPlannerIsAShrunkFinding) {
-  const VerifyReport r = verifyDefault(ThrowsOnCoarseGrid(), 20);
+  const VerifyReport r = verifyDefault({"throws-on-coarse-grid", kCorrect, throwsOnCoarseGrid}, 20);
   ASSERT_TRUE(r.finding);
-  EXPECT_EQ(r.finding->violation.property, Property::kOptimalPlanConsistent);
+  EXPECT_EQ(r.finding->violation.property, findProperty("optimal-plan-consistent"));
   EXPECT_NE(r.finding->violation.message.find("level table index out of range"), std::string::npos)
       << r.finding->violation.message;
   EXPECT_FALSE(r.finding->reproduce.empty());

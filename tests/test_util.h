@@ -25,6 +25,14 @@ inline std::filesystem::path sourceDir() {
 #endif
 }
 
+// A GoogleTest name for a parameter with dashes ("rng-not-restored" -> "rng_not_restored"; names take letters,
+// digits and underscores): INSTANTIATE_TEST_SUITE_P's name generator returns it for its p.param.
+inline std::string testName(std::string s) {
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
 inline std::filesystem::path catalogueDir() { return sourceDir() / "cases" / "catalog"; }
 // A catalogue case file by name: catalogueCase("tiny") is cases/catalog/tiny.json.
 inline std::filesystem::path catalogueCase(const std::string& name) { return catalogueDir() / (name + ".json"); }

@@ -1,12 +1,11 @@
 // The class of verify's findings (harness/diagnose.h, the classifier validate uses): for every mutant of the
 // catalogue, `ckptcheck verify --mutant M` is run as CI runs it (seed 1, the default budget of 100 random cases,
-// random cases only) and the class is pinned in its three outputs: the JSON finding's "diagnosis", the JUnit
-// failure message, and the text report (which the JUnit failure body carries, and which stdout prints). The class
-// is also pinned before shrinking (in process, no shrink), so it describes the mutant's bug, not an accident of
-// the shrunk case. The correct engine has no finding and prints no class.
+// random cases only) and the class its record pins (Mutant::diagnosis) is checked in its three outputs: the JSON
+// finding's "diagnosis", the JUnit failure message, and the text report (which the JUnit failure body carries,
+// and which stdout prints). The class is also checked before shrinking (in process, no shrink), so it describes
+// the mutant's bug, not an accident of the shrunk case. The correct engine has no finding and prints no class.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -18,65 +17,8 @@
 namespace ckpt {
 namespace {
 
-// The class each mutant's bitwise finding gets (seed 1, before and after shrinking), and why it is the right one.
-const std::map<std::string, std::string> kExpectedClass = {
-    // The recompute draws other dropout masks and puts the generator back, so no generator state shows it; with
-    // dropout off the runs agree bit for bit (validate's re-run, worthDropoutOffRerun).
-    {"rng-not-restored", "rng-desync"},
-    // The generator after the step is where the recompute's draws left it.
-    {"rng-left-advanced", "rng-desync"},
-    // BatchNorm's running statistics and counter moved one more momentum update by the recompute.
-    {"state-updated-twice", "state-updated-twice"},
-    // Recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the backward differentiates
-    // another function, and gradients are off by far more than rounding (infinitely many ULPs of a zero scale).
-    {"segment-input-fed", "semantic"},
-    {"segment-boundary-off-by-one", "semantic"},
-    {"stale-checkpoint-buffer", "semantic"},
-    {"inplace-overwrites-checkpoint", "semantic"},
-    // Exact-erf GELU in the recompute where the forward used the tanh approximation: the two differ by about
-    // 1e-4 relative (7e11 ULPs of the tensor's scale in double), another function, not a summation order.
-    {"recompute-numerics", "semantic"},
-    // Products rounded to bfloat16 in the recompute of a float64 model: 8 significand bits, about 4e12 ULPs of
-    // the scale; rounding-level is for differences within 64 ULPs, not for a lost precision.
-    {"recompute-low-precision", "semantic"},
-    // Every gradient doubled: none of the narrower classes (none is "scaled") explains a factor of two.
-    {"grads-accumulated-twice", "semantic"},
-    // The recomputed tape keeps the dropout mask as allocated (zeros), so the gradients through that dropout are
-    // all zero while the generator stays in sync: missing, not redrawn.
-    {"context-before-filled", "missing-gradient"},
-    // The gradient of the chain's input is never written (absent, even where the plain one is zero).
-    {"input-grad-dropped", "missing-gradient"},
-    // A shared parameter's uses added in another order: the sums differ by an ULP or two of their scale, which is
-    // what a summation order does and all it does.
-    {"shared-grads-forward-order", "rounding-level"},
-    // Frozen weights moved by the first step: the second step computes another function.
-    {"frozen-params-updated", "semantic"},
-    // The parameter gradients of a recomputed block whose input needs no gradient are zeroed.
-    {"no-grad-input-segment", "missing-gradient"},
-    // The earlier micro-batches' share of a recomputed block's gradient is lost: what is left is another
-    // gradient, not a scaled or a rounded one (the micro-batches' gradients differ).
-    {"micro-batch-grads-zeroed", "semantic"},
-    {"tied-head-grad-dropped", "semantic"},
-    // The redrawn decisions send gradient through other branches; with the draws off (randomnessOff: no drop-path
-    // node) the runs agree bit for bit.
-    {"drop-path-redrawn", "rng-desync"},
-    // Other slopes in the recompute; with RReLU's range collapsed (randomnessOff) the runs agree bit for bit.
-    {"rrelu-slopes-regenerated", "rng-desync"},
-    // A float recompute of a bf16 forward: up to a bf16 ULP (2^-8 relative) apart, far beyond rounding-level's
-    // 64 float ULPs.
-    {"bf16-recompute-in-float", "semantic"},
-    // Other jitter in the recompute routes tokens differently; with the jitter off (randomnessOff) the runs agree.
-    {"moe-jitter-redrawn", "rng-desync"},
-    // The expert counts and the aux-loss tracker moved again by the recompute: the loss that reads the tracker
-    // differs too, and counts that move by whole tokens per expert are no momentum update, so no narrower class
-    // than semantic fits (the report still names the loss and the buffers that differ).
-    {"moe-aux-loss-recorded-twice", "semantic"},
-};
-
-std::string expectedClass(const std::string& mutant) {
-  const auto it = kExpectedClass.find(mutant);
-  return it == kExpectedClass.end() ? "(pin the class of " + mutant + " in kExpectedClass)" : it->second;
-}
+// The class the mutant's record pins for its finding (seed 1, before and after shrinking; why: the mutant's file).
+std::string expectedClass(const std::string& mutant) { return findingClassName(findMutant(mutant)->diagnosis); }
 
 std::vector<std::string> verifyArgs(const std::string& mutant, const test::ScratchDir& dir) {
   std::vector<std::string> a = {"verify", "--cases", "100", "--seed", "1", "--no-catalogue", "--json",
@@ -96,7 +38,7 @@ TEST_P(VerifyDiagnosis, findingCarriesItsClassInJsonJunitAndText) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["findings"].size(), 1u);
   const nlohmann::json& f = j["findings"][0];
-  ASSERT_EQ(f["property_id"], "bitwise-equal") << f.dump();
+  ASSERT_EQ(f["property_id"], findMutant(mutant)->caughtBy) << f.dump();
   ASSERT_TRUE(f["diagnosis"].is_object()) << f.dump();
   EXPECT_EQ(f["diagnosis"]["class"], cls) << f["diagnosis"].dump() << "\n" << f["message"];
   EXPECT_FALSE(f["diagnosis"]["why"].get<std::string>().empty());
@@ -130,16 +72,7 @@ std::vector<std::string> mutantNames() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, VerifyDiagnosis, ::testing::ValuesIn(mutantNames()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
-
-TEST(VerifyDiagnosis, everyMutantHasAPinnedClass) {
-  for (const auto& m : mutantCatalog()) EXPECT_TRUE(kExpectedClass.count(m.name)) << m.name;
-}
+                         [](const ::testing::TestParamInfo<std::string>& p) { return test::testName(p.param); });
 
 // No false alarm: the same budget with the correct engine finds nothing, so nothing is classed.
 TEST(VerifyDiagnosis, correctEngineHasNoFindingAndNoClass) {

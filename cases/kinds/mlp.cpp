@@ -46,7 +46,6 @@ const BlockKindDef& mlpKind() {
       },
       .makeValid = [](BlockSpec&, CaseSpec&) {},
       .describe = [](const BlockSpec& s) { return "/" + std::string(activationName(s.activation)); },
-      .summary = [](const BlockSpec& s) { return "(" + std::string(activationName(s.activation)) + ")"; },
       .needs = [](const BlockSpec& s) {
         return std::vector<std::pair<std::string, std::string>>{{"activation", activationName(s.activation)}};
       },

@@ -84,11 +84,6 @@ const BlockKindDef& moeKindDef() {
         if (s.routerJitter > 0) d += "/j" + number(s.routerJitter);
         return d + dropPathText(s);
       },
-      .summary = [](const BlockSpec& s) {
-        return "(" + std::to_string(s.experts) + " experts, top-" + std::to_string(s.topK) + ", capacity " +
-               number(s.capacityFactor) + (s.routerJitter > 0 ? ", jitter " + number(s.routerJitter) : "") + ")" +
-               dropPathText(s);
-      },
       .needs = [](const BlockSpec& s) { return dropPathNeeds(s); },
       .program = [](const BlockSpec& s, const CaseSpec& c) {
         const int64_t w = c.width;

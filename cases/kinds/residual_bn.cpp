@@ -30,7 +30,6 @@ const BlockKindDef& residualBnKind() {
         if (c.microRows() < 2) c.batch = 2 * c.microBatches;
       },
       .describe = [](const BlockSpec& s) { return dropPathText(s); },
-      .summary = [](const BlockSpec& s) { return dropPathText(s); },
       .needs = [](const BlockSpec& s) { return dropPathNeeds(s); },
       .program = [](const BlockSpec& s, const CaseSpec& c) {
         const int64_t w = c.width;

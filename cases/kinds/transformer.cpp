@@ -44,7 +44,6 @@ const BlockKindDef& transformerKind() {
         if (c.width % s.heads != 0) s.heads = 1;
       },
       .describe = [](const BlockSpec& s) { return "/" + std::to_string(s.heads) + "h" + dropPathText(s); },
-      .summary = [](const BlockSpec& s) { return dropPathText(s); },
       .needs = [](const BlockSpec& s) { return dropPathNeeds(s); },
       .program = [](const BlockSpec& s, const CaseSpec& c) {
         const int64_t w = c.width;

@@ -43,7 +43,7 @@ class Model(eqx.Module):
 
     def __call__(self, x, key):
         keys = jax.random.split(key, len(self.blocks))
-        for block, k in zip(self.blocks, keys):
+        for block, k in zip(self.blocks, keys, strict=False):
             run = (lambda b, x, k: b(x, k)) if self.remat is None else self.remat(lambda b, x, k: b(x, k))
             x = run(block, x, k)
         return self.head(x)

@@ -50,12 +50,12 @@ struct CaseLayout {
   bool tied = false;
 };
 
-// A parameter's layout: PyTorch's shape (a Linear, nn.Embedding or LM head weight (out, in); any other
-// parameter (n,)), what it shares, whether it trains.
+// A parameter's layout: PyTorch's shape (Param::matrix: a Linear, nn.Embedding or LM head weight (out, in); any
+// other parameter (n,)), what it shares, whether it trains.
 template <class T>
-TensorLayout paramLayout(const Param<T>& p, bool matrix, const std::string& sharedWith, bool trains) {
+TensorLayout paramLayout(const Param<T>& p, const std::string& sharedWith, bool trains) {
   TensorLayout t{p.name, {}, p.value.rows(), p.value.cols(), false, sharedWith, trains};
-  t.shape = matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
+  t.shape = p.matrix ? std::vector<int64_t>{t.rows, t.cols} : std::vector<int64_t>{t.rows * t.cols};
   return t;
 }
 
@@ -70,17 +70,14 @@ CaseLayout caseLayout(Chain<T>& chain) {
   l.vocab = l.tokens ? spec.vocab : 0;
   l.tied = tiedHead(spec);
   // The stem (emb.weight (vocab, width), pos.weight (seq, width)): trains unless the embedding is frozen.
-  for (auto* p : chain.stemParams()) l.params.push_back(paramLayout(*p, true, "", embeddingTrains(spec)));
+  for (auto* p : chain.stemParams()) l.params.push_back(paramLayout(*p, "", embeddingTrains(spec)));
   for (int i = 0; i < chain.size(); ++i) {
     const int owner = paramOwner(spec, i);
     const auto owners = chain.blockParams(owner);
     size_t k = 0;
     for (auto& n : chain.blocks[static_cast<size_t>(i)].nodes) {
-      // Every ".weight" of an moe op is a Linear's (router (E, W), fc1 (4W, W), fc2 (W, 4W)).
-      const bool linear = n.op->kind() == "linear" || n.op->kind() == "moe";
       for (auto* p : n.op->params()) {
-        const bool matrix = linear && p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
-        l.params.push_back(paramLayout(*p, matrix, owner == i ? "" : owners[k]->name, owner == i && blockTrains(spec, i)));
+        l.params.push_back(paramLayout(*p, owner == i ? "" : owners[k]->name, owner == i && blockTrains(spec, i)));
         ++k;
       }
       for (auto* s : n.op->buffers()) {
@@ -95,9 +92,8 @@ CaseLayout caseLayout(Chain<T>& chain) {
   // The head (head.ln.weight, head.ln.bias (width,), head.weight (vocab, width)). A tied head's weight is the
   // embedding's, like a sharing block's copy: only the owner, emb.weight, reports a gradient.
   for (auto* p : chain.headParams()) {
-    const bool weight = p == &chain.head->weight;
-    const bool shared = weight && l.tied;
-    l.params.push_back(paramLayout(*p, weight, shared ? chain.stem->embedding().name : "", !shared));
+    const bool shared = p == &chain.head->weight && l.tied;
+    l.params.push_back(paramLayout(*p, shared ? chain.stem->embedding().name : "", !shared));
   }
   return l;
 }

@@ -6,6 +6,7 @@
 
 #include "cases/block_kind.h"
 #include "cases/case_json.h"
+#include "cases/case_summary.h"
 #include "cases/compute_precision.h"
 #include "cases/coverage.h"
 #include "cases/generators.h"
@@ -456,7 +457,7 @@ class ValidateRun {
     f["found_in"] = foundIn;
     f["case"] = caseToJson(c);
     f["case_file"] = caseFile.string();
-    f["case_summary"] = blockSummary(c);
+    f["case_summary"] = caseSummary(c);
     f["blocks"] = c.blocks.size();
     f["replay"] = replayBase_ + " --case " + shellQuote(caseFile.string()) + " --out " +
                   shellQuote((dir / "replay").string());

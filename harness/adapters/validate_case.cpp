@@ -8,11 +8,7 @@
 #include <limits>
 #include <sstream>
 
-#include "cases/block_kind.h"
 #include "cases/case_json.h"
-#include "cases/compute_precision.h"
-#include "cases/lm_case.h"
-#include "cases/micro_batches.h"
 #include "cases/param_sharing.h"
 #include "cases/stochastic_layers.h"
 #include "harness/adapters/case_dir.h"
@@ -86,19 +82,6 @@ ReferenceOutcome referenceCheck(Session& s, const CaseSpec& off, const fs::path&
 }
 
 }  // namespace
-
-std::string blockSummary(const CaseSpec& c) {
-  std::ostringstream s;
-  s << c.blocks.size() << " block(s): ";
-  for (size_t i = 0; i < c.blocks.size(); ++i) {
-    const BlockKindDef& d = *c.blocks[i].kind;
-    s << (i ? ", " : "") << d.name << d.summary(c.blocks[i]) << blockParamText(c.blocks[i]);
-  }
-  s << "; batch " << c.batch << ", seq " << c.seq << ", width " << c.width << ", " << dtypeName(c.dtype) << ", "
-    << rngModelName(c.rng) << " rng, dropout " << c.dropout << ", " << c.steps << " step(s), " << lossKindName(c.loss)
-    << caseParamText(c) << lmText(c) << microBatchText(c) << stochasticText(c) << computeText(c);
-  return s.str();
-}
 
 namespace {
 

@@ -85,8 +85,6 @@ struct Session {
 
 
 std::string fmt(double v);
-// "3 block(s): mlp(gelu), residual-bn, ...; batch 2, seq 4, width 8, ..." for reports.
-std::string blockSummary(const CaseSpec& c);
 // Runs the case plain and checkpointed through the adapter and applies checks 2, 1 and 3, in that order.
 CaseOutcome evaluate(Session& s, const CaseSpec& spec, const fs::path& dir);
 // Step-time overhead of checkpointing on a case, the adapter's next to ckptcheck's engine (JSON for the report).

@@ -1,5 +1,6 @@
 // ckptcheck mutants: the catalogue of deliberately broken engines (harness/mutants/), one line each: the bug
-// and the real-world report it models. `ckptcheck verify --mutant NAME` must find each of them.
+// and the real-world report it models (with --json also the property that must catch it and its finding's class).
+// `ckptcheck verify --mutant NAME` must find each of them.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,7 +18,12 @@ void addMutants(CLI::App& app, int& exitCode) {
     if (*json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& m : mutantCatalog())
-        j.push_back({{"name", m.name}, {"bug", m.bug}, {"reference", m.reference}, {"shows_when", m.showsWhen}});
+        j.push_back({{"name", m.name},
+                     {"bug", m.bug},
+                     {"reference", m.reference},
+                     {"shows_when", m.showsWhen},
+                     {"caught_by", m.caughtBy},
+                     {"class", findingClassName(m.diagnosis)}});
       std::cout << j.dump(2) << "\n";
     } else {
       size_t width = 0;

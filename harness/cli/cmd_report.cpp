@@ -46,16 +46,18 @@ struct Options {
   bool check = false;
 };
 
-// reports/make_report.py: under $CKPT_SOURCE_DIR when set, else in the source tree this binary was built from.
-fs::path reportScript() {
+// The source tree that holds the `reports` package (run as `python -m reports.make_report`): $CKPT_SOURCE_DIR when
+// set, else the tree this binary was built from.
+fs::path reportSourceRoot() {
   if (const char* env = std::getenv("CKPT_SOURCE_DIR"); env && *env) {
-    const fs::path p = fs::path(env) / "reports" / "make_report.py";
-    if (!fs::exists(p)) throw InputError(std::string("CKPT_SOURCE_DIR='") + env + "' holds no reports/make_report.py");
-    return p;
+    if (!fs::exists(fs::path(env) / "reports" / "make_report.py"))
+      throw InputError(std::string("CKPT_SOURCE_DIR='") + env + "' holds no reports/make_report.py");
+    return env;
   }
-  const fs::path p = fs::path(CKPT_REPORT_SOURCE_DIR) / "reports" / "make_report.py";
-  if (!fs::exists(p)) throw InputError("cannot find reports/make_report.py: set CKPT_SOURCE_DIR to the source tree");
-  return p;
+  const fs::path root = CKPT_REPORT_SOURCE_DIR;
+  if (!fs::exists(root / "reports" / "make_report.py"))
+    throw InputError("cannot find reports/make_report.py: set CKPT_SOURCE_DIR to the source tree");
+  return root;
 }
 
 // $CKPT_REPORT_PYTHON, else Debian's python3 (ci/setup installs python3-matplotlib for it), else python3 on PATH.
@@ -65,12 +67,33 @@ std::string python() {
   return "python3";
 }
 
-int runScript(const std::vector<std::string>& args) {
+// The script's environment: ours, with the source root first on PYTHONPATH so that `-m reports.make_report` finds
+// its package wherever the caller stands.
+std::vector<std::string> scriptEnvironment(const fs::path& root) {
+  std::vector<std::string> env;
+  std::string pythonPath = "PYTHONPATH=" + root.string();
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("PYTHONPATH=", 0) == 0) {
+      if (kv.size() > 11) pythonPath += ":" + kv.substr(11);
+    } else {
+      env.push_back(kv);
+    }
+  }
+  env.push_back(pythonPath);
+  return env;
+}
+
+int runScript(const std::vector<std::string>& args, const fs::path& root) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<std::string> env = scriptEnvironment(root);
+  std::vector<char*> envp;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
+  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()); rc != 0) {
     std::cerr << "ckptcheck report: cannot run " << args[0] << ": " << std::strerror(rc) << "\n";
     return kExitInfra;
   }
@@ -145,7 +168,8 @@ void addReport(CLI::App& app, int& exitCode) {
       if (!fs::is_regular_file(b)) throw InputError("report: --bench '" + b + "': no such file");
     if (!o->verify.empty() && !fs::is_regular_file(o->verify))
       throw InputError("report: --verify '" + o->verify + "': no such file");
-    std::vector<std::string> args = {python(), reportScript().string()};
+    const fs::path root = reportSourceRoot();
+    std::vector<std::string> args = {python(), "-m", "reports.make_report"};
     for (const auto& b : o->bench) {
       args.push_back("--bench");
       args.push_back(b);
@@ -183,7 +207,7 @@ void addReport(CLI::App& app, int& exitCode) {
     if (!o->quiet) args.push_back("--print-summary");
     if (o->check) args.push_back("--check");
     std::cout.flush();
-    exitCode = runScript(args);
+    exitCode = runScript(args, root);
   });
 }
 

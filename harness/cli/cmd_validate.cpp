@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cases/block_kind.h"
 #include "common/input_error.h"
 #include "harness/adapters/user_model.h"
 #include "harness/adapters/user_model_run.h"
@@ -42,11 +43,11 @@ void addValidate(CLI::App& app, int& exitCode) {
   cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 24: five segments under round(sqrt(L)))")->check(CLI::Range(1, 40));
   cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")
       ->check(CLI::Range(1, 10));
-  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (mlp, residual-bn, transformer)")
+  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (" + blockKindNames() + ")")
       ->delimiter(',');
   cmd->add_option("--params", o->params,
                   "Draw only these model and training features (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, "
-                  "rrelu, bf16; none: plain cases only)")
+                  "rrelu, bf16, moe; none: plain cases only)")
       ->delimiter(',');
   cmd->add_option("--case", o->casePath, "Check exactly this case file instead of random ones (replay a finding)");
   cmd->add_option("--out", o->outDir,

@@ -1,4 +1,4 @@
-// ckptcheck verify: properties 1-5 (harness/verify/properties.h) over random cases and the catalogue, with the
+// ckptcheck verify: the properties (harness/verify/properties.h) over random cases and the catalogue, with the
 // correct engine or a mutant; a violation is shrunk to the smallest case that still shows it, written to a file,
 // and printed with the commands that replay it.
 #include <algorithm>
@@ -115,10 +115,11 @@ void checkScheduleFits(const VerifyOptions& o) {
 
 void addVerify(CLI::App& app, int& exitCode) {
   auto a = std::make_shared<Args>();
+  std::string ids;
+  for (const PropertyDef& p : properties()) ids += (ids.empty() ? "" : ", ") + std::string(p.id);
   auto* cmd = app.add_subcommand(
-      "verify",
-      "Check properties 1-5 (bitwise equality, planned == measured, valid schedules, bounds, optimal plan consistent) over random cases and "
-      "the catalogue; a violation is shrunk to the smallest case that shows it");
+      "verify", "Check properties 1-" + std::to_string(properties().size()) + " (" + ids +
+                    ") over random cases and the catalogue; a violation is shrunk to the smallest case that shows it");
   cmd->add_option("--cases", a->o.cases, "Random cases (default 100)")->check(CLI::Range(0, 100000000));
   cmd->add_option("--seed", a->o.seed, "Seed of the random cases (default 1); case i depends on (seed, i) only")
       ->check(unsignedAtMost(UINT64_MAX));

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "harness/policies/optimal.h"
 #include "reference/block.h"
 
 namespace ckpt {
@@ -94,11 +93,6 @@ class EngineVariant {
   // Whether SGD also moves frozen parameters. Mutant frozen-params-updated: an optimiser built over every
   // parameter that has a gradient buffer.
   virtual bool updatesFrozen() const { return false; }
-  // The optimal policy's DP, as property 5 checks it against the planner (a planner bug is a variant too: it
-  // shows, for instance, only when the DP's grid is coarse).
-  virtual OptimalPlan planOptimal(const ChainCost& c, int64_t budgetBytes, const OptimalOptions& o) const {
-    return optimalPlan(c, budgetBytes, o);
-  }
 };
 
 }  // namespace ckpt

@@ -10,7 +10,6 @@
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
-#include "harness/policies/optimal.h"
 
 namespace ckpt {
 namespace {

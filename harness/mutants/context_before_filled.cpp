@@ -27,6 +27,9 @@ Mutant contextBeforeFilled() {
           "a recomputed random op's saved noise (the dropout mask) is captured before it is filled",
           "PyTorch issue 193671 (RReLU under non-reentrant checkpoint early stop saves uninitialized noise)",
           "dropout > 0 and a block with dropout recomputed with its tape",
+          // Class missing-gradient: the recomputed tape keeps the dropout mask as allocated (zeros), so the gradients
+          // through that dropout are all zero while the generator stays in sync: missing, not redrawn.
+          "bitwise-equal", FindingClass::kMissingGradient,
           [] { return std::make_unique<ContextBeforeFilled>(); }};
 }
 

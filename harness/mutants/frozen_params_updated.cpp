@@ -19,7 +19,10 @@ class FrozenParamsUpdated final : public EngineVariant {
 Mutant frozenParamsUpdated() {
   return {"frozen-params-updated", "SGD also moves frozen parameters (their gradients are computed anyway)",
           "optimisers over every parameter with a gradient buffer (DeepSpeed issue 2615)",
-          "a frozen block and two or more steps", [] { return std::make_unique<FrozenParamsUpdated>(); }};
+          "a frozen block and two or more steps",
+          // Class semantic: frozen weights moved by the first step: the second step computes another function.
+          "bitwise-equal", FindingClass::kSemantic,
+          [] { return std::make_unique<FrozenParamsUpdated>(); }};
 }
 
 }  // namespace ckpt::mutants

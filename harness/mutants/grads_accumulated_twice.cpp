@@ -23,6 +23,9 @@ Mutant gradsAccumulatedTwice() {
           "parameter gradients of recomputed blocks are accumulated twice (a hook firing twice)",
           "ooples/AiDotNet.Tensors PR 645 (earlier segments' gradients double-counted); PyTorch issue 65537",
           "a block with parameters whose tape was recomputed (block-level or op-level)",
+          // Class semantic: every gradient doubled: none of the narrower classes (none is "scaled") explains a factor
+          // of two.
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<GradsAccumulatedTwice>(); }};
 }
 

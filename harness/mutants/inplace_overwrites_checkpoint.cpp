@@ -27,6 +27,10 @@ Mutant inplaceOverwritesCheckpoint() {
           "an in-place activation overwrites the checkpoint a later recompute starts from",
           "pytorch/functorch PR 565 (in-place op recomputed: incorrect gradients); PyTorch issue 26546",
           "any block forwarded without a tape from a checkpoint and recomputed later",
+          // Class semantic: recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the
+          // backward differentiates another function, and gradients are off by far more than rounding (infinitely
+          // many ULPs of a zero scale).
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<InplaceOverwritesCheckpoint>(); }};
 }
 

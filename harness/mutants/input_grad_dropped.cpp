@@ -22,6 +22,9 @@ Mutant inputGradDropped() {
           "the input gradient is dropped because the input does not require grad (reentrant checkpoint)",
           "PyTorch issue 7617 (reentrant checkpoint: no gradient when the inputs do not require grad)",
           "every case",
+          // Class missing-gradient: the gradient of the chain's input is never written (absent, even where the plain
+          // one is zero).
+          "bitwise-equal", FindingClass::kMissingGradient,
           [] { return std::make_unique<InputGradDropped>(); }};
 }
 

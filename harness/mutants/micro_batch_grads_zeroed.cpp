@@ -25,6 +25,9 @@ Mutant microBatchGradsZeroed() {
           "a recomputed block's accumulated gradient is zeroed in every micro-batch after the first",
           "gradient workspaces cleared between micro-batches of an accumulation window",
           "micro-batches and a recomputed block",
+          // Class semantic: the earlier micro-batches' share of a recomputed block's gradient is lost: what is left
+          // is another gradient, not a scaled or a rounded one (the micro-batches' gradients differ).
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<MicroBatchGradsZeroed>(); }};
 }
 

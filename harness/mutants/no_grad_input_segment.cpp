@@ -25,6 +25,9 @@ Mutant noGradInputSegment() {
           "a recomputed block whose input requires no gradient gets no parameter gradients (reentrant checkpoint)",
           "transformers issues 21381 / 26221 (checkpointing with frozen embeddings: no gradients)",
           "an input without gradient (and frozen blocks below) feeding a recomputed block with parameters",
+          // Class missing-gradient: the parameter gradients of a recomputed block whose input needs no gradient are
+          // zeroed.
+          "bitwise-equal", FindingClass::kMissingGradient,
           [] { return std::make_unique<NoGradInputSegment>(); }};
 }
 

@@ -26,6 +26,9 @@ Mutant recomputeLowPrecision() {
           "recompute runs its matrix products in bfloat16 (autocast state of the forward not restored)",
           "Megatron-LM PR 7538 (recompute outside the forward's fp8_autocast); PyTorch PR 71169",
           "a Linear recomputed (block-level, or linear dropped by selective)",
+          // Class semantic: products rounded to bfloat16 in the recompute of a float64 model: 8 significand bits,
+          // about 4e12 ULPs of the scale; rounding-level is for differences within 64 ULPs, not for a lost precision.
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<RecomputeLowPrecision>(); }};
 }
 

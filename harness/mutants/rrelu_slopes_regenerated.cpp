@@ -25,6 +25,9 @@ Mutant rreluSlopesRegenerated() {
           "recompute regenerates RReLU's random slopes instead of reproducing the forward's",
           "PyTorch issue 193671 (RReLU noise not saved); PaddlePaddle PR 21298 (recompute redrew a random op's seed)",
           "an mlp block with rrelu recomputed (block-level, or its rrelu dropped by selective)",
+          // Class rng-desync: other slopes in the recompute; with RReLU's range collapsed (randomnessOff) the runs
+          // agree bit for bit.
+          "bitwise-equal", FindingClass::kRngDesync,
           [] { return std::make_unique<RreluSlopesRegenerated>(); }};
 }
 

@@ -28,6 +28,10 @@ Mutant segmentBoundaryOffByOne() {
           "a recompute starts from the previous segment's checkpoint (checkpoint index off by one)",
           "segment index arithmetic as in Megatron-LM issue 2294 / PR 3562, in its silent form",
           "a recompute of any segment but the first while an earlier checkpoint is held",
+          // Class semantic: recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the
+          // backward differentiates another function, and gradients are off by far more than rounding (infinitely
+          // many ULPs of a zero scale).
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<SegmentBoundaryOffByOne>(); }};
 }
 

@@ -29,6 +29,9 @@ Mutant sharedGradsForwardOrder() {
           "a shared parameter's gradient is summed in block order, not in the order backward reaches its users",
           "gradient accumulation order of shared (ALBERT-style) weights changed by per-segment accumulation",
           "parameters shared by three or more blocks",
+          // Class rounding-level: a shared parameter's uses added in another order: the sums differ by an ULP or two
+          // of their scale, which is what a summation order does and all it does.
+          "bitwise-equal", FindingClass::kRoundingLevel,
           [] { return std::make_unique<SharedGradsForwardOrder>(); }};
 }
 

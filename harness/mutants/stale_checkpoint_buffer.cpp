@@ -27,6 +27,10 @@ Mutant staleCheckpointBuffer() {
           "a segment checkpoint's buffer is released early and reused for a later boundary while still needed",
           "torchtune#1867 (activation freed while still needed); Megatron-LM#7398 (stale reloaded activation)",
           "a segment of two or more blocks starting after x_0 that is recomputed later",
+          // Class semantic: recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the
+          // backward differentiates another function, and gradients are off by far more than rounding (infinitely
+          // many ULPs of a zero scale).
+          "bitwise-equal", FindingClass::kSemantic,
           [] { return std::make_unique<StaleCheckpointBuffer>(); }};
 }
 

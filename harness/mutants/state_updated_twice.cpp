@@ -21,6 +21,9 @@ Mutant stateUpdatedTwice() {
           "recompute updates module state again: BatchNorm running statistics move twice per step",
           "PyTorch issue 96136 (BatchNorm statistics updated twice under torch.utils.checkpoint)",
           "a residual-bn block recomputed (block-level, or its batchnorm dropped by selective)",
+          // Class state-updated-twice: BatchNorm's running statistics and counter moved one more momentum update by
+          // the recompute.
+          "bitwise-equal", FindingClass::kStateUpdatedTwice,
           [] { return std::make_unique<StateUpdatedTwice>(); }};
 }
 

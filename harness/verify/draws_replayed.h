@@ -42,9 +42,6 @@ class DrawsReplayed final : public EngineVariant {
   std::vector<int> sharedGradOrder(std::vector<int> users) const override { return e_.sharedGradOrder(std::move(users)); }
   bool tiedHeadGradKept(bool firstBlockRecomputed) const override { return e_.tiedHeadGradKept(firstBlockRecomputed); }
   bool updatesFrozen() const override { return e_.updatesFrozen(); }
-  OptimalPlan planOptimal(const ChainCost& c, int64_t budgetBytes, const OptimalOptions& o) const override {
-    return e_.planOptimal(c, budgetBytes, o);
-  }
 
  private:
   const EngineVariant& e_;

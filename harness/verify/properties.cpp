@@ -12,37 +12,10 @@
 #include "harness/engine/placement.h"
 #include "harness/engine/policy.h"
 #include "harness/engine/policy_rule.h"
-#include "harness/policies/optimal.h"
 #include "harness/verify/draws_replayed.h"
 #include "reference/trainer.h"
 
 namespace ckpt {
-
-const char* propertyId(Property p) {
-  switch (p) {
-    case Property::kBitwiseEqual: return "bitwise-equal";
-    case Property::kPlannedEqualsMeasured: return "planned-equals-measured";
-    case Property::kSchedulesValid: return "schedules-valid";
-    case Property::kBounds: return "bounds";
-    case Property::kOptimalPlanConsistent: return "optimal-plan-consistent";
-    case Property::kPlacementRoundTrip: return "placement-round-trip";
-  }
-  return "?";
-}
-
-const char* propertyTitle(Property p) {
-  switch (p) {
-    case Property::kBitwiseEqual: return "every policy is bitwise equal to the reference (loss, grads, input grad, state, RNG)";
-    case Property::kPlannedEqualsMeasured: return "measured peak bytes, forward evaluations and FLOPs per phase equal the plan";
-    case Property::kSchedulesValid: return "every policy emits a schedule that passes the validator";
-    case Property::kBounds: return "store-all, uniform, recursive, revolve, optimal and segments stay within their bounds";
-    case Property::kOptimalPlanConsistent:
-      return "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains";
-    case Property::kPlacementRoundTrip:
-      return "a placement's schedule reads back as it and plans as the policy's; its predicted saved bytes are the planner's";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -176,8 +149,8 @@ int64_t largestLayerPeak(const ChainCost& c) {
   return m;
 }
 
-Violation violation(Property p, const PolicyRun& r, std::string message) {
-  return Violation{p, r.policy, std::move(message), std::nullopt, std::nullopt};
+Violation violation(const PolicyRun& r, std::string message) {
+  return Violation{nullptr, r.policy, std::move(message), std::nullopt, std::nullopt};
 }
 
 }  // namespace
@@ -206,14 +179,18 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
   return t;
 }
 
+namespace {
+
+// The properties' checks, in number order; properties() at the end of this file lists them.
+
 std::optional<Violation> bitwiseEqualToReference(const Trial& t) {
   for (const PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;  // nothing ran: property 3's finding
     if (!r.engineError.empty())
-      return violation(Property::kBitwiseEqual, r, "the engine failed mid-step: " + r.engineError);
+      return violation(r, "the engine failed mid-step: " + r.engineError);
     if (!r.comparison.bitwiseEqual) {
       const Difference& d = r.comparison.differences.front();
-      Violation v = violation(Property::kBitwiseEqual, r,
+      Violation v = violation(r,
                               std::to_string(r.comparison.differences.size()) + " tensor(s) differ; first: " + toText(d));
       v.difference = d;
       v.diagnosis = r.diagnosis;
@@ -231,7 +208,7 @@ std::optional<Violation> plannedEqualsMeasured(const Trial& t) {
       const Plan& p = r.plan;
       auto check = [&](const char* what, int64_t planned, int64_t measured) -> std::optional<Violation> {
         if (planned == measured) return std::nullopt;
-        return violation(Property::kPlannedEqualsMeasured, r,
+        return violation(r,
                          "step " + std::to_string(s) + " " + what + ": planned " + std::to_string(planned) +
                              ", measured " + std::to_string(measured));
       };
@@ -250,7 +227,7 @@ std::optional<Violation> plannedEqualsMeasured(const Trial& t) {
 
 std::optional<Violation> schedulesAreValid(const Trial& t) {
   for (const PolicyRun& r : t.runs)
-    if (!r.scheduleError.empty()) return violation(Property::kSchedulesValid, r, r.scheduleError);
+    if (!r.scheduleError.empty()) return violation(r, r.scheduleError);
   return std::nullopt;
 }
 
@@ -273,7 +250,7 @@ std::optional<Violation> withinBounds(const Trial& t) {
     if (rule && rule->bound) {
       const std::string why =
           rule->bound({policy, t.cost, c.peakActivationBytes, c.forwardEvals, c.flops.recompute, largest});
-      if (!why.empty()) return violation(Property::kBounds, r, why);
+      if (!why.empty()) return violation(r, why);
     }
     if (policy.name == "optimal") continue;  // compared with the others below, not with itself
     // Optimal at this run's own peak, with the same op-level masks, must not recompute more.
@@ -282,14 +259,14 @@ std::optional<Violation> withinBounds(const Trial& t) {
     try {
       best = optimalPlan(t.cost, c.peakActivationBytes, OptimalOptions{.keep = r.schedule.keep});
     } catch (const std::exception& e) {
-      return violation(Property::kBounds, r,
+      return violation(r,
                        "optimal refused this policy's own peak " + std::to_string(c.peakActivationBytes) +
                            " bytes as its budget: " + e.what());
     }
     if (!best.exactGrid) continue;  // a rounded grid promises feasibility only
     const Plan bestPlan = planSchedule(best.schedule, t.cost);
     if (bestPlan.flops.recompute > c.flops.recompute)
-      return violation(Property::kBounds, r,
+      return violation(r,
                        "optimal:budget=" + std::to_string(c.peakActivationBytes) + " recomputes " +
                            std::to_string(bestPlan.flops.recompute) + " FLOPs, more than this policy's " +
                            std::to_string(c.flops.recompute) + " at the same peak");
@@ -297,7 +274,6 @@ std::optional<Violation> withinBounds(const Trial& t) {
   return std::nullopt;
 }
 
-namespace {
 
 // One plan of the DP checked against the planner; empty when they agree and the plan fits.
 std::string optimalPlanMismatch(const Trial& t, const ChainCost& c, int64_t budget, const OptimalOptions& options) {
@@ -305,7 +281,7 @@ std::string optimalPlanMismatch(const Trial& t, const ChainCost& c, int64_t budg
   const std::vector<KeepMask>& keep = options.keep;
   OptimalPlan o;
   try {
-    o = t.engine ? t.engine->planOptimal(c, budget, options) : optimalPlan(c, budget, options);
+    o = t.planOptimal ? t.planOptimal(c, budget, options) : optimalPlan(c, budget, options);
   } catch (const std::exception& e) {
     return at + "the DP refused a feasible budget: " + e.what();
   }
@@ -348,7 +324,6 @@ ChainCost homogeneousChain(const ChainCost& c, int layers) {
   return longChain;
 }
 
-}  // namespace
 
 std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   for (const PolicyRun& r : t.runs) {
@@ -356,7 +331,7 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
     const PolicySpec policy = parsePolicy(r.schedule.policy);
     if (policy.name != "optimal") continue;
     const std::string why = optimalPlanMismatch(t, t.cost, intParam(policy, "budget"), {.keep = r.schedule.keep});
-    if (!why.empty()) return violation(Property::kOptimalPlanConsistent, r, why);
+    if (!why.empty()) return violation(r, why);
   }
   if (t.longLayers > 0 && !t.cost.programOf.empty()) {
     const ChainCost c = homogeneousChain(t.cost, t.longLayers);
@@ -367,7 +342,7 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
     // grid, which the planner would pick as the budget allows, would cost up to 400 million cell updates here).
     const std::string why = optimalPlanMismatch(t, c, budget, {.refine = false, .keep = {}});
     if (!why.empty())
-      return Violation{Property::kOptimalPlanConsistent,
+      return Violation{nullptr,
                        "optimal:budget=" + std::to_string(budget),
                        "on a long chain of " + std::to_string(t.longLayers) + " blocks like block 0 (budget " +
                            std::to_string(t.longBudget) + "/1000 of [" + std::to_string(least) + ", " +
@@ -377,7 +352,6 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   return std::nullopt;
 }
 
-namespace {
 
 // The planner's live bytes when the forward pass ends: after the instruction before the loss.
 int64_t liveAtLoss(const Schedule& s, const Plan& p) {
@@ -413,7 +387,6 @@ std::string placementMismatch(const Trial& t, const PolicyRun& r, const std::vec
   return "";
 }
 
-}  // namespace
 
 std::optional<Violation> placementsRoundTrip(const Trial& t) {
   std::optional<ChainCosts> costs;
@@ -423,31 +396,55 @@ std::optional<Violation> placementsRoundTrip(const Trial& t) {
     const auto segs = placementOrWhy(r.schedule, &why);
     if (!segs) {
       if (parsePolicy(r.schedule.policy).name == "segments")
-        return violation(Property::kPlacementRoundTrip, r, "segments' schedule is no per-module placement: " + why);
+        return violation(r, "segments' schedule is no per-module placement: " + why);
       continue;
     }
     if (const std::string bad = placementMismatch(t, r, *segs, costs); !bad.empty())
-      return violation(Property::kPlacementRoundTrip, r, bad);
+      return violation(r, bad);
   }
   return std::nullopt;
 }
 
+}  // namespace
+
+const std::vector<PropertyDef>& properties() {
+  static const std::vector<PropertyDef> table = {
+      {"bitwise-equal", "every policy is bitwise equal to the reference (loss, grads, input grad, state, RNG)",
+       bitwiseEqualToReference},
+      {"planned-equals-measured", "measured peak bytes, forward evaluations and FLOPs per phase equal the plan",
+       plannedEqualsMeasured},
+      {"schedules-valid", "every policy emits a schedule that passes the validator", schedulesAreValid},
+      {"bounds", "store-all, uniform, recursive, revolve, optimal and segments stay within their bounds",
+       withinBounds},
+      {"optimal-plan-consistent",
+       "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains",
+       optimalPlansConsistent},
+      {"placement-round-trip",
+       "a placement's schedule reads back as it and plans as the policy's; its predicted saved bytes are the planner's",
+       placementsRoundTrip},
+  };
+  return table;
+}
+
+int propertyNumber(Property p) { return static_cast<int>(p - properties().data()) + 1; }
+
+Property findProperty(std::string_view id) {
+  for (const PropertyDef& p : properties())
+    if (id == p.id) return &p;
+  return nullptr;
+}
+
 std::optional<Violation> checkProperty(Property p, const Trial& t) {
+  std::optional<Violation> v;
   try {
-    switch (p) {
-      case Property::kBitwiseEqual: return bitwiseEqualToReference(t);
-      case Property::kPlannedEqualsMeasured: return plannedEqualsMeasured(t);
-      case Property::kSchedulesValid: return schedulesAreValid(t);
-      case Property::kBounds: return withinBounds(t);
-      case Property::kOptimalPlanConsistent: return optimalPlansConsistent(t);
-      case Property::kPlacementRoundTrip: return placementsRoundTrip(t);
-    }
+    v = p->check(t);
   } catch (const std::exception& e) {
     // A policy whose output cannot even be checked (a schedule the planner rejects, a DP that throws) is broken:
     // that is this property's finding, shrunk like any other.
-    return Violation{p, "", std::string("checking it failed: ") + e.what(), std::nullopt, std::nullopt};
+    v = Violation{nullptr, "", std::string("checking it failed: ") + e.what(), std::nullopt, std::nullopt};
   }
-  throw std::logic_error("unknown property");
+  if (v) v->property = p;
+  return v;
 }
 
 }  // namespace ckpt

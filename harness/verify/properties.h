@@ -1,7 +1,8 @@
-// The invariants of ckptcheck (ARCHITECTURE.md), 1 to 6, as functions over one Trial: a case trained under a list of
+// The invariants of ckptcheck (ARCHITECTURE.md), 1 to 6, as records over one Trial: a case trained under a list of
 // policies by an engine (the correct one, or a mutant from harness/mutants/) and by the reference trainer. This
-// is their one home: tests/properties_test.cpp asserts them with RapidCheck and `ckptcheck verify` searches and
-// shrinks with them. Each property checks one invariant and knows nothing of mutants.
+// is their one home: properties() (harness/verify/properties.cpp) lists them, a record being its id, its title and
+// its check; tests/properties_test.cpp asserts every record with RapidCheck and `ckptcheck verify` searches,
+// shrinks, counts and reports by them. Each property checks one invariant and knows nothing of mutants.
 //  1 bitwise-equal            every policy's loss, parameter gradients, input gradient, module state and
 //                             generator state after every step are bitwise equal to the reference's;
 //  2 planned-equals-measured  the executor measures exactly the planner's peak activation bytes, forward
@@ -24,11 +25,9 @@
 //                             evaluations and FLOPs (what placement.json promises for the policy), and the saved
 //                             bytes COSTS.md predicts for the placement on the case's chain as chain costs
 //                             (chainCostsOf) are the planner's live bytes when the forward pass ends.
-// A property that throws (a schedule that cannot be planned, a DP that refuses a feasible budget) reports that as
-// its violation: a broken policy is a finding to shrink, never an aborted run.
 #pragma once
-#include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,25 +41,14 @@
 #include "harness/engine/engine_variant.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/schedule.h"
+#include "harness/policies/optimal.h"
 
 namespace ckpt {
 
-enum class Property {
-  kBitwiseEqual = 1,
-  kPlannedEqualsMeasured = 2,
-  kSchedulesValid = 3,
-  kBounds = 4,
-  kOptimalPlanConsistent = 5,
-  kPlacementRoundTrip = 6
-};
-inline constexpr std::array<Property, 6> kProperties = {Property::kBitwiseEqual, Property::kPlannedEqualsMeasured,
-                                                        Property::kSchedulesValid, Property::kBounds,
-                                                        Property::kOptimalPlanConsistent,
-                                                        Property::kPlacementRoundTrip};
-inline constexpr size_t kPropertyCount = kProperties.size();
-inline int propertyNumber(Property p) { return static_cast<int>(p); }
-const char* propertyId(Property p);     // "bitwise-equal"
-const char* propertyTitle(Property p);  // "every policy is bitwise equal to the reference"
+// A property is the address of its record (as a block kind is, cases/block_kind.h); its number is its place in
+// properties(), from 1.
+struct PropertyDef;
+using Property = const PropertyDef*;
 
 // What one step of a run measured.
 struct StepCost {
@@ -84,6 +72,10 @@ struct PolicyRun {
   std::vector<StepCost> measured;  // per step
 };
 
+// The optimal DP that property 5 holds against the planner: optimalPlan (harness/policies/optimal.h), or a broken
+// one a test gives (tests/narrow_mutants_test.cpp: a planner bug is searched for and shrunk like an engine's).
+using OptimalPlanner = std::function<OptimalPlan(const ChainCost& c, int64_t budgetBytes, const OptimalOptions& o)>;
+
 struct Trial {
   CaseSpec spec;
   ChainCost cost;
@@ -95,9 +87,8 @@ struct Trial {
   // at longBudget permille of [its smallest feasible budget, store-all's peak].
   int longLayers = 0;
   int longBudget = 0;
-  // Whose optimal planner property 5 checks (EngineVariant::planOptimal); null: the correct one. Not set by
-  // runTrial (the engine passed there may be a temporary); the caller sets it when the engine outlives the trial.
-  const EngineVariant* engine = nullptr;
+  // Property 5's DP; empty: optimalPlan.
+  OptimalPlanner planOptimal;
 };
 
 // Trains the case with the reference and, from the same initial state, under every policy with `engine`. On a
@@ -107,7 +98,7 @@ Trial runTrial(const CaseSpec& spec, const std::vector<std::string>& policies, c
                Device device = Device::kCpu);
 
 struct Violation {
-  Property property = Property::kBitwiseEqual;
+  Property property = nullptr;
   std::string policy;                    // the policy it was seen under
   std::string message;                   // one line
   std::optional<Difference> difference;  // property 1: the first differing tensor
@@ -115,12 +106,21 @@ struct Violation {
                                          // that failed mid-step: no tensors to judge)
 };
 
-std::optional<Violation> bitwiseEqualToReference(const Trial& t);
-std::optional<Violation> plannedEqualsMeasured(const Trial& t);
-std::optional<Violation> schedulesAreValid(const Trial& t);
-std::optional<Violation> withinBounds(const Trial& t);
-std::optional<Violation> optimalPlansConsistent(const Trial& t);
-std::optional<Violation> placementsRoundTrip(const Trial& t);
+struct PropertyDef {
+  const char* id;     // "bitwise-equal": verify's JSON, JUnit and finding file names
+  const char* title;  // what holds, one line: "every policy is bitwise equal to the reference ..."
+  // The trial's first violation of the property, or none; checkProperty fills in Violation::property.
+  std::optional<Violation> (*check)(const Trial& t);
+};
+
+// Every property, in number order: a new property is its check and one line in properties.cpp. verify's search,
+// counts, text, JSON and JUnit output and tests/properties_test.cpp take them from here.
+const std::vector<PropertyDef>& properties();
+int propertyNumber(Property p);              // 1 for the first
+Property findProperty(std::string_view id);  // null when no property has that id
+// p's check on t, the violation's property set to p. A property that throws while checking (a schedule that cannot
+// be planned, a DP that refuses a feasible budget) reports that as its violation: a broken policy is a finding to
+// shrink, never an aborted run.
 std::optional<Violation> checkProperty(Property p, const Trial& t);
 
 }  // namespace ckpt

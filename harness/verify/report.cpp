@@ -3,13 +3,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "cases/block_kind.h"
-#include "cases/compute_precision.h"
-#include "cases/lm_case.h"
-#include "cases/micro_batches.h"
-#include "cases/param_sharing.h"
-#include "cases/stochastic_layers.h"
 #include "cases/case_json.h"
+#include "cases/case_summary.h"
 #include "common/input_error.h"
 #include "harness/atomic_file.h"
 #include "harness/engine/policy.h"
@@ -27,7 +22,7 @@ std::string engineName(const VerifyReport& r) {
 std::string findingName(const VerifyReport& r) {
   const Finding& f = *r.finding;
   std::string name = "finding-" + std::to_string(propertyNumber(f.violation.property)) + "-" +
-                     propertyId(f.violation.property) + (r.mutant.empty() ? "" : "-" + r.mutant);
+                     f.violation.property->id + (r.mutant.empty() ? "" : "-" + r.mutant);
   if (!f.reproduce.empty()) {
     std::string token = f.reproduce;
     for (char& c : token)
@@ -38,23 +33,6 @@ std::string findingName(const VerifyReport& r) {
 }
 
 }  // namespace
-
-std::string describeCase(const CaseSpec& c) {
-  std::string kinds;
-  for (size_t i = 0; i < c.blocks.size() && i < 6; ++i) {
-    const BlockSpec& b = c.blocks[i];
-    const BlockKindDef& d = *b.kind;
-    kinds += (i ? ", " : "") + std::string(d.name) + d.describe(b) + blockParamText(b);
-  }
-  if (c.blocks.size() > 6) kinds += ", ...";
-  std::ostringstream d;
-  d << c.dropout;
-  return std::to_string(c.blocks.size()) + (c.blocks.size() == 1 ? " block (" : " blocks (") + kinds + "), width " +
-         std::to_string(c.width) + ", batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", " +
-         std::to_string(c.steps) + (c.steps == 1 ? " step, " : " steps, ") + dtypeName(c.dtype) + ", " +
-         rngModelName(c.rng) + " rng, dropout " + d.str() + caseParamText(c) + lmText(c) + microBatchText(c) +
-         stochasticText(c) + computeText(c);
-}
 
 FindingReplay writeFinding(const VerifyReport& r, const VerifyOptions& o, const std::string& dir) {
   FindingReplay out;
@@ -104,9 +82,10 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   if (r.randomCases > 0 && r.searchSeconds > 0)
     s << "; " << fixed(r.casesPerMinute, 0) << " random cases/min on " << r.threads << " thread(s)";
   s << "\n";
-  for (Property p : kProperties) {
+  for (const PropertyDef& def : properties()) {
+    const Property p = &def;
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
-    s << "  " << propertyNumber(p) << " " << propertyId(p) << ": " << (c.violated ? "VIOLATED" : "holds") << " ("
+    s << "  " << propertyNumber(p) << " " << p->id << ": " << (c.violated ? "VIOLATED" : "holds") << " ("
       << c.checked << " case(s))\n";
   }
   s << familiesText(r) << r.coverage.toText();
@@ -116,8 +95,8 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   }
   const Finding& f = *r.finding;
   const Violation& v = f.violation;
-  s << "\nFINDING: property " << propertyNumber(v.property) << " (" << propertyId(v.property) << ") violated: "
-    << propertyTitle(v.property) << "\n";
+  s << "\nFINDING: property " << propertyNumber(v.property) << " (" << v.property->id << ") violated: "
+    << v.property->title << "\n";
   s << "  policy      " << v.policy << "\n";
   s << "  violation   " << v.message << "\n";
   if (v.difference) {
@@ -130,8 +109,8 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   }
   if (v.diagnosis)
     s << "  class       " << findingClassName(v.diagnosis->cls) << ": " << v.diagnosis->why << "\n";
-  s << "  found in    " << f.origin << ": " << describeCase(f.original.spec) << "\n";
-  s << "  shrunk to   " << describeCase(f.shrunk.spec) << " (" << f.shrinkSteps << " shrink step(s), "
+  s << "  found in    " << f.origin << ": " << caseSummary(f.original.spec) << "\n";
+  s << "  shrunk to   " << caseSummary(f.shrunk.spec) << " (" << f.shrinkSteps << " shrink step(s), "
     << f.shrinkTrials << " case(s) tried)\n";
   s << "  policies    ";
   for (size_t i = 0; i < f.policies.size(); ++i) s << (i ? ", " : "") << f.policies[i];
@@ -165,11 +144,12 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
   j["cases_per_minute"] = r.casesPerMinute;
   j["total_seconds"] = r.totalSeconds;
   j["properties"] = nlohmann::json::array();
-  for (Property p : kProperties) {
+  for (const PropertyDef& def : properties()) {
+    const Property p = &def;
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
     j["properties"].push_back({{"number", propertyNumber(p)},
-                               {"id", propertyId(p)},
-                               {"title", propertyTitle(p)},
+                               {"id", p->id},
+                               {"title", p->title},
                                {"checked", c.checked},
                                {"violated", c.violated},
                                {"holds", c.violated == 0}});
@@ -182,7 +162,7 @@ nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay) {
     const Finding& f = *r.finding;
     nlohmann::json fj;
     fj["property"] = propertyNumber(f.violation.property);
-    fj["property_id"] = propertyId(f.violation.property);
+    fj["property_id"] = f.violation.property->id;
     fj["policy"] = f.violation.policy;
     // The report groups findings by family (reports/report_data.py) and reads no policy string itself.
     fj["policy_family"] = f.violation.policy.empty() ? "" : policyFamily(parsePolicy(f.violation.policy));
@@ -214,17 +194,18 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
                       {"random_cases", std::to_string(r.randomCases)},
                       {"catalogue_cases", std::to_string(r.catalogueCases)},
                       {"cases_per_minute", fixed(r.casesPerMinute, 0)}};
-  for (Property p : kProperties) {  // one test case per property
+  for (const PropertyDef& def : properties()) {  // one test case per property
+    const Property p = &def;
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
     JunitCase jc{"ckptcheck.verify",
-                 std::to_string(propertyNumber(p)) + " " + propertyId(p) + ": " + propertyTitle(p),
+                 std::to_string(propertyNumber(p)) + " " + p->id + ": " + p->title,
                  JunitCase::Status::kPassed, "", "", "", std::to_string(c.checked) + " case(s) checked"};
     if (r.finding && r.finding->violation.property == p) {
       jc.status = JunitCase::Status::kFailure;
       const Violation& v = r.finding->violation;
       jc.message = v.policy + ": " + v.message +
                    (v.diagnosis ? std::string("; class ") + findingClassName(v.diagnosis->cls) : "");
-      jc.type = propertyId(p);
+      jc.type = p->id;
       jc.body = toText(r, replay);
     }
     suite.cases.push_back(std::move(jc));

@@ -23,7 +23,4 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay);
 nlohmann::json toJson(const VerifyReport& r, const FindingReplay* replay);
 std::string toJUnit(const VerifyReport& r, const FindingReplay* replay);
 
-// "3 blocks (mlp, residual-bn, transformer), width 4, batch 2, seq 1, 1 step, double, stateful rng, dropout 0.2"
-std::string describeCase(const CaseSpec& c);
-
 }  // namespace ckpt

@@ -98,7 +98,7 @@ double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 // What one case gave: the first violation of each property, and how many policies ran.
 struct Outcome {
-  std::array<std::optional<Violation>, kPropertyCount> violations;
+  std::vector<std::optional<Violation>> violations = std::vector<std::optional<Violation>>(properties().size());
   int64_t policyRuns = 0;
   uint32_t families = 0;  // familyBits of the runs that ran
   bool failed() const {
@@ -114,10 +114,11 @@ struct Outcome {
   }
 };
 
-// What is under test: an engine (the correct one or a mutant) on a device.
+// What is under test: an engine (the correct one or a mutant) on a device, and the optimal DP property 5 checks.
 struct Subject {
   const EngineVariant& engine;
   Device device;
+  OptimalPlanner planOptimal;
 };
 
 // The trial of a case, its unresolvable families included as failed runs (resolveFamilies).
@@ -128,7 +129,7 @@ Trial trialOf(const VerifyCase& c, const std::vector<std::string>& families, con
   t.optimalRival = c.draw.optimalRival;
   t.longLayers = c.draw.longLayers;
   t.longBudget = c.draw.longBudget;
-  t.engine = &engine.engine;  // outlives the trial: the subject of the whole search
+  t.planOptimal = engine.planOptimal;
   return t;
 }
 
@@ -140,7 +141,7 @@ Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, 
     ++o.policyRuns;
     o.families |= familyBit(policyFamily(parsePolicy(r.policy)));
   }
-  for (Property p : kProperties) o.violations[static_cast<size_t>(propertyNumber(p) - 1)] = checkProperty(p, t);
+  for (const PropertyDef& p : properties()) o.violations[static_cast<size_t>(propertyNumber(&p) - 1)] = checkProperty(&p, t);
   return o;
 }
 
@@ -244,7 +245,7 @@ void addFamilies(VerifyReport& r, uint32_t bits) {
 }
 
 void count(VerifyReport& r, const Outcome& o) {
-  for (size_t k = 0; k < kPropertyCount; ++k) {
+  for (size_t k = 0; k < r.perProperty.size(); ++k) {
     ++r.perProperty[k].checked;
     if (o.violations[k]) ++r.perProperty[k].violated;
   }
@@ -362,8 +363,9 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
     uint64_t coverage = 0;  // coverageBits of the case
     int32_t policyRuns = 0;
     uint32_t families = 0;  // familyBits of the runs that ran
-    uint8_t violated = 0;   // bit k: property k + 1
+    uint32_t violated = 0;  // bit k: property k + 1
   };
+  if (r.perProperty.size() > 32) throw std::logic_error("Summary::violated holds 32 properties at most");
   auto inShard = [&](int64_t i) { return i % o.shardCount == o.shardIndex; };
   const auto gen = genVerifyCase(o.limits);
   std::vector<Summary> summaries(static_cast<size_t>(o.cases));
@@ -377,7 +379,7 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
         Outcome out = evaluate(c, o.policies, subject);
         Summary& sum = summaries[static_cast<size_t>(i)];
         sum.coverage = coverageBits(c.spec);
-        for (size_t k = 0; k < kPropertyCount; ++k) sum.violated |= static_cast<uint8_t>(out.violations[k] ? 1u << k : 0u);
+        for (size_t k = 0; k < out.violations.size(); ++k) sum.violated |= out.violations[k] ? 1u << k : 0u;
         sum.policyRuns = static_cast<int32_t>(out.policyRuns);
         sum.families = out.families;
         if (!out.failed()) return;
@@ -392,7 +394,7 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
   for (int64_t i = 0; i < last; ++i) {
     if (!inShard(i)) continue;
     const Summary& sum = summaries[static_cast<size_t>(i)];
-    for (size_t k = 0; k < kPropertyCount; ++k) {
+    for (size_t k = 0; k < r.perProperty.size(); ++k) {
       ++r.perProperty[k].checked;
       if (sum.violated & (1u << k)) ++r.perProperty[k].violated;
     }
@@ -445,7 +447,7 @@ void checkCatalogue(const VerifyOptions& o, const Subject& subject, const Memory
 VerifyReport runVerify(const VerifyOptions& o) {
   const auto t0 = Clock::now();
   const std::unique_ptr<EngineVariant> owned = engineFor(o);
-  const Subject subject{o.engine ? *o.engine : *owned, o.device};
+  const Subject subject{o.engine ? *o.engine : *owned, o.device, o.optimalPlanner};
   const MemoryLimit memory = memoryLimit(o.maxActivationBytes);
 
   VerifyReport r;

@@ -9,7 +9,6 @@
 // child that still violates the property, and records the path. "S:i:path" is the reproduce token:
 // `ckptcheck verify --reproduce S:i:path` regenerates exactly the shrunk case without searching again.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -39,6 +38,7 @@ struct VerifyOptions {
   std::vector<std::string> policies;   // families or policy strings (policy_draw.h); empty = every family
   std::string mutant;                  // empty = the correct engine
   const EngineVariant* engine = nullptr;  // or this variant (tests' own mutants); overrides `mutant`
+  OptimalPlanner optimalPlanner;       // property 5's DP; empty: optimalPlan (tests give broken ones)
   Device device = Device::kCpu;        // where the engine runs; on a device, its own store-all is the reference
   bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
   std::string catalogueDir;            // empty = found (catalogueDirectory())
@@ -84,7 +84,7 @@ struct VerifyReport {
   double searchSeconds = 0;     // random cases only
   double casesPerMinute = 0;    // random cases per minute of wall time, every property and policy
   double totalSeconds = 0;      // everything, shrinking included
-  std::array<PropertyCount, kPropertyCount> perProperty{};
+  std::vector<PropertyCount> perProperty = std::vector<PropertyCount>(properties().size());  // in number order
   Coverage coverage;            // what the random cases checked covered (cases/coverage.h)
   std::optional<Finding> finding;
 };

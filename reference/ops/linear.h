@@ -10,7 +10,7 @@ template <class T>
 class Linear final : public Op<T> {
  public:
   Linear(std::string name, int64_t in, int64_t out)
-      : w_{name + ".weight", Mat<T>::Zero(out, in), Mat<T>::Zero(out, in)},
+      : w_{name + ".weight", Mat<T>::Zero(out, in), Mat<T>::Zero(out, in), true},
         b_{name + ".bias", Mat<T>::Zero(1, out), Mat<T>::Zero(1, out)} {}
   std::string kind() const override { return "linear"; }
   int64_t inFeatures() const { return w_.value.cols(); }

@@ -25,7 +25,7 @@ struct LmHeadParams {
   LmHeadParams(int64_t vocab, int64_t width)
       : lnWeight{"head.ln.weight", Mat<T>::Ones(1, width), Mat<T>::Zero(1, width)},
         lnBias{"head.ln.bias", Mat<T>::Zero(1, width), Mat<T>::Zero(1, width)},
-        weight{"head.weight", Mat<T>::Zero(vocab, width), Mat<T>::Zero(vocab, width)} {}
+        weight{"head.weight", Mat<T>::Zero(vocab, width), Mat<T>::Zero(vocab, width), true} {}
   Param<T> lnWeight, lnBias, weight;
 };
 

@@ -15,8 +15,8 @@ template <class T>
 class TokenStem {
  public:
   TokenStem(int64_t vocab, int64_t seq, int64_t width)
-      : emb_{"emb.weight", Mat<T>::Zero(vocab, width), Mat<T>::Zero(vocab, width)},
-        pos_{"pos.weight", Mat<T>::Zero(seq, width), Mat<T>::Zero(seq, width)} {}
+      : emb_{"emb.weight", Mat<T>::Zero(vocab, width), Mat<T>::Zero(vocab, width), true},
+        pos_{"pos.weight", Mat<T>::Zero(seq, width), Mat<T>::Zero(seq, width), true} {}
 
   // Forward adds the position row to each gathered row (one FLOP per element); backward adds each g_0 row into
   // dE and into dP (two per element).

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """Runs one `ckptcheck validate` command and checks its exit code and JSON report (CTest's adapter tests).
 
+  check_validate.py --table FILE --name TEST -- CKPTCHECK validate ARGS... --out DIR
   check_validate.py [expectations] -- CKPTCHECK validate ARGS... --out DIR
+
+CTest's adapter tests take their expectations from the table tests/adapters/expectations.json: one object per test
+name, its keys the options below without the dashes (a flag is true; --case-field and --needs-python-module are
+lists). tests/CMakeLists.txt registers the command of each test and refuses, when it configures, a test without a
+row or a row without a test.
 
 Expectations:
   --exit N[,M...]            the exit code, or any of several (required)
@@ -92,11 +98,27 @@ def fail(msg):
     sys.exit(1)
 
 
+def table_expectations(path, name):
+    """The expectations of test `name` in the table at `path`, as the options they stand for."""
+    with open(path) as f:
+        table = json.load(f)
+    if name not in table:
+        fail("%s has no row for %s" % (path, name))
+    argv = []
+    for key, value in table[name].items():
+        for v in value if isinstance(value, list) else [value]:
+            argv += ["--" + key] if v is True else ["--" + key, str(v)]
+    return argv
+
+
 def main():
     argv = sys.argv[1:]
     if "--" not in argv:
         fail("usage: check_validate.py [expectations] -- CKPTCHECK validate ...")
     split = argv.index("--")
+    if argv[:1] == ["--table"] and split == 4 and argv[2] == "--name":
+        argv = table_expectations(argv[1], argv[3]) + argv[split:]
+        split = argv.index("--")
     p = argparse.ArgumentParser()
     p.add_argument("--exit", required=True)
     p.add_argument("--check")

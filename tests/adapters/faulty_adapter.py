@@ -67,7 +67,8 @@ if FAULT == "double-bn":
 
     npad.Env = Env
 elif FAULT == "fresh-rng":
-    npad.StatefulRng.restored = lambda self, snapshot: npad.StatefulRng(seed=int(snapshot["state"]["counter"][0]) + 12345)
+    npad.StatefulRng.restored = (lambda self, snapshot:
+                                 npad.StatefulRng(seed=int(snapshot["state"]["counter"][0]) + 12345))
 elif FAULT == "wrong-gelu":
     npad.GELU_KAPPA = 0.05
 elif FAULT in ("drop-path-redrawn", "rrelu-slopes-regenerated"):

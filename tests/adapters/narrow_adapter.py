@@ -46,7 +46,7 @@ def fires(case, options, step):
     """Whether this variant's bug applies to this case and step; the block whose gradient it changes."""
     last = len(case.blocks) - 1
     if VARIANT == "smoke-only":
-        kinds = [b["kind"] for b in case.blocks]
+        kinds = [b.kind for b in case.blocks]
         return last if kinds == ["mlp", "residual-bn", "transformer"] and case.width == 8 and case.seed == 3 else None
     if VARIANT == "small-dropout":
         return last if 0 < case.dropout < 0.15 else None
@@ -75,11 +75,11 @@ class Narrow(npad.NumpyAdapter):
         return caps
 
     def run(self, case, out, mode, options):
-        if any(b["kind"] == "moe" for b in case.blocks):
+        if any(b.kind == "moe" for b in case.blocks):
             raise RuntimeError("narrow adapter (no moe in its capabilities) was sent a moe block")
         if VARIANT == "dense-only" and case.tokens_input:
             raise RuntimeError("dense-only adapter was sent a token case")
-        if VARIANT == "exact-only" and (any(b["drop_path"] > 0 or b["activation"] == "rrelu" for b in case.blocks)
+        if VARIANT == "exact-only" and (any(b.drop_path > 0 or b.activation == "rrelu" for b in case.blocks)
                                         or case.compute != "exact"):
             raise RuntimeError("exact-only adapter was sent a case with drop_path, rrelu or bf16 compute")
         return self._run(case, out, mode, options)

@@ -48,7 +48,8 @@ window.addEventListener('load', function () {
     return {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY, width: r.width, height: r.height};
   }
   var images = Array.prototype.map.call(document.images, function (img) {
-    return {alt: img.alt, complete: img.complete, naturalWidth: img.naturalWidth, width: img.getBoundingClientRect().width};
+    return {alt: img.alt, complete: img.complete, naturalWidth: img.naturalWidth,
+            width: img.getBoundingClientRect().width};
   });
   var out = {innerWidth: window.innerWidth, innerHeight: window.innerHeight,
              figure: box(document.querySelector('#fig-summary img')), table: box(document.getElementById('summary')),
@@ -150,7 +151,8 @@ def run(a, exe, tmp):
         b = m[what]
         if check(b is not None, f"the summary {what} is not on the page"):
             check(b["height"] > 0 and b["width"] > 0, f"the summary {what} has no size: {b}")
-            check(0 <= b["top"] and b["bottom"] <= HEIGHT, f"the summary {what} is not within the first {HEIGHT} px: {b}")
+            check(0 <= b["top"] and b["bottom"] <= HEIGHT,
+                  f"the summary {what} is not within the first {HEIGHT} px: {b}")
     check(len(m["images"]) == figures and figures >= 3, f"{len(m['images'])} images on the page, {figures} figures")
     for img in m["images"]:
         check(img["complete"] and img["naturalWidth"] > 0 and img["width"] > 0, f"image did not load: {img}")

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Every example setup whose verdict CTest pins (tests/CMakeLists.txt and the files it includes, tests/*.cmake:
 `${EXAMPLES}/FILE.py:FACTORY` for PyTorch, `add_compiled_test(NAME FACTORY ...)` for examples/torch/compiled.py,
-`${JAX_EXAMPLES}/FILE.py:FACTORY` for JAX, listed as jax:FILE.py:FACTORY) is also run by ci/main for the report's "Your own models" table (plain vs checkpointed step time and saved bytes,
+`${JAX_EXAMPLES}/FILE.py:FACTORY` for JAX, listed as jax:FILE.py:FACTORY) is also run by ci/main for the report's
+"Your own models" table (plain vs checkpointed step time and saved bytes,
 measured in the same run), and ci/main runs no setup that CTest does not pin: issue 14 asks for both of every real
 client. Usage: user_model_setups.py SOURCE_DIR; exit 1 naming the setups missing on either side."""
 import re
 import sys
 from pathlib import Path
-
 
 # Setups CTest pins as bad input (exit 3, no verdict): nothing of theirs can go into the report's table.
 NOT_REPORTED = {"compiled.py:uncompilable"}

@@ -7,28 +7,93 @@ An adapter module defines a class with
                                             fields it knows (saved_activation_bytes, forward_calls, ...)
 and ends with `main(MyAdapter)`. Everything about files, argv, serve mode and exit codes lives here.
 """
+from __future__ import annotations
+
 import gc
 import json
 import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
 PROTOCOL = 1
-# A moe block's fields and their defaults (cases/kinds/moe.cpp); the manifest states every one.
-MOE_FIELDS = {"experts": 4, "top_k": 1, "capacity_factor": 1.25, "router_jitter": 0.0, "aux_loss_coef": 0.01}
 
 
 class BadRequest(Exception):
     """The request cannot be served as asked (an option combination the adapter refuses): exit code 2."""
 
 
-class Case:
-    """A case directory, loaded: the spec, the expanded block list, initial tensors in model order."""
+@dataclass(frozen=True)
+class Block:
+    """One block of the chain as the manifest states it: its kind's fields with every default filled in by
+    ckptcheck (cases/kinds/), so an adapter knows no default of the case format. A field another kind has is None."""
 
-    def __init__(self, case_dir):
+    kind: str  # mlp, residual-bn, transformer or moe
+    drop_path: float  # stochastic depth's drop probability; 0 when off
+    share: Optional[int] = None  # the block whose parameters this one uses (case.json's "share": "b<j>"), or None
+    activation: Optional[str] = None  # mlp: relu, gelu, tanh or rrelu
+    heads: Optional[int] = None  # transformer
+    experts: Optional[int] = None  # moe: its fields (cases/kinds/moe.cpp)
+    top_k: Optional[int] = None
+    capacity_factor: Optional[float] = None
+    router_jitter: Optional[float] = None
+    aux_loss_coef: Optional[float] = None
+
+    @classmethod
+    def from_manifest(cls, entry: Mapping[str, Any], share: Optional[int]) -> Block:
+        """The block of a manifest's "blocks" entry; `share` comes from the case (the manifest does not repeat it)."""
+        fields = {k: entry[k] for k in cls.__dataclass_fields__ if k in entry and k not in ("drop_path", "share")}
+        return cls(drop_path=float(entry["drop_path"]), share=share, **fields)
+
+
+class Case:
+    """A case directory, loaded: the spec, the expanded block list, initial tensors in model order.
+
+    The case-level fields come from case.json (cases/SCHEMA.md, with its defaults for the fields a case may omit);
+    the blocks, the RReLU range, the compute precision and what takes a gradient from manifest.json, which states
+    every one of them."""
+
+    dir: str
+    spec: dict
+    manifest: dict
+    dtype_name: str  # "float" or "double"
+    dtype: type  # np.float32 or np.float64
+    batch: int
+    seq: int
+    width: int
+    rows: int  # batch * seq: the rows of every activation
+    loss: str  # "cross_entropy" or "mse"
+    seed: int
+    rng: str  # "stateful" or "counter"
+    dropout: float
+    lr: float
+    steps: int
+    blocks: list[Block]
+    rrelu_lower: float
+    rrelu_upper: float
+    compute: str  # "exact" or "bf16"
+    input_grad: bool  # whether dL/d(input) is reported
+    param_names: list[str]  # every parameter, in model order
+    trained_param_names: list[str]  # those that take a gradient and an update
+    shared_with: dict[str, str]  # a sharing block's parameter name -> its owner's
+    state_names: list[str]
+    params: dict[str, np.ndarray]
+    state: dict[str, np.ndarray]
+    tokens_input: bool
+    vocab: int
+    tied: bool
+    embedding_trains: bool
+    tokens: Optional[np.ndarray]
+    input: Optional[np.ndarray]
+    labels: Optional[np.ndarray]
+    target: Optional[np.ndarray]
+    micro_batches: int
+
+    def __init__(self, case_dir: str) -> None:
         self.dir = case_dir
         with open(os.path.join(case_dir, "case.json")) as f:
             self.spec = json.load(f)
@@ -50,29 +115,18 @@ class Case:
         self.dropout = float(s.get("dropout", 0.0))
         self.lr = float(s.get("lr", 0.01))
         self.steps = int(s.get("steps", 1))
-        self.blocks = []
-        for b in s["blocks"]:
-            share = int(b["share"][1:]) if "share" in b else None
-            one = {"kind": b["kind"], "activation": b.get("activation", "gelu"), "heads": b.get("heads", 1),
-                   "share": share, "drop_path": float(b.get("drop_path", 0.0))}
-            one.update({f: b.get(f, d) for f, d in MOE_FIELDS.items()})
-            self.blocks.extend(dict(one) for _ in range(b.get("repeat", 1)))
-        # Stochastic layers and the compute precision (PROTOCOL.md, "Stochastic depth, RReLU, bf16"): the
-        # manifest states them expanded, one object per block, with every default filled in.
-        for i, mb in enumerate(self.manifest.get("blocks", [])):
-            self.blocks[i]["drop_path"] = float(mb.get("drop_path", 0.0))
-            self.blocks[i]["activation"] = mb.get("activation", self.blocks[i]["activation"])
-            for f in MOE_FIELDS:  # a moe block's fields (cases/kinds/moe.cpp), every one stated
-                if f in mb:
-                    self.blocks[i][f] = mb[f]
-        lower, upper = self.manifest.get("rrelu_range", s.get("rrelu_range", [0.125, 1.0 / 3.0]))
-        self.rrelu_lower, self.rrelu_upper = float(lower), float(upper)
-        self.compute = self.manifest.get("compute", s.get("compute", "exact"))
+        # Which block's parameters each block uses is the case's (folded runs expanded); everything else about a
+        # block, the manifest's (PROTOCOL.md, "Stochastic depth, RReLU, bf16"): one object per block.
+        shares = [int(b["share"][1:]) if "share" in b else None for b in s["blocks"] for _ in range(b.get("repeat", 1))]
+        self.blocks = [Block.from_manifest(mb, share)
+                       for mb, share in zip(self.manifest["blocks"], shares, strict=True)]
+        self.rrelu_lower, self.rrelu_upper = (float(v) for v in self.manifest["rrelu_range"])
+        self.compute = self.manifest["compute"]
         if self.compute not in ("exact", "bf16"):
             raise ValueError("case directory: compute %r (exact or bf16)" % self.compute)
         # Whether dL/d(input) is reported: false when the input is data the model must not differentiate, and
         # for token ids (the manifest says so either way).
-        self.input_grad = bool(self.manifest["input"].get("requires_grad", s.get("input_grad", True)))
+        self.input_grad = bool(self.manifest["input"]["requires_grad"])
         self.param_names = [p["name"] for p in self.manifest["params"]]
         # The parameters that take a gradient and an update: owners (not a sharing block's copy) of blocks that
         # are not frozen. shared_with: a sharing block's parameter name -> its owner's.
@@ -96,10 +150,11 @@ class Case:
         # Gradient accumulation (PROTOCOL.md, "Micro-batches"): M passes per step, one per slice of rows.
         self.micro_batches = int(s.get("micro_batches", 1))
 
-    def _load(self, kind, name):
+    def _load(self, kind: str, name: str) -> np.ndarray:
         return np.load(os.path.join(self.dir, kind, name + ".npy"))
 
-    def micro_batch(self, step, m):
+    def micro_batch(self, step: int, m: int) -> MicroBatch:
+        """Micro-batch m of step `step` (the whole batch without micro-batches)."""
         return MicroBatch(self, step, m)
 
 
@@ -108,7 +163,17 @@ class MicroBatch:
     ids) and of the labels or target, M (`count`: its loss is divided by M before backward), and the step number its
     counter-based dropout keys use, step * M + m. Without micro-batches: the whole batch, and the step."""
 
-    def __init__(self, case, step, m):
+    index: int
+    count: int  # M
+    rows: slice
+    input: Optional[np.ndarray]
+    tokens: Optional[np.ndarray]
+    positions: np.ndarray
+    labels: Optional[np.ndarray]
+    target: Optional[np.ndarray]
+    key_step: int
+
+    def __init__(self, case: Case, step: int, m: int) -> None:
         M = case.micro_batches
         rows = case.rows // M
         self.index, self.count = m, M
@@ -122,7 +187,7 @@ class MicroBatch:
         self.key_step = step * M + m
 
 
-def accumulate(total, part, m):
+def accumulate(total: Any, part: Any, m: int) -> Any:
     """The step's sum after micro-batch m: its part as it is for the first, else total + part (a framework's
     .grad, set by the first backward and added to by the next). None (undefined) stays None."""
     if m == 0 or total is None:
@@ -133,12 +198,13 @@ def accumulate(total, part, m):
 class Output:
     """Writes one run's results in the protocol's layout."""
 
-    def __init__(self, out_dir, case):
+    def __init__(self, out_dir: str, case: Case) -> None:
         self.dir = out_dir
         self.case = case
         os.makedirs(out_dir, exist_ok=True)
 
-    def step(self, s, loss, grads, input_grad, state, rng_state=None):
+    def step(self, s: int, loss: Any, grads: Mapping[str, Any], input_grad: Any, state: Mapping[str, Any],
+             rng_state: Optional[bytes] = None) -> None:
         """grads and state: dicts name -> array (any array-like convertible by np.asarray); only the trained
         parameters' gradients are read, and input_grad only when the case's input requires one. A gradient the
         framework left undefined is None: it is listed in missing_grads.json (PROTOCOL.md)."""
@@ -168,12 +234,13 @@ class Output:
         if rng_state is not None:
             np.save(os.path.join(d, "rng_state.npy"), np.frombuffer(bytes(rng_state), dtype=np.uint8))
 
-    def meta(self, fields):
+    def meta(self, fields: Mapping[str, Any]) -> None:
+        """meta.json: the run's fields (PROTOCOL.md, \"meta.json\")."""
         with open(os.path.join(self.dir, "meta.json"), "w") as f:
             json.dump(fields, f, indent=1)
 
 
-def _check_options(caps, options):
+def _check_options(caps: Mapping[str, Any], options: Mapping[str, str]) -> None:
     known = caps.get("options", {})
     for k, v in options.items():
         if k not in known:
@@ -186,7 +253,7 @@ def _check_options(caps, options):
             raise BadRequest("option %s=%s: must be one of %s" % (k, v, ", ".join(values)))
 
 
-def _capabilities(adapter):
+def _capabilities(adapter: Any) -> dict:
     caps = dict(adapter.capabilities())
     caps["protocol"] = PROTOCOL
     caps["framework"] = adapter.name
@@ -195,7 +262,8 @@ def _capabilities(adapter):
     return caps
 
 
-def _run_one(adapter, caps, case_dir, out_dir, mode, options):
+def _run_one(adapter: Any, caps: Mapping[str, Any], case_dir: str, out_dir: str, mode: str,
+             options: Mapping[str, str]) -> None:
     if mode not in ("plain", "checkpoint"):
         raise BadRequest("mode must be plain or checkpoint (got %r)" % mode)
     _check_options(caps, options)
@@ -210,7 +278,7 @@ def _run_one(adapter, caps, case_dir, out_dir, mode, options):
     out.meta(full)
 
 
-def _parse_run_args(argv):
+def _parse_run_args(argv: list[str]) -> dict:
     args = {"options": {}}
     i = 0
     while i < len(argv):
@@ -233,7 +301,7 @@ def _parse_run_args(argv):
     return args
 
 
-def _serve(adapter, caps):
+def _serve(adapter: Any, caps: Mapping[str, Any]) -> None:
     # stdout carries replies only: anything a library prints goes to stderr.
     reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -265,9 +333,12 @@ def _serve(adapter, caps):
         gc.freeze()
 
 
-def main(adapter_class):
+def main(adapter_class: Callable[[], Any]) -> None:
+    """The adapter's command line (PROTOCOL.md, \"Commands\"): capabilities, run or serve, with the protocol's exit
+    codes: 2 for a BadRequest, 1 for anything else the adapter raises."""
     argv = sys.argv[1:]
-    usage = "usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... | serve"
+    usage = ("usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... "
+             "| serve")
     if not argv:
         print(usage, file=sys.stderr)
         sys.exit(2)

@@ -6,7 +6,8 @@ rematerialised gradients are bitwise equal to its plain ones (harness/adapters/P
 Option policy: nothing_saveable (the default of jax.checkpoint), dots_saveable, dots_with_no_batch_dims_saveable,
 everything_saveable. Dropout is counter-based, as JAX's generators are: each block's key is
 fold_in(fold_in(PRNGKey(seed), step), block), each op's fold_in(key, op); with M micro-batches, micro-batch m of
-step s is keyed as step s * M + m. Micro-batches: one value_and_grad per micro-batch (loss / M), gradients added. BatchNorm's running statistics are a
+step s is keyed as step s * M + m. Micro-batches: one value_and_grad per micro-batch (loss / M), gradients added.
+BatchNorm's running statistics are a
 value the step returns, so a recompute cannot move them twice. x64 is enabled for double cases.
 Saved bytes: the residuals jax.checkpoint's saved_residuals lists for the loss, function arguments excluded.
 Recomputed blocks: every block, except under everything_saveable (which recomputes nothing); the dots policies
@@ -23,8 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import numpy as np  # noqa: E402
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
@@ -69,7 +70,7 @@ def layernorm(P, name, x):
 
 
 def mlp_block(spec, p, seq, P, x, key):
-    return dropout(activation(spec["activation"], linear(P, "fc", x)), p, key, 2), ()
+    return dropout(activation(spec.activation, linear(P, "fc", x)), p, key, 2), ()
 
 
 def bn_block(spec, p, seq, P, x, key):
@@ -84,7 +85,7 @@ def bn_block(spec, p, seq, P, x, key):
 
 
 def transformer_block(spec, p, seq, P, x, key):
-    heads = spec["heads"]
+    heads = spec.heads
     rows, c = x.shape
     hd = c // heads
     b = rows // seq
@@ -104,11 +105,17 @@ def transformer_block(spec, p, seq, P, x, key):
 BLOCKS = {"mlp": mlp_block, "residual-bn": bn_block, "transformer": transformer_block}
 
 
+def block_fn(case, spec):
+    """Block `spec` of the case as a function (P, x, key) -> (y, state updates)."""
+    return lambda P, x, key: BLOCKS[spec.kind](spec, case.dropout, case.seq, P, x, key)
+
+
 def make_loss(case, checkpoint, policy):
-    names = [[n[len("b%d." % i):] for n in case.param_names if n.startswith("b%d." % i)] for i in range(len(case.blocks))]
+    names = [[n[len("b%d." % i):] for n in case.param_names if n.startswith("b%d." % i)]
+             for i in range(len(case.blocks))]
     fns = []
     for spec in case.blocks:
-        f = (lambda kind, spec: lambda P, x, key: BLOCKS[kind](spec, case.dropout, case.seq, P, x, key))(spec["kind"], spec)
+        f = block_fn(case, spec)
         if checkpoint:
             f = jax.checkpoint(f, policy=getattr(jax.checkpoint_policies, policy))
         fns.append(f)
@@ -154,7 +161,7 @@ def with_no_input_grad(vg):
 
 
 def compiled_step(case, checkpoint, policy):
-    key = (tuple((b["kind"], b["activation"], b["heads"]) for b in case.blocks), case.rows, case.width, case.seq,
+    key = (tuple((b.kind, b.activation, b.heads) for b in case.blocks), case.rows, case.width, case.seq,
            case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy, case.tokens_input,
            case.vocab, case.tied)
     if key not in _compiled:
@@ -194,7 +201,7 @@ class JaxAdapter:
         """BatchNorm's running statistics, moved once per forward pass (per micro-batch) from its batch values."""
         m = case.dtype(0.1)
         for i, b in enumerate(case.blocks):
-            if b["kind"] == "residual-bn":
+            if b.kind == "residual-bn":
                 mean, var = (np.asarray(a) for a in aux[i])
                 pre = "b%d.bn." % i
                 state[pre + "running_mean"] = (case.dtype(1) - m) * state[pre + "running_mean"] + m * mean
@@ -225,7 +232,10 @@ class JaxAdapter:
                 xm, ltm = x[mb.rows], lt[mb.rows]
                 if residual_bytes is None and saved_residuals is not None:
                     residual_bytes = 0
-                    for aval, why in saved_residuals(lambda p, xx: loss_fn(p, xx, keys, ltm)[0], params, xm):
+                    def loss_of(p, xx, keys=keys, ltm=ltm):
+                        return loss_fn(p, xx, keys, ltm)[0]
+
+                    for aval, why in saved_residuals(loss_of, params, xm):
                         if "argument" not in why:
                             residual_bytes += int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
                 t0 = time.perf_counter()

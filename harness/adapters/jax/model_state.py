@@ -11,9 +11,9 @@ Two kinds of model:
 """
 import sys
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 RNG_VARIABLES = ("RngCount", "RngKey")
 
@@ -96,7 +96,7 @@ class PytreeModel:
         if names_from is not None and len(names_from.static) == len(leaves):
             names = names_from.names  # the transform rewrapped the model: keep the plain model's names
         self.names = names
-        self.params = {n: x for n, (_, x) in zip(names, leaves) if is_param_leaf(x)}
+        self.params = {n: x for n, (_, x) in zip(names, leaves, strict=False) if is_param_leaf(x)}
         if not self.params:
             raise BadModel("the model (%s) has no floating-point array leaves to train: expected an nnx.Module or a "
                            "pytree of arrays" % type(model).__name__)
@@ -109,7 +109,7 @@ class PytreeModel:
         self.momenta = {}
 
     def build(self, params, rest):
-        leaves = [params[n] if s is None else s for n, s in zip(self.names, self.static)]
+        leaves = [params[n] if s is None else s for n, s in zip(self.names, self.static, strict=False)]
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 

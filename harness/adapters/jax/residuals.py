@@ -12,7 +12,6 @@ Both are traces and a compile, never a run of the model: the caller measures aft
 import re
 
 import numpy as np
-import jax
 
 try:
     from jax._src.ad_checkpoint import saved_residuals  # private: the only way to read residual sizes

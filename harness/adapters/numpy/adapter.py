@@ -47,9 +47,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import numpy as np  # noqa: E402
 import np_moe as moe  # noqa: E402  (numpy/np_moe.py)
 import np_stochastic as sto  # noqa: E402  (numpy/np_stochastic.py)
+import numpy as np  # noqa: E402
 from ckpt_adapter import BadRequest, main  # noqa: E402
 from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
 
@@ -153,7 +153,8 @@ def act_back(kind, h, y, dy):
     if kind == "tanh":
         return dy * (dt(1) - y * y)
     t = np.tanh(dt(GELU_BETA) * (h + dt(GELU_KAPPA) * h * h * h))
-    return dy * (dt(0.5) * (dt(1) + t) + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
+    return dy * (dt(0.5) * (dt(1) + t)
+                 + dt(0.5) * h * (dt(1) - t * t) * dt(GELU_BETA) * (dt(1) + dt(3 * GELU_KAPPA) * h * h))
 
 
 def layernorm(x, g, b):
@@ -187,10 +188,10 @@ class Params:
 # ---------------------------------------------------------------- blocks
 def mlp_forward(i, spec, P, x, env):
     h = linear(x, P["fc.weight"], P["fc.bias"], env.rd)
-    if spec["activation"] == "rrelu":  # training-mode RReLU: its slopes drawn, then saved for backward
+    if spec.activation == "rrelu":  # training-mode RReLU: its slopes drawn, then saved for backward
         a, noise = sto.rrelu(h, env.case.rrelu_lower, env.case.rrelu_upper, env, op_key(env.step, i, 1))
     else:
-        a, noise = act_fwd(spec["activation"], h), None
+        a, noise = act_fwd(spec.activation, h), None
     y, mask = dropout(a, env.case.dropout, env, i, 2)
     return y, (x, h, a, noise, mask, env.rd)
 
@@ -198,7 +199,7 @@ def mlp_forward(i, spec, P, x, env):
 def mlp_backward(i, spec, P, tape, dy):
     x, h, a, noise, mask, rd = tape
     da = dy * mask if mask is not None else dy
-    dh = da * noise if noise is not None else act_back(spec["activation"], h, a, da)
+    dh = da * noise if noise is not None else act_back(spec.activation, h, a, da)
     return linear_back(x, P["fc.weight"], dh, P.grad("fc.weight"), P.grad("fc.bias"), rd)
 
 
@@ -217,7 +218,7 @@ def bn_forward(i, spec, P, x, env):
         st[pre + "running_mean"] = (dt(1) - m) * st[pre + "running_mean"] + m * mean
         st[pre + "running_var"] = (dt(1) - m) * st[pre + "running_var"] + m * (sumsq * (dt(1) / dt(n - 1)))
         st[pre + "num_batches_tracked"] = st[pre + "num_batches_tracked"] + 1
-    d, scale = sto.drop_path(r, spec["drop_path"], env.case.seq, env, op_key(env.step, i, 3))
+    d, scale = sto.drop_path(r, spec.drop_path, env.case.seq, env, op_key(env.step, i, 3))
     return x + d, (x, xhat, rstd, r, scale, env.rd)
 
 
@@ -274,10 +275,10 @@ def attention_back(ctx, dout, heads, seq):
 
 
 def transformer_forward(i, spec, P, x, env):
-    case, p, dp, rd = env.case, env.case.dropout, spec["drop_path"], env.rd
+    case, p, dp, rd = env.case, env.case.dropout, spec.drop_path, env.rd
     a1, ln1 = layernorm(x, P["ln1.weight"], P["ln1.bias"])
     qkv = linear(a1, P["qkv.weight"], P["qkv.bias"], rd)
-    att, actx = attention(qkv, spec["heads"], case.seq, p, env, i)
+    att, actx = attention(qkv, spec.heads, case.seq, p, env, i)
     pr = linear(att, P["proj.weight"], P["proj.bias"], rd)
     d1, m1 = dropout(pr, p, env, i, 4)
     d1, s1 = sto.drop_path(d1, dp, case.seq, env, op_key(env.step, i, 5))  # timm: after the branch's dropout
@@ -303,7 +304,7 @@ def transformer_backward(i, spec, P, tape, dy):
     dpr = sto.drop_path_back(s1, dh)
     dpr = dpr * m1 if m1 is not None else dpr
     datt = linear_back(att, P["proj.weight"], dpr, P.grad("proj.weight"), P.grad("proj.bias"), rd)
-    dqkv = attention_back(actx, datt, spec["heads"], seq)
+    dqkv = attention_back(actx, datt, spec.heads, seq)
     da1 = linear_back(a1, P["qkv.weight"], dqkv, P.grad("qkv.weight"), P.grad("qkv.bias"), rd)
     return dh + layernorm_back(ln1, P["ln1.weight"], da1, P.grad("ln1.weight"), P.grad("ln1.bias"))
 
@@ -313,7 +314,7 @@ def moe_block_forward(i, spec, P, x, env):
     hn, ln = layernorm(x, P["ln.weight"], P["ln.bias"])
     m, mctx = moe.moe_forward(hn, spec, P, env, op_key(env.step, i, 1), "b%d." % i, MOE_OPS)
     d, mask = dropout(m, env.case.dropout, env, i, 2)
-    d, scale = sto.drop_path(d, spec["drop_path"], env.case.seq, env, op_key(env.step, i, 3))
+    d, scale = sto.drop_path(d, spec.drop_path, env.case.seq, env, op_key(env.step, i, 3))
     return x + d, (ln, mctx, mask, scale)
 
 
@@ -437,6 +438,7 @@ class NumpyAdapter:
             t0 = time.perf_counter()
             counts = [0] * L
             step_saved = 0
+            loss = grads = None
             for m in range(case.micro_batches):
                 mb = case.micro_batch(step, m)
                 part = {n: np.zeros_like(v) for n, v in values.items()}
@@ -504,15 +506,15 @@ class NumpyAdapter:
         prefixes = ["b%d." % i for i in range(L)]
         # A sharing block reads and accumulates into its owner's arrays: each use's contribution is computed,
         # then added (gw += dy.T @ x), in the order backward reaches the uses, as autograd sums them.
-        P = [Params(values, grads, prefixes[b["share"] if b["share"] is not None else i])
+        P = [Params(values, grads, prefixes[b.share if b.share is not None else i])
              for i, b in enumerate(case.blocks)]
 
         def fwd(i, x, env):
             counts[i] += 1
-            return BLOCKS[case.blocks[i]["kind"]][0](i, case.blocks[i], P[i], x, env)
+            return BLOCKS[case.blocks[i].kind][0](i, case.blocks[i], P[i], x, env)
 
         def bwd(i, tape, dy):
-            return BLOCKS[case.blocks[i]["kind"]][1](i, case.blocks[i], P[i], tape, dy)
+            return BLOCKS[case.blocks[i].kind][1](i, case.blocks[i], P[i], tape, dy)
 
         def renv_at(snap):
             e = Env(case, rng.restored(snap), mb.key_step, False, counts)
@@ -563,7 +565,7 @@ class NumpyAdapter:
         loss, lctx = head_forward(x)
         saved = array_bytes(([s[0] for s in kept], lctx))
         g = head_backward(lctx)
-        for (a, b), (xs, snap) in reversed(list(zip(segments, kept))):
+        for (a, b), (xs, snap) in reversed(list(zip(segments, kept, strict=False))):
             renv = renv_at(snap)
             tapes = []
             for i in range(a, b):

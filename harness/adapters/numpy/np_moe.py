@@ -57,9 +57,9 @@ def moe_forward(h, spec, P, env, key, prefix, ops):
     linear, _, act_fwd, _ = ops
     dt = h.dtype.type
     R, W = h.shape
-    E, k = int(spec["experts"]), int(spec["top_k"])
+    E, k = int(spec.experts), int(spec.top_k)
     # The aux loss is divided by the micro-batches like the main loss: coefficient aux_loss_coef / M.
-    eps, coef, rd = float(spec["router_jitter"]), float(spec["aux_loss_coef"]) / env.case.micro_batches, env.rd
+    eps, coef, rd = float(spec.router_jitter), float(spec.aux_loss_coef) / env.case.micro_batches, env.rd
     mult = None
     if eps > 0:
         u = moe_jitter_uniforms(env, h.shape, key)
@@ -70,7 +70,7 @@ def moe_forward(h, spec, P, env, key, prefix, ops):
     ex = np.exp(logits - mx)
     probs = ex / ex.sum(axis=1, keepdims=True)
     choice = top_k(probs, k)
-    cap = capacity(R, k, E, float(spec["capacity_factor"]))
+    cap = capacity(R, k, E, float(spec.capacity_factor))
     tokens = dispatch(choice, E, cap)
     out = np.zeros_like(h)
     experts = []
@@ -126,7 +126,7 @@ def moe_backward(ctx, dout, P, G, ops):
 def reset_trackers(case, state):
     """Each moe block's aux_loss tracker to zero: a micro-batch's pass starts."""
     for i, b in enumerate(case.blocks):
-        if b["kind"] == "moe":
+        if b.kind == "moe":
             n = "b%d.moe.aux_loss" % i
             state[n] = np.zeros_like(state[n])
 
@@ -134,7 +134,7 @@ def reset_trackers(case, state):
 def add_trackers(case, state, loss):
     """The pass's loss: its main loss plus every moe block's tracker, in block order."""
     for i, b in enumerate(case.blocks):
-        if b["kind"] == "moe":
+        if b.kind == "moe":
             loss = loss + state["b%d.moe.aux_loss" % i].reshape(())[()]
     return loss
 

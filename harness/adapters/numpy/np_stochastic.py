@@ -36,7 +36,8 @@ def drop_path_uniforms(env, samples, key):
 
 
 def drop_path(x, p, seq, env, key):
-    """timm's DropPath on x viewed as (samples, seq, width): sample s kept iff u_s > p (as the reference), scaled by 1/(1-p).
+    """timm's DropPath on x viewed as (samples, seq, width): sample s kept iff u_s > p (as the reference), scaled by
+    1/(1-p).
     Returns the output and the per-sample scales (samples, 1, 1) backward needs (None when p == 0)."""
     if p == 0:
         return x, None

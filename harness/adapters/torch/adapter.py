@@ -68,7 +68,8 @@ class TorchAdapter:
                 "preserve_rng_state": {"values": ["0", "1"], "default": "1",
                                        "doc": "torch.utils.checkpoint preserve_rng_state"},
                 "mode": {"values": modes, "default": "checkpoint",
-                         "doc": "checkpoint: every block; sequential: checkpoint_sequential; selective: SAC, matmuls saved"},
+                         "doc": "checkpoint: every block; sequential: checkpoint_sequential; "
+                                "selective: SAC, matmuls saved"},
                 "segments": {"values": "int", "default": "sqrt", "doc": "segments of mode=sequential"},
                 "moe_state": {"values": ["unguarded", "guarded"], "default": "unguarded",
                               "doc": "moe buffers: moved on every training forward, or only outside backward"},
@@ -85,8 +86,8 @@ class TorchAdapter:
         }
 
     def run(self, case, out, mode, options):
-        import case_model  # torch and the model: imported on the first run only (see `version`)
         import case_measure  # the compared run without the saved-tensor hooks, then a forked measuring pass
+        import case_model  # torch and the model: imported on the first run only (see `version`)
         return case_measure.run(case_model.run, case, out, mode, options)
 
 

@@ -135,12 +135,12 @@ class SegmentRunner(torch.nn.Module):
 
         def run(h, *ts):
             a, kw = list(rest), dict(kwargs)
-            for (kind, i), t in zip(slots, ts):
+            for (kind, i), t in zip(slots, ts, strict=False):
                 if kind == "a":
                     a[i] = t
                 else:
                     kw[i] = t
-            for j, (block, name) in enumerate(zip(blocks, names)):
+            for j, (block, name) in enumerate(zip(blocks, names, strict=False)):
                 out = block(h, *a, **kw)
                 if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
                     if state.recording:
@@ -197,7 +197,7 @@ def apply(model, chain_modules, placement):
     want = placement["blocks"]
     if len(want) != len(names):
         raise BadPlacement("placement names %d blocks, the model's chain has %d" % (len(want), len(names)))
-    for i, (w, n) in enumerate(zip(want, names)):
+    for i, (w, n) in enumerate(zip(want, names, strict=False)):
         if w != n:
             raise BadPlacement("placement block %d is '%s', the model's chain block %d is '%s'" % (i, w, i, n))
     check_segments(placement["segments"], len(names))
@@ -211,7 +211,7 @@ def apply(model, chain_modules, placement):
         runner = SegmentRunner(blocks, names[first:last + 1], first, state)
         slots = [runner] + [PassThrough(names[first + j], j, first + j == last, state)
                             for j in range(1, last - first + 1)]
-        for name, module in zip(names[first:last + 1], slots):
+        for name, module in zip(names[first:last + 1], slots, strict=False):
             parent, attr = _slot(model, name)
             setattr(parent, attr, module)
         runners.append((runner, first))

@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from saved_bytes import SavedBytes  # noqa: E402
 import torch.utils.checkpoint as tc  # noqa: E402
 from ckpt_adapter import BadRequest  # noqa: E402
+from saved_bytes import SavedBytes  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -123,7 +123,7 @@ class MoE(nn.Module):
     GELU tanh, Linear) over their capacity-padded buffers, the gate-weighted sum back per token. Side effects, as in
     those libraries: the tokens per expert go into the `expert_counts` buffer and coef * aux into the `aux_loss`
     tracker buffer, and coef * aux (with its graph) is appended to `aux_losses`, a list the training loop sets before
-    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (README's findings).
+    each pass and adds into the loss. Nothing guards them against a checkpoint's recompute (docs/frameworks.md's findings).
     Two options show the fixes: moe_state=guarded moves the buffers only outside a backward pass (where every
     checkpoint recompute runs); moe_aux=attach records the aux loss detached (for the reported loss only) and
     attaches its gradient to the layer's output, as Megatron-LM's MoEAuxLossAutoScaler does."""
@@ -133,10 +133,10 @@ class MoE(nn.Module):
 
     def __init__(self, width, spec, micro_batches):
         super().__init__()
-        self.E, self.k = int(spec["experts"]), int(spec["top_k"])
+        self.E, self.k = int(spec.experts), int(spec.top_k)
         # The aux loss is divided by the micro-batches like the main loss (a gradient-accumulation loop's loss / M).
-        self.cf, self.jitter, self.coef = (float(spec["capacity_factor"]), float(spec["router_jitter"]),
-                                           float(spec["aux_loss_coef"]) / micro_batches)
+        self.cf, self.jitter, self.coef = (float(spec.capacity_factor), float(spec.router_jitter),
+                                           float(spec.aux_loss_coef) / micro_batches)
         self.router = nn.Linear(width, self.E)
         for e in range(self.E):
             setattr(self, "expert%d" % e, nn.Sequential(collections.OrderedDict(
@@ -202,7 +202,7 @@ class MoeBlock(Counted):
         self.ln = nn.LayerNorm(width, eps=1e-5)
         self.moe = MoE(width, spec, micro_batches)
         self.drop = nn.Dropout(p)
-        self.drop_path = DropPath(spec["drop_path"], seq)
+        self.drop_path = DropPath(spec.drop_path, seq)
 
     def forward(self, x):
         self.count()
@@ -256,15 +256,15 @@ def start_moe_pass(moe_blocks):
 def build(case, counts):
     blocks = []
     for i, b in enumerate(case.blocks):
-        if b["kind"] == "mlp":
-            blocks.append(MlpBlock(counts, i, case.width, b["activation"], case.dropout,
+        if b.kind == "mlp":
+            blocks.append(MlpBlock(counts, i, case.width, b.activation, case.dropout,
                                    (case.rrelu_lower, case.rrelu_upper)))
-        elif b["kind"] == "moe":
+        elif b.kind == "moe":
             blocks.append(MoeBlock(counts, i, case.width, b, case.dropout, case.seq, case.micro_batches))
-        elif b["kind"] == "residual-bn":
-            blocks.append(ResidualBnBlock(counts, i, case.width, b["drop_path"], case.seq))
+        elif b.kind == "residual-bn":
+            blocks.append(ResidualBnBlock(counts, i, case.width, b.drop_path, case.seq))
         else:
-            blocks.append(TransformerBlock(counts, i, case.width, b["heads"], case.seq, case.dropout, b["drop_path"]))
+            blocks.append(TransformerBlock(counts, i, case.width, b.heads, case.seq, case.dropout, b.drop_path))
     lm = Lm(case.vocab, case.seq, case.width) if case.tokens_input else None
     model = Model(nn.Sequential(*blocks), lm).to(torch.float32 if case.dtype == np.float32 else torch.float64)
     # Shared parameters by assignment (ALBERT-style tying): the sharing block's module attribute becomes the

@@ -226,7 +226,7 @@ class ChainProbe:
     def error(self):
         if self.problems:
             return self.problems[0]
-        missing = [n for n, c in zip(self.names, self.stack.calls) if c == 0]
+        missing = [n for n, c in zip(self.names, self.stack.calls, strict=False) if c == 0]
         if missing:
             return "chain is not sequential: block %s does not run in the forward pass" % missing[0]
         return None

@@ -39,15 +39,15 @@ def _start_ns(events, name):
     return None
 
 
-def measure(forward, work_dir, device="cpu"):
-    """forward(): the step's forward, returning the scalar loss; its backward runs here too. Returns the figures
+def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cpu"):
+    """forward(): the step's forward, returning the scalar loss; backward(loss) runs here too. Returns the figures
     of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz)."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                  with_stack=True) as prof:
         with record_function(FORWARD):
             loss = forward()
         with record_function(BACKWARD):
-            loss.backward()
+            backward(loss)
     path = os.path.join(work_dir, "memory_timeline.raw.json.gz")
     prof.export_memory_timeline(path, device)
     with gzip.open(path, "rt") as f:

@@ -74,7 +74,7 @@ def check_identities():
     batch = x.nbytes + y.nbytes
     for name, kw, extra in (("plain", None, 0), ("checkpointed", {}, 3 * RNG_STATE),
                             ("checkpointed, preserve_rng_state=False", {"preserve_rng_state": False}, 0)):
-        prof, saved = measured(lambda: mlp_forward(model, x, y, kw), model.parameters())
+        prof, saved = measured(lambda kw=kw: mlp_forward(model, x, y, kw), model.parameters())
         want = saved - batch + 4 + extra
         expect(prof["activation_bytes"] == want,
                "%s MLP: profiler %d bytes left for the backward = saved-tensor hooks %d - batch %d + loss 4 + "
@@ -124,7 +124,7 @@ def check_sqrt_shape(blocks=16, width=4096):
 
     peaks, left = {}, {}
     for s in (1, 2, 4, 8, 16):
-        prof, _ = measured(lambda: forward(s), chain.parameters())
+        prof, _ = measured(lambda s=s: forward(s), chain.parameters())
         peaks[s], left[s] = prof["peak_bytes"], prof["activation_bytes"]
     unit = x.nbytes
     print("     uniform over %d blocks, segment s: step peak / left for backward, in inputs of %d bytes: %s"

@@ -106,7 +106,7 @@ def dumps_equal(a, b):
     tb = json.load(open(os.path.join(b, "index.json")))["tensors"]
     if [(t["step"], t["kind"], t["name"]) for t in ta] != [(t["step"], t["kind"], t["name"]) for t in tb]:
         return "the dumps list other tensors"
-    for x, y in zip(ta, tb):
+    for x, y in zip(ta, tb, strict=False):
         if (x["file"] is None) != (y["file"] is None):
             return "%s %s: absent in one run" % (x["kind"], x["name"])
         if x["file"] is None:

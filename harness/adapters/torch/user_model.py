@@ -154,6 +154,17 @@ def count_floats(batch):
     return 0
 
 
+def backward(loss, params):
+    """loss.backward(), naming the parameters no gradient can reach when the loss does not require grad (PEFT issue
+    1142: reentrant checkpointing of frozen layers around LoRA adapters, the layers' input not requiring grad, cuts
+    the graph; PyTorch's own message, "element 0 of tensors does not require grad", names no module)."""
+    trainable = [n for n, p in params.items() if p.requires_grad]
+    if not loss.requires_grad and trainable:
+        raise RuntimeError("the loss does not require grad, so none of the %d trainable parameters gets a gradient "
+                           "(first: %s): the forward's graph does not reach them" % (len(trainable), trainable[0]))
+    loss.backward()
+
+
 def momenta(model):
     """Each BatchNorm-like running buffer's momentum, for the 'state updated twice' diagnosis."""
     m = {}
@@ -246,7 +257,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
 
         if step == profiled_step:  # the memory pass: this dumped step's forward and backward under the profiler
             meta["phase"] = "step %d (profiled)" % step
-            memory, loss = peak_memory.measure(forward, dump.out)
+            memory, loss = peak_memory.measure(forward, dump.out, lambda out: backward(out, params))
             meta["memory"] = dict(memory, step=step, first_call=step == 0 and compiled)
         elif step == 0 and "saved" in args.instruments:
             eager = not placement.traced(runner) and setup.get("wrap") is None
@@ -258,10 +269,10 @@ def train(setup, args, dump, meta, rank=0, world=1):
             with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
                 loss = forward()
             saved = meter.total()
-            loss.backward()
+            backward(loss, params)
         else:
             loss = forward()
-            loss.backward()
+            backward(loss, params)
         if where is not None:  # after backward: the recomputes have run
             where.remove()
             meta["placement"] = where.meta()

@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from check_harness import Checks  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-SCRIPT = os.path.join(SOURCE, "reports", "make_report.py")
 PLANS = os.path.join(HERE, "gpt2_plans.json")
 BAD = os.path.join(HERE, "bad_negative.json")
 BENCH = os.path.join(SOURCE, "tests", "data", "report", "bench_small.json")
@@ -44,7 +43,8 @@ def python():
 
 
 def report(args, out):
-    r = subprocess.run([python(), SCRIPT] + args + ["--out", out], capture_output=True, text=True, cwd=HERE)
+    r = subprocess.run([python(), "-m", "reports.make_report"] + args + ["--out", out], capture_output=True, text=True,
+                       cwd=HERE, env=dict(os.environ, PYTHONPATH=SOURCE))
     return r.returncode, r.stdout, r.stderr
 
 
@@ -73,7 +73,8 @@ def run(tmp):
         return
     for f in ("report.md", "report.html", FIGURE):
         check(os.path.isfile(os.path.join(a, f)), f"costs-only report: {f} not written")
-    md, html, svg = read(os.path.join(a, "report.md")), read(os.path.join(a, "report.html")), read(os.path.join(a, FIGURE))
+    md, html = read(os.path.join(a, "report.md")), read(os.path.join(a, "report.html"))
+    svg = read(os.path.join(a, FIGURE))
 
     # The section, its table and its figure.
     sec = section(md, "Profiled model: " + MODEL)
@@ -93,9 +94,9 @@ def run(tmp):
                 "activation checkpointing), not per-module | — |"):
         check("\n" + row + "\n" in sec, f"table row missing: {row}")
     plans = json.load(open(PLANS, encoding="utf-8"))
-    rows = [l for l in sec.splitlines() if l.startswith("| ") and not l.startswith("| policy |")]
+    rows = [line for line in sec.splitlines() if line.startswith("| ") and not line.startswith("| policy |")]
     check(len(rows) == len(plans["policies"]), f"{len(rows)} table rows for {len(plans['policies'])} policies")
-    for p, row in zip(plans["policies"], rows):
+    for p, row in zip(plans["policies"], rows, strict=False):
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         check(cells[0].split(" (")[0] == p["policy"] and cells[2] == str(p["peak_activation_bytes"]) and
               cells[4] == str(p["forward_evals"]) and cells[5] == f"{p['flop_overhead']:.4f}" and
@@ -130,7 +131,8 @@ def run(tmp):
 
     # The HTML: self-contained, the figure embedded once.
     check("http" not in html and "<script" not in html and "<link" not in html, "the HTML is not self-contained")
-    check(html.count('src="data:image/svg+xml;base64,') == 2, "the HTML does not embed the summary and the model's figure")
+    check(html.count('src="data:image/svg+xml;base64,') == 2,
+          "the HTML does not embed the summary and the model's figure")
     check(f"<h2>Profiled model: {MODEL}</h2>" in html and "<td>16515072</td>" in html, "the HTML lacks the section")
 
     # Deterministic: the same input, the same bytes.
@@ -161,7 +163,8 @@ def run(tmp):
     rc, _, err = report(["--bench", BENCH, "--costs-plans", PLANS], os.path.join(tmp, "mixed"))
     if check(rc == 0, f"bench + costs report: exit {rc}, {err}"):
         mmd = read(os.path.join(tmp, "mixed", "report.md"))
-        check("\n<details><summary><b>tiny</b>: 8 policies</summary>\n" in mmd and f"\n## Profiled model: {MODEL}\n" in mmd and "\n## Run\n" in mmd,
+        check("\n<details><summary><b>tiny</b>: 8 policies</summary>\n" in mmd
+              and f"\n## Profiled model: {MODEL}\n" in mmd and "\n## Run\n" in mmd,
               "bench + costs report lacks a part")
         for f in ("fig-summary.svg", "fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg", FIGURE):
             check(os.path.isfile(os.path.join(tmp, "mixed", f)), f"bench + costs report: {f} not written")

@@ -99,7 +99,8 @@ def run(cli):
     runs = json.loads(read(cli.path("first", "runs.json")))
     first_steps = steps(json.loads(read(FIRST)))
     check(runs["format"] == "ckptcheck-runs" and runs["version"] == 1, f"runs.json header: {runs.get('format')}")
-    check(len(runs["runs"]) == len(first_steps), f"runs.json has {len(runs['runs'])} runs, the bench {len(first_steps)}")
+    check(len(runs["runs"]) == len(first_steps),
+          f"runs.json has {len(runs['runs'])} runs, the bench {len(first_steps)}")
     check(all(len(r["time_overhead_repetitions"]) == 7 for r in runs["runs"]), "runs.json lacks the 7 repetitions")
     base = cli.path("first")
 
@@ -119,7 +120,8 @@ def run(cli):
     noisiest = max(both, key=both.get)
     check(SPREADS * both[noisiest] < SLOWER, f"twice the noisiest run's spread, {both[noisiest]:.3f}, is not below "
                                               f"the {SLOWER} slowdown")
-    print(f"check_baseline: {len(both)} runs compared; spreads (max - min of 7 repetitions, the larger of the two runs) "
+    print(f"check_baseline: {len(both)} runs compared; spreads (max - min of 7 repetitions, the larger of the two "
+          "runs) "
           f"median {sorted(both.values())[len(both) // 2]:.4f}, largest {both[noisiest]:.4f} ({'/'.join(noisiest)})")
 
     # Every repetition shifted by less than the smallest spread: within the noise, not flagged.

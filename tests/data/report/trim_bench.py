@@ -8,7 +8,8 @@ the baseline comparison use, and the q1/q3 aggregates; the context's policy fami
 import json
 import sys
 
-KEEP = ("name", "run_type", "aggregate_name", "label", "layers", "micro_batches", "peak_activation_bytes", "store_all_peak_activation_bytes",
+KEEP = ("name", "run_type", "aggregate_name", "label", "layers", "micro_batches", "peak_activation_bytes",
+        "store_all_peak_activation_bytes",
         "forward_evals", "flops_forward", "flops_recompute", "flops_backward", "flop_overhead", "time_overhead",
         "step_seconds", "store_all_step_seconds", "planned_equals_measured", "bitwise_equal",
         "predicted_time_overhead", "recompute_time_share", "error_occurred", "error_message")
