@@ -1,11 +1,13 @@
 # Checkpointing under torch.compile (harness/adapters/torch/USER_MODEL.md, "The compiled zoo"): each factory of
 # examples/torch/compiled.py with its verdict pinned, measured with untouched compared runs and the profiler's
 # memory pass. Inductor compiles C++ on this machine's compiler: each run is seconds to a minute on 2 shared cores,
-# so these carry the labels slow and compiled (ctest -LE slow leaves them out), one seed, one step, and print their
-# wall time. Included from tests/CMakeLists.txt (add_user_model_test, EXAMPLES, CKPT_VALIDATE_OUT).
+# so these carry the labels slow and compiled (ctest -LE slow leaves them out), one seed, and print their wall time.
+# Two steps: the memory pass profiles the last dumped step, which is then a compiled step, not the first call that
+# compiles (--profiled-step 1; a second step costs under a second a run once compiled). Included from
+# tests/CMakeLists.txt (add_user_model_test, EXAMPLES, CKPT_VALIDATE_OUT).
 function(add_compiled_test name factory)
-  add_user_model_test(${name} TIMEOUT 900 EXPECT ${ARGN}
-                      ARGS --adapter torch:module=${EXAMPLES}/compiled.py:${factory} --seeds 1 --steps 1 --no-shrink)
+  add_user_model_test(${name} TIMEOUT 900 EXPECT ${ARGN} --profiled-step 1
+                      ARGS --adapter torch:module=${EXAMPLES}/compiled.py:${factory} --seeds 1 --steps 2 --no-shrink)
   set_property(TEST ${name} APPEND PROPERTY LABELS slow compiled)
   set_tests_properties(${name} PROPERTIES COST 200)
 endfunction()
@@ -25,14 +27,14 @@ add_compiled_test(user_model_compiled_sac_save_everything_memory sac_save_everyt
 # The partitioner's activation_memory_budget under Inductor: it saves memory, and its recompute redraws dropout.
 foreach(b 01 05)
   add_compiled_test(user_model_compiled_memory_budget_${b}_rng memory_budget_${b} --exit 1 --bitwise finding
-                    --class rng-desync --tensor "^grad " --memory holds)
+                    --class rng-desync --tensor "^grad " --memory holds --changed none)
 endforeach()
 # A print and an .item() inside the checkpointed function: Dynamo breaks the graph there; both still hold.
 foreach(f graph_break_print graph_break_item)
-  add_compiled_test(user_model_compiled_${f}_holds ${f} --exit 0 --bitwise holds --memory holds)
+  add_compiled_test(user_model_compiled_${f}_holds ${f} --exit 0 --bitwise holds --memory holds --changed none)
 endforeach()
 # Hugging Face GPT-2 (from a config) with gradient_checkpointing_enable(), both runs compiled by Inductor.
-add_compiled_test(user_model_compiled_gpt2_inductor gpt2_inductor --exit 0 --bitwise holds --memory holds
+add_compiled_test(user_model_compiled_gpt2_inductor gpt2_inductor --exit 0 --bitwise holds --memory holds --changed none
                   --needs-python-module transformers)
 # A backend that does not exist: one line, exit 3, no eager fallback.
 add_user_model_test(user_model_compiled_backend_missing TIMEOUT 300

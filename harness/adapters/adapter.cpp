@@ -301,6 +301,8 @@ RunMeta readRunMeta(const std::string& outDir, int steps, int blocks) {
           if (n < 0) throw bad("recompute_counts must be >= 0");
       }
     }
+    if (j.contains("instruments_changed") && !j.at("instruments_changed").is_null())
+      m.instrumentsChanged = j.at("instruments_changed").get<std::string>();
     if (j.contains("step_seconds") && !j.at("step_seconds").is_null())
       m.stepSeconds = j.at("step_seconds").get<std::vector<double>>();
   } catch (const json::exception& e) {

@@ -86,6 +86,8 @@ struct RunMeta {
   std::optional<std::vector<int>> recomputedBlocks;               // blocks this mode recomputes at least once
   std::optional<std::vector<std::vector<int64_t>>> recomputeCounts;  // per step, per block: declared recomputes
   std::vector<double> stepSeconds;
+  // The adapter's measuring pass changed its run (PROTOCOL.md, meta.json): what differed; its figures are null.
+  std::optional<std::string> instrumentsChanged;
 };
 // Reads outDir/meta.json; throws AdapterError.
 RunMeta readRunMeta(const std::string& outDir, int steps, int blocks);

@@ -34,8 +34,12 @@ InstrumentCheck check(const std::string& instrument, const std::string& mode, co
 std::optional<StepMemory> stepMemory(const RunDump& d) {
   if (!d.memoryRecord) return std::nullopt;
   const nlohmann::json& j = *d.memoryRecord;
-  StepMemory m{j.at("peak_bytes").get<int64_t>(), j.at("activation_bytes").get<int64_t>(),
-               j.at("profiler_activation_bytes").get<int64_t>(), {}};
+  StepMemory m{j.at("peak_bytes").get<int64_t>(),
+               j.at("activation_bytes").get<int64_t>(),
+               j.at("profiler_activation_bytes").get<int64_t>(),
+               {},
+               j.value("step", 0),
+               j.value("first_call", false)};
   for (const auto& r : d.ranks) {
     const nlohmann::json& rm = r.contains("memory") && r["memory"].is_object() ? r["memory"] : nlohmann::json();
     if (!rm.is_object()) {  // a rank without a figure: rank 0's alone
@@ -68,8 +72,11 @@ nlohmann::json toJson(const InstrumentCheck& c) {
 
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed) {
   const auto one = [](const StepMemory& m) {
-    nlohmann::json j = {{"peak_bytes", m.peakBytes}, {"activation_bytes", m.activationBytes},
-                        {"profiler_activation_bytes", m.profilerActivationBytes}};
+    nlohmann::json j = {{"peak_bytes", m.peakBytes},
+                        {"activation_bytes", m.activationBytes},
+                        {"profiler_activation_bytes", m.profilerActivationBytes},
+                        {"step", m.step},
+                        {"first_call", m.firstCall}};
     for (const auto& [activation, peak] : m.perRank)
       j["per_rank"].push_back({{"activation_bytes", activation}, {"peak_bytes", peak}});
     return j;
@@ -89,7 +96,11 @@ std::string toText(const StepMemory& plain, const StepMemory& checkpointed) {
     s << " (" << 100.0 * (1.0 - static_cast<double>(checkpointed.activationBytes) / plain.activationBytes)
       << "% saved)";
   }
-  s << ", step peak " << plain.peakBytes << " / " << checkpointed.peakBytes << " B (torch.profiler)";
+  s << ", step peak " << plain.peakBytes << " / " << checkpointed.peakBytes << " B (torch.profiler, step "
+    << checkpointed.step << ")";
+  if (plain.firstCall || checkpointed.firstCall)
+    s << "; the profiled step was the compiled model's first call, compilation included (--steps 2 or more "
+         "profiles a compiled step)";
   return s.str();
 }
 

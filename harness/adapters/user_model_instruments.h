@@ -27,6 +27,8 @@ struct StepMemory {
   // A distributed run (harness/adapters/torch/distributed.py): every rank's activation and peak bytes, by rank;
   // the figures above are rank 0's.
   std::vector<std::pair<int64_t, int64_t>> perRank;
+  int step = 0;            // the dumped step profiled: the pass's last, so the instruments check compares it
+  bool firstCall = false;  // that step was a compiled model's first call (--steps 1): compilation included
 };
 
 // One instrument's pass of one mode, against the compared run of that mode.
@@ -62,7 +64,8 @@ std::vector<TensorEvidence> maskEvidence(const PassRunner& run, const RunDump& p
 nlohmann::json toJson(const InstrumentCheck& c);
 // {"plain": {...}, "checkpoint": {...}, "activation_saving": f}: validate.json's memory.profiler.
 nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed);
-// "activation memory plain A B, checkpointed C B (x% saved), step peak P / Q B" for the summary.
+// "activation memory plain A B, checkpointed C B (x% saved), step peak P / Q B" for the summary, and which step
+// the profiler measured when that was a compiled model's first call.
 std::string toText(const StepMemory& plain, const StepMemory& checkpointed);
 
 }  // namespace ckpt

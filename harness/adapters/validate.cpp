@@ -235,7 +235,7 @@ class ValidateRun {
     if (!caps_->modes.empty() && (!caps_->modes.count("plain") || !caps_->modes.count("checkpoint")))
       throw InputError("validate: the adapter must offer modes plain and checkpoint");
     lim_ = limitsFor(*caps_);
-    session_.emplace(Session{o_, client_, *caps_, work_, {}, 0, std::nullopt, err_, {}});
+    session_.emplace(Session{o_, client_, *caps_, work_, {}, 0, std::nullopt, err_, {}, {}});
     return std::nullopt;
   }
 
@@ -478,6 +478,7 @@ class ValidateRun {
     report_["coverage"] = s.coverage.toJson();
     report_["evaluations"] = s.evaluations;
     report_["adapter_runs"] = client_.runs();
+    report_["instruments_changed"] = s.instruments.toJson();
     report_["reference_error"] = {
         {"float",
          {{"cases", s.ref.cases[0]},
@@ -514,7 +515,12 @@ class ValidateRun {
     add(kBitwise, true, "checkpoint vs plain bitwise equal " + n);
     add(kReference, true, "plain within tolerance of the reference (random draws off) " + n);
     add(kForwardCalls, caps_->reportsForwardCalls, "forward calls per block as the mode implies " + n);
-    add(kSavedBytes, caps_->reportsMemory, "checkpoint saves activation bytes within the plan (saved_bytes_plan.h) " + n);
+    const InstrumentsChanged& changed = session_->instruments;
+    add(kSavedBytes, caps_->reportsMemory,
+        "checkpoint saves activation bytes within the plan (saved_bytes_plan.h) " + n +
+            (changed.runs == 0 ? std::string()
+                               : "; not measured in " + std::to_string(changed.runs) +
+                                     " run(s) whose measuring pass changed the run (first: " + changed.first + ")"));
     add(kAdapter, true, "every run followed the protocol");
     return checks;
   }

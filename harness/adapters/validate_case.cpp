@@ -19,6 +19,7 @@
 #include "harness/dtype_dispatch.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/policy.h"
+#include "harness/text_format.h"
 #include "reference/trainer.h"
 
 namespace ckpt::validate_detail {
@@ -186,6 +187,8 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
       return notJudged("the adapter's plain run is not finite: " + *why + "; " + kNotJudged);
     cm = s.client.run(caseDir, (dir / "checkpoint").string(), "checkpoint", steps, L);
     ck = readRunResults<T>((dir / "checkpoint").string(), layout, steps);
+    s.instruments.note(s.evaluations, "plain", pm);
+    s.instruments.note(s.evaluations, "checkpoint", cm);
 
     // Check 2: the translation is faithful. Dropout off, as two generators' masks cannot agree; in double when
     // the adapter runs double, since float rounding amplified by an ill-conditioned case (BatchNorm over two
@@ -288,6 +291,12 @@ CaseOutcome evaluateTyped(Session& s, const CaseSpec& spec, const fs::path& dir)
 }
 
 }  // namespace
+
+void InstrumentsChanged::note(int evaluation, const std::string& mode, const RunMeta& m) {
+  if (!m.instrumentsChanged) return;
+  if (runs++ == 0)
+    first = "case " + std::to_string(evaluation) + ", the " + mode + " run: " + escapeControl(*m.instrumentsChanged);
+}
 
 void addDiagnosis(json& finding, const CaseOutcome& o) {
   if (o.diagnosis) finding["diagnosis"] = toJson(*o.diagnosis);

@@ -59,6 +59,16 @@ struct ReferenceStats {
   int cases[2] = {0, 0};
 };
 
+// Runs whose measuring pass changed them (meta.json's instruments_changed): their figures were dropped, the
+// verdict is the compared runs'. Reported next to the checks, never a finding or a fault.
+struct InstrumentsChanged {
+  int runs = 0;
+  std::string first;  // "case 3, the checkpoint run: the saved-tensor hooks' pass: step 0 grad b0.fc1.weight"
+
+  void note(int evaluation, const std::string& mode, const RunMeta& m);
+  json toJson() const { return {{"runs", runs}, {"first", first}}; }
+};
+
 // A bad request (InputError) inside a property must end the run with exit 2, not be shrunk as a finding.
 struct Session {
   const ValidateOptions& opt;
@@ -70,6 +80,7 @@ struct Session {
   std::optional<std::string> fatalInput;
   std::ostream& err;
   Coverage coverage;  // every case evaluated (cases/coverage.h)
+  InstrumentsChanged instruments;
 };
 
 

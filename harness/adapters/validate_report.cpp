@@ -23,6 +23,15 @@ std::string coverageText(const json& r) {
   return r.contains("coverage") && r["coverage"].is_object() ? Coverage::fromJson(r["coverage"]).toText() : "";
 }
 
+// The adapter's measuring passes that changed their run (validate_case.h InstrumentsChanged), or "".
+std::string instrumentsChangedText(const json& r) {
+  if (!r.contains("instruments_changed") || r["instruments_changed"].value("runs", 0) == 0) return "";
+  const json& c = r["instruments_changed"];
+  return std::to_string(c["runs"].get<int>()) +
+         " run(s) whose measuring pass changed what it computes: its figures are dropped, the verdict is the "
+         "compared runs'. First: " + c["first"].get<std::string>();
+}
+
 }  // namespace
 
 std::string validateJunit(const json& r) {
@@ -51,6 +60,8 @@ std::string validateMarkdown(const json& r) {
   for (const auto& c : r["checks"])
     md << "| " << c["name"].get<std::string>() << " | " << c["status"].get<std::string>() << " | "
        << c["detail"].get<std::string>() << " |\n";
+  if (const std::string changed = instrumentsChangedText(r); !changed.empty())
+    md << "\n## Measuring passes that changed their run\n\n" << changed << "\n";
   if (!r["findings"].empty()) {
     md << "\n## Findings\n";
     for (const auto& f : r["findings"]) {
@@ -122,6 +133,8 @@ std::string validateSummaryText(const json& r, const std::string& markdownPath) 
         << "  replay: " << f["replay"].get<std::string>() << "\n";
     }
     if (!r["fault"].is_null()) out << "adapter fault: " << r["fault"]["message"].get<std::string>() << "\n";
+    if (const std::string changed = instrumentsChangedText(r); !changed.empty())
+      out << "instruments: " << changed << "\n";
     for (const auto& t : r["timing"])
       out << "timing " << t["case"].get<std::string>() << " (" << t["blocks"] << " blocks, " << t["segments"]
           << " segments): " << t["framework"]["name"].get<std::string>() << " plain "

@@ -18,6 +18,8 @@ Expectations:
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
   --changed INSTRUMENT:MODE  the report says this measuring pass changed its run (user_model_instruments.h); every
                              pass not named must have changed nothing (--changed none: no pass changed its run)
+  --profiled-step N          every compared seed's profiler figures (both modes) come from dumped step N, the
+                             last one, which the memory pass's comparison with the untouched run covers
   --max-seconds S            the command took at most S seconds of wall time (printed either way)
   --ranks N                  a distributed run: the memory pass gave every one of N ranks its figures, and each
                              rank's checkpointed activation bytes are below its plain ones
@@ -66,6 +68,14 @@ def check_seeds(rep, a):
             if got != want:
                 fail("seed %d: the passes that changed their run are %s, expected %s"
                      % (s["seed"], sorted(got) or "none", sorted(want) or "none"))
+            if any(g.startswith("memory:") for g in got) and s.get("memory", {}).get("profiler"):
+                fail("seed %d: a memory pass changed its run, yet its figures are in the report" % s["seed"])
+    if a.profiled_step is not None:
+        for s in compared:
+            prof = s.get("memory", {}).get("profiler")
+            steps = prof and {prof[m]["step"] for m in ("plain", "checkpoint")}
+            if steps != {a.profiled_step}:
+                fail("seed %d: profiled step(s) %s, expected %d" % (s["seed"], steps, a.profiled_step))
     for s in compared if a.ranks else []:
         prof = s.get("memory", {}).get("profiler") or {}
         per = [prof.get(m, {}).get("per_rank", []) for m in ("plain", "checkpoint")]
@@ -132,6 +142,7 @@ def main():
     p.add_argument("--replay", action="store_true")
     p.add_argument("--needs-python-module", action="append", default=[])
     p.add_argument("--changed", action="append", default=None)
+    p.add_argument("--profiled-step", type=int)
     p.add_argument("--max-seconds", type=float)
     p.add_argument("--ranks", type=int)
     a = p.parse_args(argv[:split])

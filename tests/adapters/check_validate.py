@@ -27,6 +27,9 @@ Expectations:
   --timed CASE[,...]         the report times each named case (--timing-case): both plain steps, the
                              reference's with and without its results copied out, and both checkpointed steps
                              are positive
+  --instruments-changed R    every case's measuring passes changed their runs (instruments_changed.runs is
+                             twice the evaluations), the first named matching REGEX R, in the JSON, the Markdown
+                             report and the summary (without it, such runs are only printed)
   --needs-python-module M    the adapter Python must import M, else the test fails with a hint (or is skipped,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
 In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
@@ -73,6 +76,23 @@ def check_class_reported(finding, cls, stdout, markdown_path):
         fail("the summary does not name the class %s" % cls)
 
 
+def check_instruments_changed(rep, regex, stdout, markdown_path):
+    """The adapter's measuring passes that changed their run (meta.json's instruments_changed), as every report
+    shows them, when a regex is expected."""
+    changed = rep.get("instruments_changed") or {"runs": 0}
+    if changed["runs"]:
+        print("instruments changed: %s" % json.dumps(changed))
+    if regex is None:
+        return
+    if changed["runs"] != 2 * rep["evaluations"] or not re.search(regex, changed["first"]):
+        fail("expected every run's pass changed (%d), the first matching %r" % (2 * rep["evaluations"], regex))
+    with open(markdown_path) as f:
+        if "## Measuring passes that changed their run" not in f.read():
+            fail("%s does not show the measuring passes that changed their run" % markdown_path)
+    if "instruments: %d run(s) whose measuring pass changed" % changed["runs"] not in stdout:
+        fail("the summary does not show the measuring passes that changed their run")
+
+
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
@@ -113,6 +133,7 @@ def main():
     p.add_argument("--case-field", action="append", default=[])
     p.add_argument("--timed")
     p.add_argument("--holds", help="checks (comma-separated) whose status must be holds, whatever the exit code")
+    p.add_argument("--instruments-changed")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
     cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1:]]
@@ -159,6 +180,7 @@ def main():
             if not all(x > 0 for x in times):
                 fail("timing of %s has a step time that is not positive: %s" % (case, json.dumps(t)))
             print("timed %s: framework plain %.2f ms, reference plain %.2f ms" % (case, times[0], times[2]))
+    check_instruments_changed(rep, a.instruments_changed, r.stdout, os.path.join(out, "validate.md"))
     if a.holds:
         status = {c["name"]: c["status"] for c in rep.get("checks", [])}
         for check in a.holds.split(","):

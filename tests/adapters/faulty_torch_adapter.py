@@ -9,6 +9,10 @@ FAULT:
   every-other-checkpoint  the odd blocks called directly, though every block is declared recomputed: bitwise
                           equal, forward calls as declared, saves less than plain but far more than the plan of
                           checkpointing every block allows         -> finding: above the planned bytes
+  hooks-draw              the saved-tensor hooks of the measuring pass (case_measure.py) draw from the CPU
+                          generator as they pack: the pass's run differs from the compared one, so its bytes
+                          are dropped and the report says which run's pass changed it; the verdict is the
+                          compared runs' (they carry no hook)      -> holds, the change reported
 """
 import os
 import sys
@@ -29,6 +33,13 @@ elif FAULT == "every-other-checkpoint":
         return real_checkpoint(block, x, **kwargs) if block._index % 2 == 0 else block(x)
 
     tad.tc.checkpoint = every_other
+elif FAULT == "hooks-draw":
+    class DrawingSavedBytes(tad.SavedBytes):
+        def pack(self, t):
+            tad.torch.rand(1)
+            return super().pack(t)
+
+    tad.SavedBytes = DrawingSavedBytes
 else:
     sys.exit("faulty_torch_adapter.py: unknown fault " + FAULT)
 

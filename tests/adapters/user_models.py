@@ -108,6 +108,22 @@ def rounding_only(seed):
     return s
 
 
+def profiler_draws(seed):
+    """The correct MLP whose loss draws one number from the CPU generator while torch's profiler is on, as code that
+    samples a diagnostic input when profiled might: the memory pass then changes the run (the later dropout masks
+    and the generator state), which the check "the instruments change nothing" must catch and name."""
+    s = mlp.correct(seed)
+    inner = s["loss"]
+
+    def loss(m, batch):
+        if torch.autograd._profiler_enabled():
+            torch.rand(1)
+        return inner(m, batch)
+
+    s["loss"] = loss
+    return s
+
+
 def transform_raises(seed):
     """The checkpoint transform itself fails (here: an API the model does not have): a fault, exit 3."""
     s = mlp.correct(seed)

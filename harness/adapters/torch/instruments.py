@@ -9,7 +9,8 @@ instrument measured:
           Dynamo cannot keep inside a checkpoint region: it breaks the graph, and the region runs eagerly.
   saved   saved-tensor hooks for step 0's saved activation bytes, with the module-level placement probe
           (placement.py) and, under --plan, the per-block plan meter (chain_probe.py).
-  memory  torch.profiler with profile_memory=True on one extra step after the dumped ones (peak_memory.py).
+  memory  torch.profiler with profile_memory=True on the last dumped step (peak_memory.py), so the comparison
+          with the untouched run covers the profiled step; alone in its pass.
 """
 import torch
 

@@ -12,8 +12,8 @@ Per step, above what was allocated when the step began (parameters, optimizer st
                             follows eager autograd only: under torch.compile it reads 0 (torch 2.15, CPU), which
                             is why activation_bytes, which needs no categorisation, is the memory property's figure.
 
-Only ever run in a measuring pass of its own (user_model.py --instruments memory), on a step after every dumped
-one: nothing it does can reach a compared tensor.
+Only ever run in a measuring pass of its own (user_model.py --instruments memory), on the last of the steps that
+pass dumps, so the check that the instruments change nothing compares the profiled step with the untouched run's.
 
 Under FSDP2 with checkpointing (torch 2.15, CPU) the timeline's categorisation fails on the checkpointed run
 ("AssertionError: version mismatch" in _memory_profiler: FSDP2 resizes the unsharded parameters' storages in
@@ -44,22 +44,22 @@ def _start_ns(events, name):
     return None
 
 
-def measure(forward, work_dir, device="cpu"):
-    """forward(): the step's forward, returning the scalar loss; its backward runs here too. Returns the figures
-    of the module docstring. The raw timeline is left in work_dir (memory_timeline.raw.json.gz) for a reader."""
+def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cpu"):
+    """forward(): the step's forward, returning the scalar loss; backward(loss) runs here too. Returns the figures
+    of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz)."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                  with_stack=True) as prof:
         with record_function(FORWARD):
             loss = forward()
         with record_function(BACKWARD):
-            loss.backward()
+            backward(loss)
     tree = prof.profiler.kineto_results.experimental_event_tree()
     backward_ns = _start_ns(tree, BACKWARD)
     path = os.path.join(work_dir, "memory_timeline.raw.json.gz")
     try:
         prof.export_memory_timeline(path, device)
     except AssertionError:  # the categorisation's own check; the allocations are still there
-        return _from_allocations(tree, backward_ns, device)
+        return _from_allocations(tree, backward_ns, device), loss
     with gzip.open(path, "rt") as f:
         raw = json.load(f)  # (time ns, action, signed bytes, category index), in the timeline's order
     created = [e for e in raw if e[1] == Action.CREATE.value]
@@ -80,7 +80,7 @@ def measure(forward, work_dir, device="cpu"):
     if at_backward is None:
         at_backward = total
     return {"peak_bytes": peak - baseline, "activation_bytes": at_backward - baseline,
-            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}
+            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}, loss
 
 
 def _allocations(events, out):

@@ -57,9 +57,9 @@ def mlp_forward(model, x, y, checkpoint=None):
 def measured(forward, params):
     """(profiler figures, saved-tensor bytes) of one step: the profiler's pass and the hooks' pass apart."""
     with tempfile.TemporaryDirectory() as work:
-        warm = forward()  # the allocator and autograd warmed up, as the driver's extra step is
+        warm = forward()  # the allocator and autograd warmed up, as the driver's last step of two or more is
         warm.backward()
-        prof = peak_memory.measure(forward, work)
+        prof, _ = peak_memory.measure(forward, work)
     meter = SavedBytes(params)
     with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
         loss = forward()

@@ -20,6 +20,8 @@ machine cannot run what was asked: torch.compile failed (a backend not installed
 a silent fallback to eager) or the profiler recorded no memory (a fault, not a finding, in either run).
 
 --instruments NAME[,NAME]: a measuring pass (instruments.py); without it the run carries nothing of ckptcheck's.
+The memory pass profiles the last dumped step (index.json's memory.step): with --steps 1 under torch.compile that
+step is the first call, compilation included (memory.first_call); with two or more (validate's default) it is not.
 """
 import copy
 import os
@@ -261,6 +263,10 @@ def train(setup, args, dump, meta, rank=0, world=1):
     torch.manual_seed(args.seed)  # the same generator state at step 0 whatever the transform drew
     model.train()
     seconds, saved = [], None
+    # The memory pass profiles the last dumped step, so the comparison with the untouched run covers what the
+    # profiler might change; with two steps or more a compiled model has compiled in the steps before it.
+    profiled_step = args.steps - 1 if "memory" in args.instruments else None
+    compiled = setup.get("wrap") is not None or placement.traced(runner)
     for step in range(args.steps):
         meta["phase"] = "step %d" % step
         gen = torch.Generator().manual_seed((args.seed * 1000003 + step) * world + rank)  # each rank its own data
@@ -271,7 +277,18 @@ def train(setup, args, dump, meta, rank=0, world=1):
         opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         where = plan_meter = None
-        if step == 0 and "saved" in args.instruments:
+
+        def forward():
+            out = setup["loss"](runner, batch)
+            if not isinstance(out, torch.Tensor) or out.numel() != 1:
+                raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(out).__name__)
+            return out
+
+        if step == profiled_step:  # the memory pass: this dumped step's forward and backward under the profiler
+            meta["phase"] = "step %d (profiled)" % step
+            memory, loss = peak_memory.measure(forward, dump.out, lambda out: backward(out, params))
+            meta["memory"] = dict(memory, step=step, first_call=step == 0 and compiled)
+        elif step == 0 and "saved" in args.instruments:
             # Module hooks would see FSDP's unsharded parameters and DDP's buckets: no placement bound there.
             eager = not placement.traced(runner) and setup.get("wrap") is None and spec is None
             if eager:
@@ -280,13 +297,12 @@ def train(setup, args, dump, meta, rank=0, world=1):
                 plan_meter = chain_probe.PlanMeter(chain_probe.ChainStack(chain_modules, extra=plan_runners))
             meter = SavedBytes([local(p) for p in model.parameters()], _Probes(where, plan_meter))
             with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
-                loss = setup["loss"](runner, batch)
+                loss = forward()
             saved = meter.total()
+            backward(loss, params)
         else:
-            loss = setup["loss"](runner, batch)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(loss).__name__)
-        backward(loss, params)
+            loss = forward()
+            backward(loss, params)
         if where is not None:  # after backward: the recomputes have run
             where.remove()
             meta["placement"] = where.meta()
@@ -311,9 +327,6 @@ def train(setup, args, dump, meta, rank=0, world=1):
         if probe:
             probe.masks.clear()
     meta.update({"saved_activation_bytes": saved, "step_seconds": seconds})
-    if "memory" in args.instruments:
-        meta["phase"] = "memory pass"
-        meta["memory"] = memory_step(setup, args, runner, opt, batch_size, dump.out, rank, world)
     if twin is not None and meta.get("plan"):
         meta["phase"] = "side-by-side timing"
         meta["plan"]["timing"] = side_by_side(setup, args.timing_pairs, (twin, twin_opt), (runner, opt), batch_size)
@@ -329,17 +342,6 @@ def compile_failure(e):
     limit, not the checkpointing's doing."""
     dynamo = sys.modules.get("torch._dynamo.exc")
     return dynamo is not None and isinstance(e, dynamo.TorchDynamoException)
-
-
-def memory_step(setup, args, runner, opt, batch_size, out, rank, world):
-    """--instruments memory: one more step, after every dumped one, under the profiler (peak_memory.py); a
-    compiled model has compiled in the steps before, so the profile holds the step, not the compilation."""
-    gen = torch.Generator().manual_seed((args.seed * 1000003 + args.steps) * world + rank)
-    batch = setup["batch"](gen, batch_size)
-    if args.zero_batch:
-        batch = zero_floats(batch)
-    opt.zero_grad(set_to_none=True)
-    return peak_memory.measure(lambda: setup["loss"](runner, batch), out)
 
 
 class RankDump(Dump):
@@ -416,6 +418,8 @@ def main(argv=None):
         args.instruments = instruments.parse(args.instruments)
     except ValueError as e:
         ap.error(str(e))
+    if "memory" in args.instruments and len(args.instruments) > 1:
+        ap.error("--instruments memory profiles alone (another instrument's hooks would be in its figures)")
     if worker:
         return distributed.rank_main(args, rank_run)
     dump = Dump(args.out)
