@@ -61,7 +61,8 @@ def plan(seed):
     compute, not the per-call cost of checkpoint, is what a recompute adds) for `ckptcheck profile` and
     `validate --plan`: the chain is transformer.h (each block takes the hidden states first and returns them; the
     causal mask and position ids are the further arguments every block gets). No KV cache in training:
-    config.use_cache off, so a placement's recompute never appends to a cache. `checkpoint` is the library's own, non-reentrant."""
+    config.use_cache off, so a placement's recompute never appends to a cache. `checkpoint` is the library's own,
+    non-reentrant."""
     setup = _gpt2(use_reentrant=False, n_layer=6, n_embd=256, n_head=4, seq=64)
     setup["model"].config.use_cache = False
     setup["chain"] = lambda m: m.transformer.h

@@ -29,7 +29,7 @@ class Recorder:
 
 
 def first_difference(a, b):
-    for s, (x, y) in enumerate(zip(a.steps, b.steps)):
+    for s, (x, y) in enumerate(zip(a.steps, b.steps, strict=False)):  # unequal counts: said below
         for key in x:
             if x[key] != y.get(key):
                 return "step %d %s" % (s, key)

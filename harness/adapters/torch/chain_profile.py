@@ -29,11 +29,10 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chain_probe as cp  # noqa: E402
+import torch  # noqa: E402
 import user_model  # noqa: E402  (one thread, deterministic algorithms)
 from saved_bytes import SavedBytes  # noqa: E402
-import chain_probe as cp  # noqa: E402
-
-import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
@@ -331,7 +330,7 @@ def run(args):
         opt.step()
         plain.append(time.perf_counter() - t0)
 
-    for b, (f, g) in zip(out_blocks, block_times):
+    for b, (f, g) in zip(out_blocks, block_times, strict=False):
         b["forward_seconds"], b["backward_seconds"] = f, g
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]

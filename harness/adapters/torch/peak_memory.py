@@ -69,7 +69,7 @@ def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cp
     activation = _CATEGORY_TO_INDEX[Category.ACTIVATION]
     baseline = sum(e[2] for e in raw if e[1] == Action.PREEXISTING.value)
     total, peak, at_backward, act, act_peak = 0, baseline, None, 0, 0
-    for t, action, nbytes, category in raw:
+    for t, _action, nbytes, category in raw:
         if at_backward is None and t >= backward_ns:
             at_backward = total
         total += nbytes

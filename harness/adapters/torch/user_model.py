@@ -33,15 +33,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import user_dump  # noqa: E402
-from user_dump import BadFactory, load_factory, one_line  # noqa: E402,F401  (the drivers' shared contract)
-import placement  # noqa: E402
 import apply_plan  # noqa: E402
 import chain_probe  # noqa: E402
-from saved_bytes import SavedBytes  # noqa: E402
+import distributed  # noqa: E402
 import instruments  # noqa: E402
 import peak_memory  # noqa: E402
-import distributed  # noqa: E402
+import placement  # noqa: E402
+import user_dump  # noqa: E402
+from saved_bytes import SavedBytes  # noqa: E402
+from user_dump import BadFactory, load_factory, one_line  # noqa: E402,F401  (the drivers' shared contract)
 
 # One thread and deterministic kernels: two plain runs must repeat bit for bit, or no comparison means anything.
 torch.set_num_threads(1)
@@ -278,7 +278,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
         t0 = time.perf_counter()
         where = plan_meter = None
 
-        def forward():
+        def forward(batch=batch):  # bound now: the closure runs within this iteration only
             out = setup["loss"](runner, batch)
             if not isinstance(out, torch.Tensor) or out.numel() != 1:
                 raise BadFactory("'loss' returned %s, expected a scalar tensor" % type(out).__name__)
