@@ -131,7 +131,8 @@ double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 // repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 template <class T>
 struct StepFixture {
-  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup, std::shared_ptr<ForwardShares>& shares)
+  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup,
+              std::shared_ptr<ForwardShares>& shares)
       : spec(s),
         cost(caseChainCost(s)),
         schedule(makeSchedule(parsePolicy(policyText), cost)),
@@ -182,7 +183,8 @@ struct StepTimes {
 template <class T>
 void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepTimes& t) {
   const FlopCounts& f = fx.engResult.flops;
-  const bool bitwise = compareSteps(std::vector<StepResult<T>>{fx.refResult}, std::vector<StepResult<T>>{fx.engResult}).bitwiseEqual;
+  const bool bitwise =
+      compareSteps(std::vector<StepResult<T>>{fx.refResult}, std::vector<StepResult<T>>{fx.engResult}).bitwiseEqual;
   const bool planned = fx.engResult.peakActivationBytes == fx.plan.peakActivationBytes &&
                        fx.engResult.forwardEvals == fx.plan.stepForwardEvals() && f == fx.plan.stepFlops();
   const double base = static_cast<double>(f.forward + f.backward);
@@ -276,7 +278,8 @@ void planCounters(benchmark::State& state, const ChainCost& cost, const Plan& pl
 }
 
 // Schedules and plans `policyText` on `cost` once per iteration; returns the last plan and sets the label.
-Plan timePlanning(benchmark::State& state, const ChainCost& cost, const std::string& policyText, const std::string& labelPrefix) {
+Plan timePlanning(benchmark::State& state, const ChainCost& cost, const std::string& policyText,
+                  const std::string& labelPrefix) {
   const PolicySpec policy = parsePolicy(policyText);
   Plan plan;
   std::string text;
@@ -299,14 +302,17 @@ using PlannerChains = std::map<int64_t, PlannerChain>;
 
 void plannerBenchmark(benchmark::State& state, const PlannerChains& chains, const std::string& fam) {
   const PlannerChain& chain = chains.at(state.range(0));
-  const auto p = std::find_if(chain.policies.begin(), chain.policies.end(), [&](const std::string& s) { return family(s) == fam; });
-  if (p == chain.policies.end()) throw std::logic_error("no " + fam + " policy planned at L = " + std::to_string(state.range(0)));
+  const auto p = std::find_if(chain.policies.begin(), chain.policies.end(),
+                              [&](const std::string& s) { return family(s) == fam; });
+  if (p == chain.policies.end())
+    throw std::logic_error("no " + fam + " policy planned at L = " + std::to_string(state.range(0)));
   const Plan plan = timePlanning(state, *chain.cost, *p, "");
   planCounters(state, *chain.cost, plan);
   state.counters["largest_block_bytes"] = static_cast<double>(chain.cost->block(0).inBytes);
 }
 
-void frontierBenchmark(benchmark::State& state, const CaseSpec& spec, const ChainCost& cost, int64_t least, int64_t full) {
+void frontierBenchmark(benchmark::State& state, const CaseSpec& spec, const ChainCost& cost, int64_t least,
+                       int64_t full) {
   const int64_t budget = state.range(0);
   const Plan plan = timePlanning(state, cost, "optimal:budget=" + std::to_string(budget), spec.name + " ");
   planCounters(state, cost, plan);
@@ -324,7 +330,8 @@ std::vector<int64_t> frontierBudgets(int64_t least, int64_t full, int points) {
   const double ratio = static_cast<double>(full) / static_cast<double>(least);
   for (int i = 0; i < points; ++i) {
     const double f = static_cast<double>(i) / (points - 1);
-    const int64_t v = i == points - 1 ? full : static_cast<int64_t>(std::llround(static_cast<double>(least) * std::pow(ratio, f)));
+    const int64_t v =
+        i == points - 1 ? full : static_cast<int64_t>(std::llround(static_cast<double>(least) * std::pow(ratio, f)));
     if (b.empty() || v > b.back()) b.push_back(std::min(v, full));
   }
   return b;
@@ -342,7 +349,8 @@ std::string cpuModel() {
 }
 
 std::filesystem::path defaultCatalog() {
-  if (const char* root = std::getenv("CKPT_SOURCE_DIR"); root && *root) return std::filesystem::path(root) / "cases" / "catalog";
+  if (const char* root = std::getenv("CKPT_SOURCE_DIR"); root && *root)
+    return std::filesystem::path(root) / "cases" / "catalog";
   return std::filesystem::path(CKPT_BENCH_SOURCE_DIR) / "cases" / "catalog";
 }
 
@@ -387,7 +395,8 @@ void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool la
     const ChainCost cost = caseChainCost(spec);
     auto shares = std::make_shared<std::shared_ptr<ForwardShares>>();
     const std::vector<std::string> policies =
-        large ? std::vector<std::string>{"store-all", "uniform:k=" + std::to_string(cost.layers())} : stepPolicies(cost);
+        large ? std::vector<std::string>{"store-all", "uniform:k=" + std::to_string(cost.layers())}
+              : stepPolicies(cost);
     for (const std::string& policy : policies) {
       addPolicyFamily(policy);
       auto slot = std::make_shared<std::shared_ptr<void>>();
@@ -425,8 +434,8 @@ void registerPlanner(const Mode& mode, const std::vector<CaseSpec>& cases) {
   }
   for (const std::string& fam : families) {
     auto* b = benchmark::RegisterBenchmark(("BM_Planner/" + fam).c_str(), [chains, fam](benchmark::State& st) {
-                orSkip(st, [&] { plannerBenchmark(st, *chains, fam); });
-              });
+      orSkip(st, [&] { plannerBenchmark(st, *chains, fam); });
+    });
     b->ArgNames({"layers"})->MinTime(mode.plannerMinTime)->Unit(benchmark::kMillisecond);
     for (const auto& [layers, chain] : *chains)
       for (const auto& p : chain.policies)

@@ -56,17 +56,17 @@ inline double threadCpuSeconds() {
 }
 
 struct NodeClock {
-  bool measure = false;                   // time each forward's steady-state repeat (store-all steps)
-  std::map<NodeKey, double> seconds;      // steady-state forward CPU time per op, saving a context
-  std::map<NodeKey, double> untapedSeconds;  // the same, saving none
-  std::map<NodeKey, double> firstSeconds;  // the step's own forward CPU time per op
-  std::map<NodeKey, double> backSeconds;       // the step's own backward CPU time per op
-  std::map<NodeKey, double> freshBackSeconds;  // backward CPU time per op right after its context was saved
-  std::map<NodeKey, int64_t> recomputes;  // forward calls per op made in the recompute phase, saving a context
+  bool measure = false;                          // time each forward's steady-state repeat (store-all steps)
+  std::map<NodeKey, double> seconds;             // steady-state forward CPU time per op, saving a context
+  std::map<NodeKey, double> untapedSeconds;      // the same, saving none
+  std::map<NodeKey, double> firstSeconds;        // the step's own forward CPU time per op
+  std::map<NodeKey, double> backSeconds;         // the step's own backward CPU time per op
+  std::map<NodeKey, double> freshBackSeconds;    // backward CPU time per op right after its context was saved
+  std::map<NodeKey, int64_t> recomputes;         // forward calls per op made in the recompute phase, saving a context
   std::map<NodeKey, int64_t> recomputesUntaped;  // the same, saving none
-  std::map<NodeKey, int64_t> unsaved;     // forward-phase calls per op that keep no context
-  std::map<NodeKey, int64_t> freshBackwards;  // backward calls per op that read a context a recompute made
-  std::map<NodeKey, int64_t> liveAtForward;   // activation bytes live when the op's forward ran (store-all)
+  std::map<NodeKey, int64_t> unsaved;            // forward-phase calls per op that keep no context
+  std::map<NodeKey, int64_t> freshBackwards;     // backward calls per op that read a context a recompute made
+  std::map<NodeKey, int64_t> liveAtForward;      // activation bytes live when the op's forward ran (store-all)
 };
 
 // Per op, as shares of the store-all step: t_fwd (steady), t_adv (untaped), t_first, t_bwd (back), t_bwd_fresh.

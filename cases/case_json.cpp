@@ -17,13 +17,13 @@
 namespace ckpt {
 namespace {
 
-using nlohmann::json;
 using json_fields::fail;
 using json_fields::getEnum;
 using json_fields::getInt;
 using json_fields::getNumber;
 using json_fields::getString;
 using json_fields::kMaxDim;
+using nlohmann::json;
 
 constexpr int64_t kMaxBlocks = 100000;
 constexpr int kMaxSteps = 10000;
@@ -41,8 +41,8 @@ bool getBool(const json& obj, const std::string& key, const std::string& field, 
 int getShare(const json& b, const std::string& field) {
   if (!b.contains("share")) return -1;
   const std::string s = getString(b, "share", field, std::nullopt);
-  const bool digits = s.size() >= 2 && s.size() <= 7 && s[0] == 'b' &&
-                      s.find_first_not_of("0123456789", 1) == std::string::npos;
+  const bool digits =
+      s.size() >= 2 && s.size() <= 7 && s[0] == 'b' && s.find_first_not_of("0123456789", 1) == std::string::npos;
   if (!digits) fail(field, "must name an earlier block as \"b<index>\", e.g. \"b0\" (got '" + clipped(s) + "')");
   return std::stoi(s.substr(1));
 }
@@ -60,8 +60,7 @@ std::string fieldOwners(const std::string& name) {
   for (const BlockKindDef* d : blockKinds())
     if (takesField(*d, name)) owners.push_back(d->name);
   std::string s;
-  for (size_t i = 0; i < owners.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == owners.size() ? " and " : ", ") + owners[i];
+  for (size_t i = 0; i < owners.size(); ++i) s += (i == 0 ? "" : i + 1 == owners.size() ? " and " : ", ") + owners[i];
   return s;
 }
 
@@ -98,9 +97,9 @@ BlockSpec parseBlock(const json& b, const std::string& where, const CaseSpec& c)
 CaseSpec parseCase(const json& j) {
   if (!j.is_object()) throw InputError("case: must be a JSON object (got " + clipped(j, 40) + ")");
   {
-    std::set<std::string> keys = {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed", "rng",
-                                  "dropout", "lr", "steps", "input_grad", "micro_batches", "rrelu_range", "compute",
-                                  "$schema", "description"};
+    std::set<std::string> keys = {"name",       "dtype",         "batch",       "seq",     "width",   "blocks",
+                                  "loss",       "seed",          "rng",         "dropout", "lr",      "steps",
+                                  "input_grad", "micro_batches", "rrelu_range", "compute", "$schema", "description"};
     for (const char* const* k = lmFieldKeys(); *k; ++k) keys.insert(*k);
     rejectUnknown(j, keys, "");
   }
@@ -152,7 +151,8 @@ CaseSpec parseCase(const json& j) {
       fail(where + ".repeat", "the chain may hold at most " + std::to_string(kMaxBlocks) + " blocks");
     const int first = static_cast<int>(c.blocks.size());
     // A sharing block is frozen exactly when its owner is; it may say so or leave it out.
-    if (s.share >= 0 && s.share < first && !b.contains("frozen")) s.frozen = c.blocks[static_cast<size_t>(s.share)].frozen;
+    if (s.share >= 0 && s.share < first && !b.contains("frozen"))
+      s.frozen = c.blocks[static_cast<size_t>(s.share)].frozen;
     for (int64_t r = 0; r < repeat; ++r) c.blocks.push_back(s);
     checkParamFields(c, first, where, b.contains("frozen"));
   }

@@ -6,10 +6,14 @@ namespace ckpt {
 const char* blockKindName(BlockKind k) { return k->name; }
 const char* activationName(Activation a) {
   switch (a) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    case Activation::kTanh: return "tanh";
-    case Activation::kRrelu: return "rrelu";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kRrelu:
+      return "rrelu";
   }
   return "?";
 }

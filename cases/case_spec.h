@@ -52,7 +52,7 @@ struct BlockSpec {
 struct CaseSpec {
   std::string name = "case";
   int64_t batch = 2;
-  int64_t seq = 1;    // tokens per sequence; activations are (batch * seq, width)
+  int64_t seq = 1;  // tokens per sequence; activations are (batch * seq, width)
   int64_t width = 8;
   std::vector<BlockSpec> blocks;
   LossKind loss = LossKind::kCrossEntropy;

@@ -16,9 +16,7 @@ namespace {
 
 bool powerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 // The default segment count of uniform (and of PyTorch's checkpoint_sequential recipes): round(sqrt(L)).
-int64_t defaultSegments(const CaseSpec& c) {
-  return std::llround(std::sqrt(static_cast<double>(c.blocks.size())));
-}
+int64_t defaultSegments(const CaseSpec& c) { return std::llround(std::sqrt(static_cast<double>(c.blocks.size()))); }
 
 }  // namespace
 
@@ -36,7 +34,8 @@ const std::vector<CoverageFeature>& coverageFeatures() {
     };
     const std::vector<CoverageFeature> rest = {
         {"width_odd", "odd width", [](const CaseSpec& c) { return c.width % 2 == 1; }},
-        {"width_not_pow2", "width not a power of two (1/C inexact)", [](const CaseSpec& c) { return !powerOfTwo(c.width); }},
+        {"width_not_pow2", "width not a power of two (1/C inexact)",
+         [](const CaseSpec& c) { return !powerOfTwo(c.width); }},
         {"rows_not_pow2", "batch * seq not a power of two (1/N inexact)",
          [](const CaseSpec& c) { return !powerOfTwo(c.rows()); }},
         {"batch_1", "batch 1", [](const CaseSpec& c) { return c.batch == 1; }},
@@ -44,7 +43,8 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"seq_4", "seq >= 4", [](const CaseSpec& c) { return c.seq >= 4; }},
         {"dropout_off", "dropout off", [](const CaseSpec& c) { return c.dropout == 0; }},
         {"dropout_small", "dropout 0 < p < 0.15", [](const CaseSpec& c) { return c.dropout > 0 && c.dropout < 0.15; }},
-        {"dropout_mid", "dropout 0.15 <= p < 0.5", [](const CaseSpec& c) { return c.dropout >= 0.15 && c.dropout < 0.5; }},
+        {"dropout_mid", "dropout 0.15 <= p < 0.5",
+         [](const CaseSpec& c) { return c.dropout >= 0.15 && c.dropout < 0.5; }},
         {"dropout_large", "dropout p >= 0.5", [](const CaseSpec& c) { return c.dropout >= 0.5; }},
         {"steps_2", "2+ training steps", [](const CaseSpec& c) { return c.steps >= 2; }},
         {"lr_other", "a learning rate other than 0.05", [](const CaseSpec& c) { return c.lr != 0.05; }},
@@ -64,12 +64,15 @@ const std::vector<CoverageFeature>& coverageFeatures() {
         {"no_input_grad", "an input without gradient", [](const CaseSpec& c) { return !c.inputGrad; }},
         {"no_grad_boundary", "a block whose input requires no gradient (input without gradient, frozen blocks)",
          [](const CaseSpec& c) { return !boundaryRequiresGrad(c, 1) && c.blocks.size() > 1; }},
-        {"micro_batches", "gradients accumulated over >= 2 micro-batches", [](const CaseSpec& c) { return hasMicroBatches(c); }},
+        {"micro_batches", "gradients accumulated over >= 2 micro-batches",
+         [](const CaseSpec& c) { return hasMicroBatches(c); }},
         {"micro_batches_dropout", "micro-batches with dropout (one generator through them)",
          [](const CaseSpec& c) { return hasMicroBatches(c) && c.dropout > 0; }},
-        {"tokens", "a language-model case (token embedding, LM head)", [](const CaseSpec& c) { return isLanguageModel(c); }},
+        {"tokens", "a language-model case (token embedding, LM head)",
+         [](const CaseSpec& c) { return isLanguageModel(c); }},
         {"tied_head", "an LM head tied to the token embedding", [](const CaseSpec& c) { return tiedHead(c); }},
-        {"frozen_embedding", "a frozen token embedding", [](const CaseSpec& c) { return isLanguageModel(c) && !c.inputGrad; }},
+        {"frozen_embedding", "a frozen token embedding",
+         [](const CaseSpec& c) { return isLanguageModel(c) && !c.inputGrad; }},
         {"drop_path", "a block with drop-path (stochastic depth)", [](const CaseSpec& c) { return anyDropPath(c); }},
         {"bf16_compute", "matrix products in bfloat16 (autocast)", [](const CaseSpec& c) { return bf16Compute(c); }},
     };

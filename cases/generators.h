@@ -92,10 +92,10 @@ inline rc::Gen<std::vector<BlockSpec>> genBlocks(const GenLimits& lim) {
 }
 
 // Fixes what the drawn fields make invalid, the smallest change each (BlockKindDef::makeValid): a head count
-// that does not divide the width falls back to one head; a residual-bn block with micro-batches of a single row gets two rows each; a
-// share or an input without gradient a simplification left inconsistent (fixParamFields); micro-batches that no
-// longer divide the batch (fixMicroBatches, first: residual-bn's fix reads the micro-batch rows); inline tokens
-// that no longer match the rows (fixLmFields); bf16 compute with a double case (fixCompute).
+// that does not divide the width falls back to one head; a residual-bn block with micro-batches of a single row gets
+// two rows each; a share or an input without gradient a simplification left inconsistent (fixParamFields);
+// micro-batches that no longer divide the batch (fixMicroBatches, first: residual-bn's fix reads the micro-batch rows);
+// inline tokens that no longer match the rows (fixLmFields); bf16 compute with a double case (fixCompute).
 inline void makeValid(CaseSpec& c) {
   fixMicroBatches(c);
   fixCompute(c);
@@ -125,7 +125,7 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
                      genChoice(rngs, lim.shrinkChoices), genChoice(dtypes, lim.shrinkChoices),
                      fixed(rc::gen::inRange(1, lim.maxSteps + 1)), fixed(rc::gen::inRange<uint64_t>(0, 1000)),
                      genChoice(std::vector<LossKind>{LossKind::kCrossEntropy, LossKind::kMse}, lim.shrinkChoices),
-                     genPermille(),                            // learning rate
+                     genPermille(),  // learning rate
                      // Last, so the draws before them, and the rest of the cases a seed drew before they
                      // existed, stay as they were: frozen prefix, sharing, input without gradient, micro-batches.
                      genPermille(), genPermille(), genPermille(), genPermille(),
@@ -160,12 +160,11 @@ inline rc::Gen<CaseSpec> genCase(const GenLimits& lim = {}) {
       });
 }
 
-
 inline void showValue(const PolicyDraw& d, std::ostream& os) {
   os << "{uniformK: " << d.uniformK << "/1000, revolveSlots: " << d.revolveSlots
      << "/1000, optimalBudget: " << d.optimalBudget << "/1000, selectiveKinds: " << d.selectiveKinds
-     << ", composedWith: " << d.composedWith << ", optimalRival: " << d.optimalRival
-     << ", longLayers: " << d.longLayers << ", longBudget: " << d.longBudget << "/1000}";
+     << ", composedWith: " << d.composedWith << ", optimalRival: " << d.optimalRival << ", longLayers: " << d.longLayers
+     << ", longBudget: " << d.longBudget << "/1000}";
 }
 
 inline void showValue(const CaseSpec& c, std::ostream& os) { os << caseToJson(c).dump(); }

@@ -46,8 +46,9 @@ void parseLmFields(const nlohmann::json& j, CaseSpec& c) {
   if (c.loss != LossKind::kCrossEntropy)
     fail("loss", "a token case's loss is its LM head's cross_entropy over the vocabulary (got mse)");
   if (j.contains("input_grad"))
-    fail("input_grad", "a token case's input is token ids; say \"frozen_embedding\": true for an embedding without "
-                       "gradient");
+    fail("input_grad",
+         "a token case's input is token ids; say \"frozen_embedding\": true for an embedding without "
+         "gradient");
   c.vocab = getInt(j, "vocab", "vocab", 2, kMaxDim, std::nullopt);
   c.tieEmbeddings = j.contains("tie_embeddings") && boolField(j, "tie_embeddings");
   c.inputGrad = !(j.contains("frozen_embedding") && boolField(j, "frozen_embedding"));
@@ -60,8 +61,8 @@ void parseLmFields(const nlohmann::json& j, CaseSpec& c) {
   for (size_t i = 0; i < t.size(); ++i) {
     const auto& v = t[i];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab)
-      fail("tokens[" + std::to_string(i) + "]", "must be a token id in [0, vocab " + std::to_string(c.vocab) +
-                                                     ") (got " + clipped(v) + ")");
+      fail("tokens[" + std::to_string(i) + "]",
+           "must be a token id in [0, vocab " + std::to_string(c.vocab) + ") (got " + clipped(v) + ")");
     c.tokens.push_back(static_cast<int>(v.get<int64_t>()));
   }
 }

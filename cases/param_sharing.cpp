@@ -75,8 +75,9 @@ void checkParamFields(const CaseSpec& c, int i, const std::string& where, bool f
     json_fields::fail(path, "b" + std::to_string(b.share) + " shares b" + std::to_string(owner.share) +
                                 "'s parameters itself; name b" + std::to_string(owner.share));
   if (owner.kind != b.kind)
-    json_fields::fail(path, "b" + std::to_string(b.share) + " is of kind " + owner.kind->name + " and this block of kind " +
-                                b.kind->name + "; a block shares the parameters of a block of its own kind");
+    json_fields::fail(path, "b" + std::to_string(b.share) + " is of kind " + owner.kind->name +
+                                " and this block of kind " + b.kind->name +
+                                "; a block shares the parameters of a block of its own kind");
   if (frozenGiven && b.frozen != owner.frozen)
     json_fields::fail(where + ".frozen", "a block that shares b" + std::to_string(b.share) +
                                              "'s parameters is frozen exactly when b" + std::to_string(b.share) +

@@ -38,8 +38,8 @@ void printRreluRange(const CaseSpec& c, nlohmann::json& j);
 
 // The case with every random draw made irrelevant, for what cannot compare two generators' draws (validate's
 // check 2 against the reference) or asks whether a difference came from the draws (the rng-desync diagnosis):
-// dropout 0, every drop_path and router jitter 0, RReLU's range collapsed to its midpoint (its evaluation slope; with lower ==
-// upper training-mode RReLU is deterministic, in PyTorch as here). The compute precision stays: a recompute in
+// dropout 0, every drop_path and router jitter 0, RReLU's range collapsed to its midpoint (its evaluation slope; with
+// lower == upper training-mode RReLU is deterministic, in PyTorch as here). The compute precision stays: a recompute in
 // another precision is not a difference of draws (check 2 sets exact compute itself, cases/compute_precision.h).
 CaseSpec randomnessOff(const CaseSpec& c);
 // Whether any op of the case draws random numbers that matter: dropout, drop-path, RReLU with a spread, an moe

@@ -51,12 +51,13 @@ std::string readUserFile(const std::string& path, const std::string& what, std::
   auto refuse = [&](const std::string& why) { throw InputError(origin + ": " + why); };
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) refuse(std::string("cannot be read: ") + std::strerror(errno));
-  struct stat st {};
+  struct stat st{};
   if (::fstat(f.fd, &st) != 0) refuse(std::string("cannot be read: ") + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) refuse("is a directory");
   const bool regular = S_ISREG(st.st_mode);
   const auto size = static_cast<std::uintmax_t>(st.st_size);
-  if (regular && size > maxBytes) refuse("is " + sizeText(size) + ", more than this reader takes, " + sizeText(maxBytes));
+  if (regular && size > maxBytes)
+    refuse("is " + sizeText(size) + ", more than this reader takes, " + sizeText(maxBytes));
   std::string text;
   if (regular) text.reserve(size);
   // A pipe or a device has no size: read it up to the cap (endless input is refused, not waited out).
@@ -99,7 +100,8 @@ std::string clipped(const std::string& s, size_t limit) {
 }
 
 std::string clipped(const json& v, size_t limit) {
-  if (v.is_string()) return json(clipped(v.get<std::string>(), limit)).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (v.is_string())
+    return json(clipped(v.get<std::string>(), limit)).dump(-1, ' ', false, json::error_handler_t::replace);
   return clipped(v.dump(-1, ' ', false, json::error_handler_t::replace), limit);
 }
 

@@ -16,24 +16,25 @@ namespace ckpt::gpu {
 
 }  // namespace ckpt::gpu
 
-#define CKPT_CUDA_CHECK(expr)                                                                              \
-  do {                                                                                                     \
-    const cudaError_t ckptErr_ = (expr);                                                                   \
-    if (ckptErr_ != cudaSuccess)                                                                           \
-      ::ckpt::gpu::throwCudaError(#expr, __FILE__, __LINE__,                                               \
-                                  std::string(cudaGetErrorName(ckptErr_)) + " (" + cudaGetErrorString(ckptErr_) + ")"); \
+#define CKPT_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                          \
+    const cudaError_t ckptErr_ = (expr);                                                        \
+    if (ckptErr_ != cudaSuccess)                                                                \
+      ::ckpt::gpu::throwCudaError(                                                              \
+          #expr, __FILE__, __LINE__,                                                            \
+          std::string(cudaGetErrorName(ckptErr_)) + " (" + cudaGetErrorString(ckptErr_) + ")"); \
   } while (0)
 
-#define CKPT_CUBLAS_CHECK(expr)                                                                            \
-  do {                                                                                                     \
-    const cublasStatus_t ckptStatus_ = (expr);                                                             \
-    if (ckptStatus_ != CUBLAS_STATUS_SUCCESS)                                                              \
-      ::ckpt::gpu::throwCudaError(#expr, __FILE__, __LINE__, cublasGetStatusString(ckptStatus_));         \
+#define CKPT_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                            \
+    const cublasStatus_t ckptStatus_ = (expr);                                                    \
+    if (ckptStatus_ != CUBLAS_STATUS_SUCCESS)                                                     \
+      ::ckpt::gpu::throwCudaError(#expr, __FILE__, __LINE__, cublasGetStatusString(ckptStatus_)); \
   } while (0)
 
-#define CKPT_CUDA_CHECK_PRINT(expr)                                                                        \
-  do {                                                                                                     \
-    const cudaError_t ckptErr_ = (expr);                                                                   \
-    if (ckptErr_ != cudaSuccess)                                                                           \
+#define CKPT_CUDA_CHECK_PRINT(expr)                                                                            \
+  do {                                                                                                         \
+    const cudaError_t ckptErr_ = (expr);                                                                       \
+    if (ckptErr_ != cudaSuccess)                                                                               \
       std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(ckptErr_)); \
   } while (0)

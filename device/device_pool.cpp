@@ -26,8 +26,8 @@ void* DevicePool::allocate(int64_t bytes) {
     }
     if (!p)
       throw std::runtime_error(name_ + ": out of memory allocating " + std::to_string(bytes) + " bytes (live " +
-                               std::to_string(stats_.liveBytes) + ", reserved " +
-                               std::to_string(stats_.reservedBytes) + ")");
+                               std::to_string(stats_.liveBytes) + ", reserved " + std::to_string(stats_.reservedBytes) +
+                               ")");
     ++stats_.rawAllocations;
     stats_.reservedBytes += size;
     if (stats_.reservedBytes > stats_.peakReservedBytes) stats_.peakReservedBytes = stats_.reservedBytes;

@@ -82,13 +82,13 @@ struct DeviceModel {
   CaseSpec spec;
   std::vector<DBlockDesc<T>> blocks;
   std::vector<DLossDesc<T>> losses;  // one per micro-batch (cases/micro_batches.h), its rows' targets
-  HostMatrix<T> input;  // x_0 (rows, width): every micro-batch's rows; empty for a token case
-  bool tokens = false;  // a language-model case: `stem` feeds x_0 and the losses are kLmHead over `head`
+  HostMatrix<T> input;               // x_0 (rows, width): every micro-batch's rows; empty for a token case
+  bool tokens = false;               // a language-model case: `stem` feeds x_0 and the losses are kLmHead over `head`
   DStemDesc<T> stem;
   DHeadDesc<T> head;
   bool reportsInputGrad = false;  // cases/lm_case.h's inputGradReported: a dense input that requires a gradient
   RngModel rngModel = RngModel::kStateful;
-  RngState rng;         // the generator at the start of training
+  RngState rng;  // the generator at the start of training
 };
 
 // What a device step downloads for comparison (reference/step.h's StepResult without Eigen; the generator and

@@ -68,7 +68,12 @@ template <class T, class X>
 class DLoss {
  public:
   DLoss(X& x, const DLossDesc<T>& d, int64_t rows, int64_t cols, DLmHead<T>* head = nullptr)
-      : x_(&x), kind_(d.kind), rows_(rows), cols_(cols), divisor_(d.divisor), head_(head),
+      : x_(&x),
+        kind_(d.kind),
+        rows_(rows),
+        cols_(cols),
+        divisor_(d.divisor),
+        head_(head),
         value_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     if (kind_ == DLossKind::kLmHead && !head_) throw std::invalid_argument("lm_head: a device loss without its head");
     if (kind_ != DLossKind::kMse) {
@@ -93,7 +98,8 @@ class DLoss {
     if (kind_ == DLossKind::kLmHead) {
       lmHeadForward(*x_, *head_, xin, labels(), terms.data(), value_.data(), ctx);
     } else if (kind_ == DLossKind::kCrossEntropy) {
-      DTensor<T> probs = ctx ? DTensor<T>::empty(x_->pool(), rows_, cols_) : DTensor<T>::untracked(x_->pool(), rows_, cols_);
+      DTensor<T> probs =
+          ctx ? DTensor<T>::empty(x_->pool(), rows_, cols_) : DTensor<T>::untracked(x_->pool(), rows_, cols_);
       x_->launch(rows_, CrossEntropyForwardRow<T>{probs.data(), terms.data(), xin.data(), labels(), cols_});
       x_->launch(1, SumRows<T>{value_.data(), terms.data(), rows_, static_cast<T>(rows_)});
       if (ctx) saveFields(*ctx, Saved{probs});

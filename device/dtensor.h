@@ -23,7 +23,9 @@ class DTensor {
  public:
   DTensor() = default;
   // An activation: charged to currentMeter().
-  static DTensor empty(DevicePool& pool, int64_t rows, int64_t cols) { return DTensor(pool, rows, cols, currentMeter()); }
+  static DTensor empty(DevicePool& pool, int64_t rows, int64_t cols) {
+    return DTensor(pool, rows, cols, currentMeter());
+  }
   // Parameters, buffers, workspace: pool-counted only.
   static DTensor untracked(DevicePool& pool, int64_t rows, int64_t cols) { return DTensor(pool, rows, cols, nullptr); }
 

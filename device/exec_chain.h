@@ -27,9 +27,15 @@ template <class T, class X>
 class ExecChain : public DeviceChain<T> {
  public:
   ExecChain(X& x, const DeviceModel<T>& m)
-      : x_(&x), spec_(m.spec), lr_(static_cast<T>(m.spec.lr)), rng_(m.rngModel, m.rng.seed),
-        rows_(m.spec.microRows()), cols_(m.spec.width), reportsInputGrad_(m.reportsInputGrad),
-        lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)), passLoss_(DTensor<T>::untracked(x.pool(), 1, 1)) {
+      : x_(&x),
+        spec_(m.spec),
+        lr_(static_cast<T>(m.spec.lr)),
+        rng_(m.rngModel, m.rng.seed),
+        rows_(m.spec.microRows()),
+        cols_(m.spec.width),
+        reportsInputGrad_(m.reportsInputGrad),
+        lossSum_(DTensor<T>::untracked(x.pool(), 1, 1)),
+        passLoss_(DTensor<T>::untracked(x.pool(), 1, 1)) {
     rng_.setState(m.rng);
     if (m.tokens) {
       stem_ = std::make_unique<DTokenStem<T, X>>(x, m.stem);
@@ -112,7 +118,9 @@ class ExecChain : public DeviceChain<T> {
     ParamSet s{*this};
     param_steps::accumulateGrads(s, sums_, m);
     if (dx.defined()) {
-      if (m == 0) inputGrad_ = HostMatrix<T>{"input", spec_.rows(), cols_, std::vector<T>(static_cast<size_t>(spec_.rows() * cols_))};
+      if (m == 0)
+        inputGrad_ =
+            HostMatrix<T>{"input", spec_.rows(), cols_, std::vector<T>(static_cast<size_t>(spec_.rows() * cols_))};
       x_->download(inputGrad_.data.data() + microBatchFirstRow(spec_, m) * cols_, dx.data(), dx.size());
     }
     dx.reset();
@@ -162,9 +170,7 @@ class ExecChain : public DeviceChain<T> {
     x_->copy(dst.data(), src.data(), src.size());
     x_->synchronize();
   }
-  std::string nodeKind(int block, int node) const override {
-    return blocks_.at(at(block)).nodes.at(at(node)).opKind;
-  }
+  std::string nodeKind(int block, int node) const override { return blocks_.at(at(block)).nodes.at(at(node)).opKind; }
   std::vector<DParam<T>*> blockParams(int block) override {
     std::vector<DParam<T>*> ps;
     for (auto& n : blocks_.at(at(block)).nodes)
@@ -202,9 +208,7 @@ class ExecChain : public DeviceChain<T> {
     void add(DTensor<T>& dst, const DTensor<T>& src) {
       c.x_->launch(dst.size(), AccumulateInto<T>{dst.data(), src.data()});
     }
-    void copy(DTensor<T>& dst, const DTensor<T>& src) {
-      c.x_->launch(dst.size(), Copy<T>{dst.data(), src.data()});
-    }
+    void copy(DTensor<T>& dst, const DTensor<T>& src) { c.x_->launch(dst.size(), Copy<T>{dst.data(), src.data()}); }
     void zero(DTensor<T>& dst) { c.x_->launch(dst.size(), Fill<T>{dst.data(), T(0)}); }
     void update(Param& p) { c.x_->launch(p.value.size(), SgdUpdate<T>{p.value.data(), p.grad.data(), c.lr_}); }
   };
@@ -225,16 +229,16 @@ class ExecChain : public DeviceChain<T> {
   std::unique_ptr<DTokenStem<T, X>> stem_;
   std::unique_ptr<DLmHead<T>> head_;
   std::vector<DBlock<T, X>> blocks_;
-  std::vector<std::unique_ptr<DLoss<T, X>>> losses_;  // one per micro-batch
+  std::vector<std::unique_ptr<DLoss<T, X>>> losses_;    // one per micro-batch
   std::vector<std::pair<int64_t, int64_t>> lossFlops_;  // per micro-batch: forward, backward FLOPs
-  DTensor<T> lossSum_;                    // the step's loss: the micro-batches' values added in order
-  DTensor<T> passLoss_;                   // a pass's loss with its loss trackers (scratch)
-  std::vector<DTensor<T>> sums_;          // micro-batches: the step's gradient sums, trainedParams() order
-  HostMatrix<T> inputGrad_;               // micro-batches: the step's input gradient, stacked
+  DTensor<T> lossSum_;                                  // the step's loss: the micro-batches' values added in order
+  DTensor<T> passLoss_;                                 // a pass's loss with its loss trackers (scratch)
+  std::vector<DTensor<T>> sums_;  // micro-batches: the step's gradient sums, trainedParams() order
+  HostMatrix<T> inputGrad_;       // micro-batches: the step's input gradient, stacked
   DTensor<T> input_;
   std::vector<DParam<T>*> params_;
   std::vector<DBuffer<T>*> buffers_;
-  std::vector<DBuffer<T>*> auxLoss_;      // the loss trackers among buffers_ (moe's aux_loss), model order
+  std::vector<DBuffer<T>*> auxLoss_;  // the loss trackers among buffers_ (moe's aux_loss), model order
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -30,8 +30,9 @@ class HostExec {
   template <class T>
   void gemm(const Gemm<T>& g) {
     const std::string err = cublasArgumentError(toColumnMajor(g));
-    if (!err.empty()) throw std::logic_error("gemm (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) + ", k " +
-                                             std::to_string(g.k) + ") would be rejected by cuBLAS: " + err);
+    if (!err.empty())
+      throw std::logic_error("gemm (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) + ", k " +
+                             std::to_string(g.k) + ") would be rejected by cuBLAS: " + err);
     hostGemm(g);
   }
   template <class T>

@@ -70,8 +70,10 @@ std::string cublasArgumentError(const ColumnMajorGemm<T>& c) {
   if (!fits(c.m) || !fits(c.n) || !fits(c.k) || !fits(c.batch)) return "m, n, k or batch outside [0, INT_MAX]";
   if (!fits(c.lda) || !fits(c.ldb) || !fits(c.ldc)) return "a leading dimension outside [0, INT_MAX]";
   const int64_t aRows = c.transA ? c.k : c.m, bRows = c.transB ? c.n : c.k;
-  if (c.lda < std::max<int64_t>(1, aRows)) return "lda " + std::to_string(c.lda) + " < rows of A " + std::to_string(aRows);
-  if (c.ldb < std::max<int64_t>(1, bRows)) return "ldb " + std::to_string(c.ldb) + " < rows of B " + std::to_string(bRows);
+  if (c.lda < std::max<int64_t>(1, aRows))
+    return "lda " + std::to_string(c.lda) + " < rows of A " + std::to_string(aRows);
+  if (c.ldb < std::max<int64_t>(1, bRows))
+    return "ldb " + std::to_string(c.ldb) + " < rows of B " + std::to_string(bRows);
   if (c.ldc < std::max<int64_t>(1, c.m)) return "ldc " + std::to_string(c.ldc) + " < rows of C " + std::to_string(c.m);
   return "";
 }

@@ -34,8 +34,7 @@ nlohmann::json cudaDeviceInfo() {
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     j["cublas_version"] = major * 10000 + minor * 100 + patch;
-  else
-    j["cublas_version"] = nullptr;
+  else j["cublas_version"] = nullptr;
   nlohmann::json gpus = nlohmann::json::array();
   for (int d = 0; d < n; ++d) {
     cudaDeviceProp p{};

@@ -65,8 +65,8 @@ std::vector<uint32_t> gpuCurandThreadDraws(uint64_t seed, uint64_t subsequence, 
   CudaExec exec;
   DeviceBuffer<uint32_t> buf(exec, n);
   if (n > 0) {
-    curandThreadDraws<<<static_cast<unsigned>((n + 255) / 256), 256, 0, exec.stream()>>>(buf.ptr, n, seed,
-                                                                                         subsequence, offset);
+    curandThreadDraws<<<static_cast<unsigned>((n + 255) / 256), 256, 0, exec.stream()>>>(buf.ptr, n, seed, subsequence,
+                                                                                         offset);
     CKPT_CUDA_CHECK(cudaGetLastError());
   }
   std::vector<uint32_t> out(static_cast<size_t>(n));
@@ -91,8 +91,8 @@ void gpuDropout(const std::vector<T>& x, uint64_t seed, uint64_t subsequence, ui
 }
 template void gpuDropout<float>(const std::vector<float>&, uint64_t, uint64_t, uint64_t, double, std::vector<float>&,
                                 std::vector<float>&);
-template void gpuDropout<double>(const std::vector<double>&, uint64_t, uint64_t, uint64_t, double,
-                                 std::vector<double>&, std::vector<double>&);
+template void gpuDropout<double>(const std::vector<double>&, uint64_t, uint64_t, uint64_t, double, std::vector<double>&,
+                                 std::vector<double>&);
 
 struct GpuBandwidthProbe::Impl {
   CudaExec exec;

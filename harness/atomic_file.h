@@ -19,14 +19,16 @@ namespace ckpt {
 // (`--placement /dev/stdout`, a link to /proc/self/fd/1) would replace it with a regular file, not write through
 // it. Refused, as a missing folder is, with an InputError of one line.
 inline void checkWritableDestination(const std::filesystem::path& path) {
-  struct stat st {};
+  struct stat st{};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return;  // a new path; its folder is mkstemp's to find
     throw InputError("cannot write '" + path.string() + "': " + std::strerror(errno));
   }
   if (S_ISREG(st.st_mode)) return;
-  const char* what = S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
+  const char* what = S_ISLNK(st.st_mode)                          ? "a symbolic link"
+                     : S_ISDIR(st.st_mode)                        ? "a directory"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                  : "not a regular file";
   throw InputError("cannot write '" + path.string() + "': it is " + what +
                    ", which would be replaced, not written to; give a regular file or a new path");
 }

@@ -78,7 +78,8 @@ class Comparer {
   }
 
   template <class T>
-  void named(int step, const std::string& prefix, const std::vector<NamedMat<T>>& a, const std::vector<NamedMat<T>>& b) {
+  void named(int step, const std::string& prefix, const std::vector<NamedMat<T>>& a,
+             const std::vector<NamedMat<T>>& b) {
     const size_t n = std::max(a.size(), b.size());
     for (size_t k = 0; k < n; ++k) {
       if (k >= a.size() || k >= b.size() || a[k].name != b[k].name) {
@@ -266,8 +267,8 @@ nlohmann::json toJson(const Comparison& c) {
 std::string toText(const Difference& d) {
   std::string s = "step " + std::to_string(d.step) + " " + d.tensor + ": ";
   if (!d.shape.empty()) return s + d.shape;
-  return s + std::to_string(d.count) + " element(s) differ; first at [" + std::to_string(d.firstIndex) + "]: " +
-         d.expected + " (" + hex(d.expectedBits) + ") vs " + d.actual + " (" + hex(d.actualBits) + "), " +
+  return s + std::to_string(d.count) + " element(s) differ; first at [" + std::to_string(d.firstIndex) +
+         "]: " + d.expected + " (" + hex(d.expectedBits) + ") vs " + d.actual + " (" + hex(d.actualBits) + "), " +
          std::to_string(d.ulpDistance) + " ulp";
 }
 

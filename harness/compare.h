@@ -15,17 +15,17 @@ namespace ckpt {
 
 struct Difference {
   int step = 0;
-  std::string tensor;        // "loss", "grad b0.fc.weight", "input_grad", "state b1.bn.running_mean", "rng.offset"
-  std::string shape;         // non-empty when the shapes differ: "(8, 8) vs (0, 0)"; nothing else is then set
-  int64_t firstIndex = -1;   // first differing flat (row-major) index
-  std::string expected;      // the values at firstIndex, shortest text that round-trips in the tensor's type
+  std::string tensor;       // "loss", "grad b0.fc.weight", "input_grad", "state b1.bn.running_mean", "rng.offset"
+  std::string shape;        // non-empty when the shapes differ: "(8, 8) vs (0, 0)"; nothing else is then set
+  int64_t firstIndex = -1;  // first differing flat (row-major) index
+  std::string expected;     // the values at firstIndex, shortest text that round-trips in the tensor's type
   std::string actual;
   uint64_t expectedBits = 0;
   uint64_t actualBits = 0;
   // |a - b| after mapping each bit pattern to a signed-magnitude integer (so +0 and -0 are 0 apart although
   // their bits differ); for the generator state, the plain integer difference.
   uint64_t ulpDistance = 0;
-  int64_t count = 0;         // differing elements in the tensor
+  int64_t count = 0;            // differing elements in the tensor
   uint64_t maxUlpDistance = 0;  // the largest ulpDistance over all differing elements (rounding-level or not)
 };
 
@@ -44,8 +44,7 @@ extern template Comparison compareSteps(const std::vector<StepResult<double>>&, 
 // (harness/adapters/user_model.h), whose tensors are not StepResults. Integers: the distance is |a - b|.
 std::optional<Difference> compareFlat(int step, const std::string& name, const float* a, const float* b, int64_t n);
 std::optional<Difference> compareFlat(int step, const std::string& name, const double* a, const double* b, int64_t n);
-std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b,
-                                      int64_t n);
+std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b, int64_t n);
 
 // A run whose loss, gradients or state are not finite cannot be judged: NaN equals NaN bit for bit, so every
 // comparison of two diverged runs would "hold". nonFinite names the first such value of one tensor in one line

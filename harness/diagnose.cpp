@@ -9,11 +9,16 @@ namespace ckpt {
 
 const char* findingClassName(FindingClass c) {
   switch (c) {
-    case FindingClass::kMissingGradient: return "missing-gradient";
-    case FindingClass::kRngDesync: return "rng-desync";
-    case FindingClass::kStateUpdatedTwice: return "state-updated-twice";
-    case FindingClass::kRoundingLevel: return "rounding-level";
-    case FindingClass::kSemantic: return "semantic";
+    case FindingClass::kMissingGradient:
+      return "missing-gradient";
+    case FindingClass::kRngDesync:
+      return "rng-desync";
+    case FindingClass::kStateUpdatedTwice:
+      return "state-updated-twice";
+    case FindingClass::kRoundingLevel:
+      return "rounding-level";
+    case FindingClass::kSemantic:
+      return "semantic";
   }
   return "semantic";
 }
@@ -169,13 +174,12 @@ int furtherUpdates(const TensorEvidence& t) {
   return 0;
 }
 
-bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws) {
-  return d.cls == FindingClass::kSemantic && caseDraws;
-}
+bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws) { return d.cls == FindingClass::kSemantic && caseDraws; }
 
 Diagnosis dropoutOffDiagnosis() {
   return {FindingClass::kRngDesync,
-          "with the random draws off (dropout, drop-path, RReLU's spread, router jitter) the checkpointed run equals the plain run "
+          "with the random draws off (dropout, drop-path, RReLU's spread, router jitter) the checkpointed run equals "
+          "the plain run "
           "bit for bit: the recompute drew other random numbers"};
 }
 
@@ -205,7 +209,8 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
       if (!c->floating && moduleOf(c->name) == moduleOf(t->name)) return furtherUpdates(*c);
     return 0;
   };
-  if (onlyState && std::all_of(compared.begin(), compared.end(), [&](const TensorEvidence* t) { return updates(t) > 0; })) {
+  if (onlyState &&
+      std::all_of(compared.begin(), compared.end(), [&](const TensorEvidence* t) { return updates(t) > 0; })) {
     const int u = updates(compared.front());
     return {FindingClass::kStateUpdatedTwice,
             compared.front()->name + " (and every other differing buffer) equals " +

@@ -42,16 +42,16 @@ struct TensorEvidence {
   bool plainPresent = true, otherPresent = true;
   std::vector<double> plain, other;
   bool floating = true;
-  int digits = 24;                       // floating: significand bits (float32 24, float64 53)
-  uint64_t maxUlp = 0;                   // floating: the largest per-element ULP distance (reported, not used)
-  std::vector<double> before;            // state: the value before this step (empty when unknown)
-  std::optional<double> momentum;        // state: the module's momentum when known (BatchNorm's 0.1)
-  int64_t passes = 1;                    // state: updates per step (micro-batches, cases/micro_batches.h)
+  int digits = 24;                 // floating: significand bits (float32 24, float64 53)
+  uint64_t maxUlp = 0;             // floating: the largest per-element ULP distance (reported, not used)
+  std::vector<double> before;      // state: the value before this step (empty when unknown)
+  std::optional<double> momentum;  // state: the module's momentum when known (BatchNorm's 0.1)
+  int64_t passes = 1;              // state: updates per step (micro-batches, cases/micro_batches.h)
 };
 
 struct Diagnosis {
   FindingClass cls = FindingClass::kSemantic;
-  std::string why;  // one line: the evidence for the class
+  std::string why;            // one line: the evidence for the class
   double worstScaledUlp = 0;  // the largest difference in ULPs of its tensor's scale (infinite: not comparable)
 };
 

@@ -73,10 +73,8 @@ std::vector<TensorEvidence> stepEvidence(const std::vector<StepResult<T>>& plain
     TensorEvidence e = evidence(a.state[k].name, TensorKind::kState, a.state[k].value, b.state[k].value);
     if (k < before.size() && before[k].name == a.state[k].name) e.before = flat(before[k].value);
     e.passes = passes;
-    if (endsWith(e.name, "num_batches_tracked"))
-      e.floating = false;
-    else
-      e.momentum = momentum;
+    if (endsWith(e.name, "num_batches_tracked")) e.floating = false;
+    else e.momentum = momentum;
     ev.push_back(e);
   }
   if (a.rng.seed != b.rng.seed || a.rng.offset != b.rng.offset) {

@@ -28,11 +28,9 @@ std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<T>>& plain, 
 
 extern template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<float>>&,
                                                        const std::vector<StepResult<float>>&,
-                                                       const std::vector<NamedMat<float>>&, uint64_t, int64_t,
-                                                       double);
+                                                       const std::vector<NamedMat<float>>&, uint64_t, int64_t, double);
 extern template std::optional<Diagnosis> diagnoseSteps(const std::vector<StepResult<double>>&,
                                                        const std::vector<StepResult<double>>&,
-                                                       const std::vector<NamedMat<double>>&, uint64_t, int64_t,
-                                                       double);
+                                                       const std::vector<NamedMat<double>>&, uint64_t, int64_t, double);
 
 }  // namespace ckpt

@@ -46,11 +46,21 @@ std::string xmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
       default:
         // XML 1.0 forbids most control characters; a tab or newline is fine.
         if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') o += '?';
@@ -74,8 +84,7 @@ std::string junitXml(const JunitSuite& suite) {
   std::ostringstream s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s << "<testsuites name=\"" << name << "\" " << counts << " time=\"" << time << "\">\n";
-  s << "  <testsuite name=\"" << name << "\" " << counts << " skipped=\"" << skipped << "\" time=\"" << time
-    << "\">\n";
+  s << "  <testsuite name=\"" << name << "\" " << counts << " skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
   if (!suite.properties.empty()) {
     s << "    <properties>\n";
     for (const auto& [k, v] : suite.properties)
@@ -89,10 +98,17 @@ std::string junitXml(const JunitSuite& suite) {
     const std::string type = c.type.empty() ? "" : " type=\"" + xmlEscape(c.type) + "\"";
     const std::string body = xmlEscape(c.body);
     switch (c.status) {
-      case S::kPassed: break;
-      case S::kFailure: s << "      <failure " << msg << type << ">" << body << "</failure>\n"; break;
-      case S::kError: s << "      <error " << msg << type << ">" << body << "</error>\n"; break;
-      case S::kSkipped: s << "      <skipped " << msg << "/>\n"; break;
+      case S::kPassed:
+        break;
+      case S::kFailure:
+        s << "      <failure " << msg << type << ">" << body << "</failure>\n";
+        break;
+      case S::kError:
+        s << "      <error " << msg << type << ">" << body << "</error>\n";
+        break;
+      case S::kSkipped:
+        s << "      <skipped " << msg << "/>\n";
+        break;
     }
     if (!c.systemOut.empty()) s << "      <system-out>" << xmlEscape(c.systemOut) << "</system-out>\n";
     s << "    </testcase>\n";

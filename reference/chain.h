@@ -162,7 +162,8 @@ Chain<T> buildChain(const CaseSpec& spec) {
   useOneGemmThread();  // every model's products on the thread that runs it (reference/gemm.h)
   Chain<T> c;
   c.spec = spec;
-  for (size_t i = 0; i < spec.blocks.size(); ++i) c.blocks.push_back(makeBlock<T>(spec.blocks[i], spec, static_cast<int>(i)));
+  for (size_t i = 0; i < spec.blocks.size(); ++i)
+    c.blocks.push_back(makeBlock<T>(spec.blocks[i], spec, static_cast<int>(i)));
   const bool lm = isLanguageModel(spec);
   if (lm) {
     c.stem = std::make_unique<TokenStem<T>>(spec.vocab, spec.seq, spec.width);
@@ -191,8 +192,8 @@ Chain<T> buildChain(const CaseSpec& spec) {
     c.tokens = spec.tokens;
     if (c.tokens.empty())
       for (int64_t i = 0; i < spec.rows(); ++i)
-        c.tokens.push_back(static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000003, i) %
-                                            static_cast<uint32_t>(spec.vocab)));
+        c.tokens.push_back(
+            static_cast<int>(philoxBits(spec.seed, kInitSubsequence + 1000003, i) % static_cast<uint32_t>(spec.vocab)));
   } else {
     c.input = Mat<T>(spec.rows(), spec.width);
     fillUniform(c.input, spec.seed, 1000000, 1.0);

@@ -5,10 +5,10 @@
 namespace ckpt {
 
 struct GemmInfo {
-  std::string library;  // "openblas" or "eigen"
-  std::string config;   // OpenBLAS's own build line (version, DYNAMIC_ARCH, ...); Eigen's version
-  std::string kernels;  // the kernels chosen for this processor (OpenBLAS's core name); Eigen's SIMD sets
-  int threads = 1;      // threads a product may use
+  std::string library;    // "openblas" or "eigen"
+  std::string config;     // OpenBLAS's own build line (version, DYNAMIC_ARCH, ...); Eigen's version
+  std::string kernels;    // the kernels chosen for this processor (OpenBLAS's core name); Eigen's SIMD sets
+  int threads = 1;        // threads a product may use
   bool threaded = false;  // OpenBLAS built with its thread server (and its locking), which ckptcheck needs
 };
 

@@ -1,5 +1,6 @@
-// A loss: a scalar reduction of the chain's output (each loss documents its mean). forward saves into ctx what backward needs; backward
-// returns a fresh dL/dx. Targets are fixed at construction (they are part of the case, not activations).
+// A loss: a scalar reduction of the chain's output (each loss documents its mean). forward saves into ctx what backward
+// needs; backward returns a fresh dL/dx. Targets are fixed at construction (they are part of the case, not
+// activations).
 #pragma once
 #include <memory>
 #include <vector>

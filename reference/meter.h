@@ -34,9 +34,15 @@ class ActivationMeter {
   int64_t forwardEvals = 0;  // block forward runs (initial + recompute)
   void countFlops(int64_t f) {
     switch (phase) {
-      case Phase::kForward: flops.forward += f; break;
-      case Phase::kRecompute: flops.recompute += f; break;
-      case Phase::kBackward: flops.backward += f; break;
+      case Phase::kForward:
+        flops.forward += f;
+        break;
+      case Phase::kRecompute:
+        flops.recompute += f;
+        break;
+      case Phase::kBackward:
+        flops.backward += f;
+        break;
     }
   }
 

@@ -36,12 +36,12 @@ struct OpMeta {
   Shape out;
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
-  bool savesInputs = false;        // the context shares every input's storage
-  bool savesOutput = false;        // the context shares the output's storage
-  int64_t contextExtraBytes = 0;   // new tensors allocated for the context
-  int64_t randomDraws = 0;         // Philox draws per forward; 0 for deterministic ops
-  bool mutatesState = false;       // updates module buffers in training forward (BatchNorm)
-  bool isMatmul = false;           // "expensive" output that selective policies keep (dots_saveable)
+  bool savesInputs = false;       // the context shares every input's storage
+  bool savesOutput = false;       // the context shares the output's storage
+  int64_t contextExtraBytes = 0;  // new tensors allocated for the context
+  int64_t randomDraws = 0;        // Philox draws per forward; 0 for deterministic ops
+  bool mutatesState = false;      // updates module buffers in training forward (BatchNorm)
+  bool isMatmul = false;          // "expensive" output that selective policies keep (dots_saveable)
 };
 
 template <class T>

@@ -24,29 +24,33 @@ const std::vector<OpKindEntry<T>>& opKinds() {
   auto none = [](N) -> int64_t { return 0; };
   auto small = [](N, R, R) -> R { return 0; };
   static const std::vector<OpKindEntry<T>> table = {
-      {"linear", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
+      {"linear",
+       [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<Linear<T>>(name, n.inFeatures(), n.outFeatures());
        },
        [](N n) { return n.inFeatures() * n.outFeatures() + n.outFeatures(); },
        [](N n, R, R rows) { return rows * static_cast<R>(n.outFeatures()); }, small},
-      {"gelu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Gelu<T>>(); }, none,
-       small, small},
-      {"relu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Relu<T>>(); }, none,
-       small, small},
-      {"tanh", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Tanh<T>>(); }, none,
-       small, small},
+      {"gelu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Gelu<T>>(); }, none, small,
+       small},
+      {"relu", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Relu<T>>(); }, none, small,
+       small},
+      {"tanh", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Tanh<T>>(); }, none, small,
+       small},
       {"dropout", [](N n, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Dropout<T>>(n.p); },
        none, small, small},
-      {"batchnorm", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
+      {"batchnorm",
+       [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<BatchNorm<T>>(name, n.normWidth());
        },
        [](N n) { return 2 * n.normWidth(); }, small, small},
-      {"layernorm", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
+      {"layernorm",
+       [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<LayerNorm<T>>(name, n.normWidth());
        },
        [](N n) { return 2 * n.normWidth(); }, small, small},
       // The score matrix is batch * heads * seq * seq; each score costs a dot product of width / heads each way.
-      {"attention", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
+      {"attention",
+       [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
          return std::make_unique<CausalSelfAttention<T>>(n.heads(), n.attentionSeq(), n.p);
        },
        none,
@@ -58,19 +62,20 @@ const std::vector<OpKindEntry<T>>& opKinds() {
          const R heads = static_cast<R>(n.heads()), seq = static_cast<R>(n.attentionSeq());
          return batch * heads * seq * seq * (4 * width / heads + 7);
        }},
-      {"add", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Add<T>>(); }, none,
-       small, small},
-      {"drop_path", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
+      {"add", [](N, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Add<T>>(); }, none, small,
+       small},
+      {"drop_path",
+       [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
          return std::make_unique<DropPath<T>>(n.sampleRows(), n.p);
        },
        none, small, small},
-      {"rrelu", [](N n, const std::string&) -> std::unique_ptr<Op<T>> {
-         return std::make_unique<Rrelu<T>>(n.lower, n.upper);
-       },
+      {"rrelu",
+       [](N n, const std::string&) -> std::unique_ptr<Op<T>> { return std::make_unique<Rrelu<T>>(n.lower, n.upper); },
        none, small, small},
       // Router (W -> E) and E GELU mlps (W -> H -> W); the largest tensor is the saved hidden activations of every
       // expert's buffer, E * C * H with C <= cf * rows * k / E + 1.
-      {"moe", [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
+      {"moe",
+       [](N n, const std::string& name) -> std::unique_ptr<Op<T>> {
          return std::make_unique<Moe<T>>(name, n.moeWidth(), static_cast<int>(n.experts()), static_cast<int>(n.topK()),
                                          n.hidden(), n.capacityFactor, n.jitter(), n.auxCoef);
        },

@@ -125,9 +125,9 @@ void vectorBatch(uint64_t block, uint32_t s0, uint32_t s1, uint32_t k0, uint32_t
   transposeInLanes<Avx512>(f, u);  // u[k] holds blocks k, k + 4, k + 8, k + 12, one per 128-bit lane
   const __m512 w0 = _mm512_shuffle_f32x4(u[0], u[1], 0x44), w1 = _mm512_shuffle_f32x4(u[2], u[3], 0x44);  // 0, 1
   const __m512 w2 = _mm512_shuffle_f32x4(u[0], u[1], 0xEE), w3 = _mm512_shuffle_f32x4(u[2], u[3], 0xEE);  // 2, 3
-  _mm512_storeu_ps(o, _mm512_shuffle_f32x4(w0, w1, 0x88));       // blocks 0-3
-  _mm512_storeu_ps(o + 16, _mm512_shuffle_f32x4(w0, w1, 0xDD));  // blocks 4-7
-  _mm512_storeu_ps(o + 32, _mm512_shuffle_f32x4(w2, w3, 0x88));  // blocks 8-11
+  _mm512_storeu_ps(o, _mm512_shuffle_f32x4(w0, w1, 0x88));                                                // blocks 0-3
+  _mm512_storeu_ps(o + 16, _mm512_shuffle_f32x4(w0, w1, 0xDD));                                           // blocks 4-7
+  _mm512_storeu_ps(o + 32, _mm512_shuffle_f32x4(w2, w3, 0x88));                                           // blocks 8-11
   _mm512_storeu_ps(o + 48, _mm512_shuffle_f32x4(w2, w3, 0xDD));  // blocks 12-15
 }
 #elif defined(__AVX2__)
@@ -171,8 +171,8 @@ void vectorBatch(uint64_t block, uint32_t s0, uint32_t s1, uint32_t k0, uint32_t
   philoxRounds<Avx2>(c0, c1, c2, c3, k0, k1);
   const __m256 f[4] = {uniforms(c0), uniforms(c1), uniforms(c2), uniforms(c3)};
   __m256 u[4];
-  transposeInLanes<Avx2>(f, u);  // u[k] holds blocks k and k + 4, one per 128-bit lane
-  _mm256_storeu_ps(o, _mm256_permute2f128_ps(u[0], u[1], 0x20));       // blocks 0, 1
+  transposeInLanes<Avx2>(f, u);                                   // u[k] holds blocks k and k + 4, one per 128-bit lane
+  _mm256_storeu_ps(o, _mm256_permute2f128_ps(u[0], u[1], 0x20));  // blocks 0, 1
   _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(u[2], u[3], 0x20));   // blocks 2, 3
   _mm256_storeu_ps(o + 16, _mm256_permute2f128_ps(u[0], u[1], 0x31));  // blocks 4, 5
   _mm256_storeu_ps(o + 24, _mm256_permute2f128_ps(u[2], u[3], 0x31));  // blocks 6, 7

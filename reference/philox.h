@@ -43,8 +43,8 @@ CKPT_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t k0, uint32_t k1) {
 // the draw is lane offset % 4 of that block. Checked against cuRAND in tests/philox_curand_test.cpp.
 CKPT_HD inline uint32_t philoxBits(uint64_t seed, uint64_t subsequence, uint64_t offset) {
   const uint64_t block = offset >> 2;
-  Philox4 ctr{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-               static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32)}};
+  Philox4 ctr{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(subsequence),
+               static_cast<uint32_t>(subsequence >> 32)}};
   Philox4 out = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return out.v[offset & 3];
 }

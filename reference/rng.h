@@ -84,8 +84,7 @@ class NodeDraws final : public DrawSource {
 
 // opKey layout for the counter-based model: step, block and node packed so keys never collide.
 inline uint64_t makeOpKey(int step, int block, int node) {
-  return (static_cast<uint64_t>(step + 1) << 40) | (static_cast<uint64_t>(block) << 12) |
-         static_cast<uint64_t>(node);
+  return (static_cast<uint64_t>(step + 1) << 40) | (static_cast<uint64_t>(block) << 12) | static_cast<uint64_t>(node);
 }
 
 }  // namespace ckpt

@@ -58,8 +58,9 @@ void reduceTiedGrads(Chain<T>& c, bool headContribution = true) {
 // Gradient accumulation over micro-batches (cases/micro_batches.h) for a CPU chain: after each micro-batch's
 // backward and reduceSharedGrads, add() takes its loss, its trained parameters' gradients and its input-gradient
 // rows into the step's sums (the first as it is, the next added in micro-batch order); after the last
-// micro-batch the parameters take the sums, so collectStep and the update see the step's gradient. The parameters' own gradients start from zero
-// in every micro-batch. Without micro-batches only the loss passes through, so the step is what it was.
+// micro-batch the parameters take the sums, so collectStep and the update see the step's gradient. The parameters' own
+// gradients start from zero in every micro-batch. Without micro-batches only the loss passes through, so the step is
+// what it was.
 template <class T>
 class MicroBatchSums {
  public:

@@ -55,7 +55,10 @@ class Tensor {
   ConstMap map() const { return ConstMap(data(), rows_, cols_); }
   // A deep copy (new storage, charged again).
   Tensor clone() const { return from(map()); }
-  void reset() { storage_.reset(); rows_ = cols_ = 0; }
+  void reset() {
+    storage_.reset();
+    rows_ = cols_ = 0;
+  }
   // Storage identity: two tensors sharing storage are one activation, counted once.
   const void* storageId() const { return storage_.get(); }
 
@@ -68,7 +71,8 @@ class Tensor {
     int64_t bytes;
     ActivationMeter* meter;
     Storage(int64_t n, ActivationMeter* m)
-        : data(static_cast<T*>(::operator new[](static_cast<size_t>(n) * sizeof(T), std::align_val_t{kTensorAlignBytes}))),
+        : data(static_cast<T*>(
+              ::operator new[](static_cast<size_t>(n) * sizeof(T), std::align_val_t{kTensorAlignBytes}))),
           bytes(n * static_cast<int64_t>(sizeof(T))),
           meter(m) {
       if (meter) meter->allocate(bytes);

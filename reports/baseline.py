@@ -18,6 +18,7 @@ The rule, per case x policy:
 A baseline that is not such a file, has another version, or lacks a case this run benchmarks is bad input (one
 line, exit 2). Policies new in this run are listed as new; cases or policies gone are listed as gone.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -37,9 +38,13 @@ VERSION = 1
 FILE = "runs.json"
 MIN_REPETITIONS = 3
 SPREADS = 2.0  # how many times each run's spread a time overhead must grow by to be a regression
-EXACT = (("peak_activation_bytes", "peak activation"), ("forward_evals", "forward evaluations"),
-         ("flops_forward", "forward FLOPs"), ("flops_recompute", "recompute FLOPs"),
-         ("flops_backward", "backward FLOPs"))
+EXACT = (
+    ("peak_activation_bytes", "peak activation"),
+    ("forward_evals", "forward evaluations"),
+    ("flops_forward", "forward FLOPs"),
+    ("flops_recompute", "recompute FLOPs"),
+    ("flops_backward", "backward FLOPs"),
+)
 CONTEXT = ("git_commit", "ckpt_mode", "cpu", "num_cpus", "date")
 
 
@@ -47,11 +52,20 @@ def runs_doc(rep: Report) -> dict[str, Any]:
     """This report's runs as the next report's baseline (deterministic: the bench JSON's order)."""
     runs = []
     for r in rep.all_rows():
-        runs.append({"case": r.case, "policy": r.display, "peak_activation_bytes": r.peak,
-                     "forward_evals": r.forward_evals, "flops_forward": r.flops_forward,
-                     "flops_recompute": r.flops_recompute, "flops_backward": r.flops_backward,
-                     "flop_overhead": r.flop_overhead, "time_overhead": r.time_ratio - 1.0,
-                     "time_overhead_repetitions": [x - 1.0 for x in r.time_repetitions]})
+        runs.append(
+            {
+                "case": r.case,
+                "policy": r.display,
+                "peak_activation_bytes": r.peak,
+                "forward_evals": r.forward_evals,
+                "flops_forward": r.flops_forward,
+                "flops_recompute": r.flops_recompute,
+                "flops_backward": r.flops_backward,
+                "flop_overhead": r.flop_overhead,
+                "time_overhead": r.time_ratio - 1.0,
+                "time_overhead_repetitions": [x - 1.0 for x in r.time_repetitions],
+            }
+        )
     ctx = {k: rep.bench.context[k] for k in CONTEXT if k in rep.bench.context}
     return {"format": FORMAT, "version": VERSION, "context": ctx, "runs": runs}
 
@@ -73,8 +87,11 @@ def _check_run(path: str, i: int, r: Any) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             _fail(path, f"runs[{i}].{key}: must be a non-negative integer")
     reps = r.get("time_overhead_repetitions")
-    if not isinstance(r.get("time_overhead"), (int, float)) or not isinstance(reps, list) or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) for x in reps):
+    if (
+        not isinstance(r.get("time_overhead"), (int, float))
+        or not isinstance(reps, list)
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in reps)
+    ):
         _fail(path, f"runs[{i}]: time_overhead must be a number and time_overhead_repetitions a list of numbers")
 
 
@@ -86,7 +103,7 @@ def load(directory: str) -> dict[str, Any]:
     doc = load_json(path, "baseline")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         stated = doc.get("format") if isinstance(doc, dict) else None
-        _fail(path, f"not a \"{FORMAT}\" file (format {json.dumps(stated)})")
+        _fail(path, f'not a "{FORMAT}" file (format {json.dumps(stated)})')
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         _fail(path, f"version {json.dumps(doc.get('version'))}, this report reads version {VERSION}")
     runs = doc.get("runs")
@@ -120,9 +137,11 @@ class Change:
         """What got worse, one text each: an exact figure that grew, a time overhead past the spreads."""
         out = [f"{label} {fmt_exact(label, a)} -> {fmt_exact(label, b)}" for label, a, b in self.exact if b > a]
         if self.time_slower:
-            out.append(f"time overhead {pct(self.old['time_overhead'])} -> {pct(self.new['time_overhead'])} "
-                       f"(+{100 * self.delta:.1f} points; spreads {100 * self.spread_old:.1f} and "
-                       f"{100 * self.spread_new:.1f} points)")
+            out.append(
+                f"time overhead {pct(self.old['time_overhead'])} -> {pct(self.new['time_overhead'])} "
+                f"(+{100 * self.delta:.1f} points; spreads {100 * self.spread_old:.1f} and "
+                f"{100 * self.spread_new:.1f} points)"
+            )
         return out
 
     @property
@@ -156,8 +175,11 @@ class Comparison:
         old_cases = {c for c, _ in old}
         missing = sorted({c for c, _ in new} - old_cases)
         if missing:
-            _fail(baseline["path"], f"has no runs of case {', '.join(missing)} (benchmarked with another catalogue or "
-                                    f"filter? refresh the baseline)")
+            _fail(
+                baseline["path"],
+                f"has no runs of case {', '.join(missing)} (benchmarked with another catalogue or "
+                f"filter? refresh the baseline)",
+            )
         cpus = (baseline.get("context", {}).get("cpu"), current.get("context", {}).get("cpu"))
         self.same_cpu = cpus[0] == cpus[1]
         self.changes = [Change(old[k], new[k], self.same_cpu) for k in new if k in old]
@@ -170,25 +192,45 @@ class Comparison:
         return [c for c in self.changes if c.regressions]
 
 
-RULE = ("Peak activation bytes, forward evaluations and FLOPs are exact: any change is listed, an increase is a "
-        "regression. The time overhead is a regression only when its median over repetitions grew by more than "
-        f"{SPREADS:g} times the spread (largest − smallest repetition) of each run: two runs differ by more than one "
-        "run's repetitions do, and an unchanged rerun on a busy machine is not a regression. Runs of fewer than "
-        f"{MIN_REPETITIONS} repetitions, or on another CPU model, are listed, not judged.")
-HEADER = ["case", "policy", "change", "peak activation", "forward evals", "FLOP overhead", "time overhead before",
-          "time overhead after", "spreads (points)"]
+RULE = (
+    "Peak activation bytes, forward evaluations and FLOPs are exact: any change is listed, an increase is a "
+    "regression. The time overhead is a regression only when its median over repetitions grew by more than "
+    f"{SPREADS:g} times the spread (largest − smallest repetition) of each run: two runs differ by more than one "
+    "run's repetitions do, and an unchanged rerun on a busy machine is not a regression. Runs of fewer than "
+    f"{MIN_REPETITIONS} repetitions, or on another CPU model, are listed, not judged."
+)
+HEADER = [
+    "case",
+    "policy",
+    "change",
+    "peak activation",
+    "forward evals",
+    "FLOP overhead",
+    "time overhead before",
+    "time overhead after",
+    "spreads (points)",
+]
 
 
 def _row(c: Change) -> list[str]:
     o, n = c.old, c.new
     mark = "REGRESSION" if c.regressions else ("improved" if c.changed else "same")
-    peak = (fmt_bytes(n["peak_activation_bytes"]) if o["peak_activation_bytes"] == n["peak_activation_bytes"]
-            else f"{o['peak_activation_bytes']} → {n['peak_activation_bytes']} bytes")
-    evals = (str(n["forward_evals"]) if o["forward_evals"] == n["forward_evals"]
-             else f"{o['forward_evals']} → {n['forward_evals']}")
-    flops = (f"{o['flop_overhead']:.4f}" if o["flop_overhead"] == n["flop_overhead"]
-             else f"{o['flop_overhead']:.4f} → {n['flop_overhead']:.4f}")
-    spreads = ("—" if not c.time_judged else f"{100 * c.spread_old:.1f} / {100 * c.spread_new:.1f}")
+    peak = (
+        fmt_bytes(n["peak_activation_bytes"])
+        if o["peak_activation_bytes"] == n["peak_activation_bytes"]
+        else f"{o['peak_activation_bytes']} → {n['peak_activation_bytes']} bytes"
+    )
+    evals = (
+        str(n["forward_evals"])
+        if o["forward_evals"] == n["forward_evals"]
+        else f"{o['forward_evals']} → {n['forward_evals']}"
+    )
+    flops = (
+        f"{o['flop_overhead']:.4f}"
+        if o["flop_overhead"] == n["flop_overhead"]
+        else f"{o['flop_overhead']:.4f} → {n['flop_overhead']:.4f}"
+    )
+    spreads = "—" if not c.time_judged else f"{100 * c.spread_old:.1f} / {100 * c.spread_new:.1f}"
     return [c.case, c.policy, mark, peak, evals, flops, pct(o["time_overhead"]), pct(n["time_overhead"]), spreads]
 
 
@@ -198,16 +240,21 @@ def summary_line(cmp: Comparison) -> str:
     base = f"baseline {ctx.get('git_commit', '?')}" + (f" ({ctx['date']})" if "date" in ctx else "")
     reg = cmp.regressed
     s = f"Against the {base}: {len(cmp.changes)} case × policy runs compared, "
-    s += (f"**{len(reg)} regressed**: " + "; ".join(f"{c.case}/{c.policy}: {', '.join(c.regressions)}" for c in reg)
-          if reg else "no regression")
+    s += (
+        f"**{len(reg)} regressed**: " + "; ".join(f"{c.case}/{c.policy}: {', '.join(c.regressions)}" for c in reg)
+        if reg
+        else "no regression"
+    )
     changed = [c for c in cmp.changes if c.changed and not c.regressions]
     if changed:
         s += f"; {len(changed)} improved"
     if cmp.added:
         s += f"; new (no baseline): {', '.join(f'{c}/{p}' for c, p in cmp.added)}"
     if not cmp.same_cpu:
-        s += (f"; time not judged: the baseline ran on {ctx.get('cpu', '?')}, this run on "
-              f"{cmp.current.get('context', {}).get('cpu', '?')}")
+        s += (
+            f"; time not judged: the baseline ran on {ctx.get('cpu', '?')}, this run on "
+            f"{cmp.current.get('context', {}).get('cpu', '?')}"
+        )
     if cmp.gone:
         s += f"; gone since the baseline: {', '.join(f'{c}/{p}' for c, p in cmp.gone)}"
     return s + "."
@@ -219,8 +266,13 @@ def blocks(cmp: Comparison) -> list[DocBlock]:
     d = [("h2", "Changes since the baseline"), ("p", summary_line(cmp)), ("p", RULE)]
     if changed:
         d.append(("table", HEADER, [_row(c) for c in changed], change_class))
-    d.append(("details", f"All {len(cmp.changes)} compared runs", [("table", HEADER, [_row(c) for c in cmp.changes],
-                                                                     change_class)]))
+    d.append(
+        (
+            "details",
+            f"All {len(cmp.changes)} compared runs",
+            [("table", HEADER, [_row(c) for c in cmp.changes], change_class)],
+        )
+    )
     return d
 
 
@@ -233,8 +285,9 @@ def change_class(column: str, c: str) -> str:
 
 def _xml(s: Any) -> str:
     s = "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 else "?" for ch in str(s))
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-            .replace("'", "&apos;"))
+    return (
+        s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&apos;")
+    )
 
 
 def junit(cmp: Comparison) -> str:
@@ -253,10 +306,17 @@ def junit(cmp: Comparison) -> str:
     name = "ckptcheck overhead vs baseline"
     counts = f'tests="{len(cases)}" failures="{failures}" errors="0"'
     ctx_old, ctx_new = cmp.baseline.get("context", {}), cmp.current.get("context", {})
-    props = [("baseline_commit", ctx_old.get("git_commit", "")), ("commit", ctx_new.get("git_commit", "")),
-             ("rule", RULE)]
-    out = ['<?xml version="1.0" encoding="UTF-8"?>', f'<testsuites name="{name}" {counts} time="0.000">',
-           f'  <testsuite name="{name}" {counts} skipped="{len(cmp.added)}" time="0.000">', "    <properties>"]
+    props = [
+        ("baseline_commit", ctx_old.get("git_commit", "")),
+        ("commit", ctx_new.get("git_commit", "")),
+        ("rule", RULE),
+    ]
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="{name}" {counts} time="0.000">',
+        f'  <testsuite name="{name}" {counts} skipped="{len(cmp.added)}" time="0.000">',
+        "    <properties>",
+    ]
     out += [f'      <property name="{_xml(k)}" value="{_xml(v)}"/>' for k, v in props]
     out.append("    </properties>")
     for case, policy, body in cases:

@@ -5,18 +5,17 @@ memory/recompute frontier figure with every policy placed on it, the cheapest po
 smallest feasible budget. Every number is a prediction (the planner's peak and FLOPs, the time overhead from the
 blocks' measured forward times): nothing here ran checkpointed, and the text says so.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from . import plan_checks
 from .report_data import BadInput, load_json
-from .report_figures import pyplot, svg_of
 from .report_format import DocBlock, Figure, fmt_bytes, fmt_overhead, fmt_pct, fmt_ratio, fmt_time
 
 FORMAT = "ckptcheck-costs-plans"
@@ -140,8 +139,13 @@ class FrontierPoint:
     @classmethod
     def read(cls, f: _Fields) -> FrontierPoint:
         """The point of one `frontier[i]` object; BadInput naming the field."""
-        return cls(f.integer("budget"), f.integer("peak_activation_bytes"), f.integer("forward_evals"),
-                   f.number("flop_overhead"), f.number("time_overhead", nullable=True))
+        return cls(
+            f.integer("budget"),
+            f.integer("peak_activation_bytes"),
+            f.integer("forward_evals"),
+            f.number("flop_overhead"),
+            f.number("time_overhead", nullable=True),
+        )
 
 
 @dataclass(frozen=True)
@@ -156,8 +160,12 @@ class Cheapest:
     @classmethod
     def read(cls, f: _Fields) -> Cheapest:
         """The `cheapest` object; BadInput naming the field."""
-        return cls(f.string("policy"), f.integer("peak_activation_bytes"), f.number("flop_overhead"),
-                   f.number("time_overhead", nullable=True))
+        return cls(
+            f.string("policy"),
+            f.integer("peak_activation_bytes"),
+            f.number("flop_overhead"),
+            f.number("time_overhead", nullable=True),
+        )
 
 
 @dataclass
@@ -187,9 +195,12 @@ class Plans:
         f = _Fields(path, doc)
         fmt = f.string("format")
         if fmt != FORMAT:
-            hint = (" (this is a chain-costs file: make the plans with `ckptcheck report --costs FILE`)"
-                    if fmt == "ckptcheck-chain-costs" else "")
-            f.fail("format", f"must be \"{FORMAT}\", not \"{fmt}\"{hint}")
+            hint = (
+                " (this is a chain-costs file: make the plans with `ckptcheck report --costs FILE`)"
+                if fmt == "ckptcheck-chain-costs"
+                else ""
+            )
+            f.fail("format", f'must be "{FORMAT}", not "{fmt}"{hint}')
         v, _ = f.get("version")
         if v != VERSION or isinstance(v, bool):
             f.fail("version", f"must be {VERSION}, not {json.dumps(v)} (this report reads version {VERSION})")
@@ -203,8 +214,20 @@ class Plans:
         policies = [Policy.read(f.element("policies", i, p)) for i, p in enumerate(f.array("policies"))]
         frontier = [FrontierPoint.read(f.element("frontier", i, p)) for i, p in enumerate(f.array("frontier"))]
         frontier.sort(key=lambda p: p.budget)  # stable: the file's order among equal budgets
-        return cls(path, model, framework, batch_size, layers, step_seconds, store_all_peak, min_feasible, budget,
-                   cheapest, policies, frontier)
+        return cls(
+            path,
+            model,
+            framework,
+            batch_size,
+            layers,
+            step_seconds,
+            store_all_peak,
+            min_feasible,
+            budget,
+            cheapest,
+            policies,
+            frontier,
+        )
 
     @property
     def short_model(self) -> str:
@@ -229,18 +252,30 @@ def load(path: str) -> Plans:
 # Text
 
 
-HEADER = ["policy", "peak activation (planned)", "bytes", "× store-all", "forward evals", "FLOP overhead",
-          "predicted time overhead", "frontier", "per-module placement", "predicted saved bytes"]
+HEADER = [
+    "policy",
+    "peak activation (planned)",
+    "bytes",
+    "× store-all",
+    "forward evals",
+    "FLOP overhead",
+    "predicted time overhead",
+    "frontier",
+    "per-module placement",
+    "predicted saved bytes",
+]
 
-NOTE = ("Predicted, not measured: this table comes from the chain costs alone. *peak activation (planned)* is the "
-        "planner's peak for the schedule on the profiled chain costs (harness/engine/COSTS.md); *FLOP overhead* "
-        "= recomputed FLOPs / (forward + backward FLOPs of the plain step); *predicted time overhead* = the "
-        "measured forward time of the blocks the policy recomputes (as often as it recomputes them) ÷ the plain "
-        "step's time; *frontier*: on = no more recompute than the optimal policy at the same budget (the "
-        "frontier's point at the largest swept budget at or below the policy's peak); *per-module placement*: "
-        "whether PyTorch's per-module `torch.utils.checkpoint` can apply it (`ckptcheck plan --costs ... "
-        "--placement`), else why not; *predicted saved bytes*: what that placement's forward would leave saved "
-        "for backward, each storage once, which `ckptcheck validate --plan` measures.")
+NOTE = (
+    "Predicted, not measured: this table comes from the chain costs alone. *peak activation (planned)* is the "
+    "planner's peak for the schedule on the profiled chain costs (harness/engine/COSTS.md); *FLOP overhead* "
+    "= recomputed FLOPs / (forward + backward FLOPs of the plain step); *predicted time overhead* = the "
+    "measured forward time of the blocks the policy recomputes (as often as it recomputes them) ÷ the plain "
+    "step's time; *frontier*: on = no more recompute than the optimal policy at the same budget (the "
+    "frontier's point at the largest swept budget at or below the policy's peak); *per-module placement*: "
+    "whether PyTorch's per-module `torch.utils.checkpoint` can apply it (`ckptcheck plan --costs ... "
+    "--placement`), else why not; *predicted saved bytes*: what that placement's forward would leave saved "
+    "for backward, each storage once, which `ckptcheck validate --plan` measures."
+)
 
 
 def _time(x: float | None) -> str:
@@ -249,7 +284,7 @@ def _time(x: float | None) -> str:
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= WHY_NOT_CHARS else text[:WHY_NOT_CHARS - 1].rstrip() + "…"
+    return text if len(text) <= WHY_NOT_CHARS else text[: WHY_NOT_CHARS - 1].rstrip() + "…"
 
 
 def frontier_flag(plans: Plans, p: Policy) -> bool | None:
@@ -273,9 +308,18 @@ def policy_cells(plans: Plans, p: Policy) -> list[str]:
     placement = "yes" if p.expressible else ("no: " + _short(p.why_not) if p.why_not.strip() else "no")
     saved = f"{fmt_bytes(p.saved_bytes)} ({p.saved_bytes})" if p.saved_bytes is not None else "—"
     name = p.policy + (" (cheapest under the budget)" if is_cheapest(plans, p) else "")
-    return [name, fmt_bytes(p.peak), str(p.peak), ratio, str(p.forward_evals), fmt_overhead(p.flop_overhead),
-            _time(p.time_overhead), {True: "on", False: "off", None: "—"}[frontier_flag(plans, p)],
-            placement, saved]
+    return [
+        name,
+        fmt_bytes(p.peak),
+        str(p.peak),
+        ratio,
+        str(p.forward_evals),
+        fmt_overhead(p.flop_overhead),
+        _time(p.time_overhead),
+        {True: "on", False: "off", None: "—"}[frontier_flag(plans, p)],
+        placement,
+        saved,
+    ]
 
 
 def _share(plans: Plans, b: int) -> str:
@@ -284,16 +328,20 @@ def _share(plans: Plans, b: int) -> str:
 
 def budget_line(plans: Plans) -> str:
     """The cheapest policy under the budget (when one is given) and the smallest feasible budget, one line."""
-    s = (f"Smallest feasible budget: {fmt_bytes(plans.min_feasible)} ({plans.min_feasible} bytes"
-         f"{_share(plans, plans.min_feasible)}). ")
+    s = (
+        f"Smallest feasible budget: {fmt_bytes(plans.min_feasible)} ({plans.min_feasible} bytes"
+        f"{_share(plans, plans.min_feasible)}). "
+    )
     if plans.budget is None:
         return s + "No budget given (`ckptcheck report --costs FILE --budget B` names the cheapest policy under B)."
     under = f"the budget of {fmt_bytes(plans.budget)} ({plans.budget} bytes)"
     c = plans.cheapest
     if c is None:
         return s + f"No policy fits under {under}."
-    return (s + f"Cheapest policy under {under}: **{c.policy}**, planned peak {fmt_bytes(c.peak)} ({c.peak} bytes), "
-            f"FLOP overhead {fmt_overhead(c.flop_overhead)}, predicted time overhead {_time(c.time_overhead)}.")
+    return (
+        s + f"Cheapest policy under {under}: **{c.policy}**, planned peak {fmt_bytes(c.peak)} ({c.peak} bytes), "
+        f"FLOP overhead {fmt_overhead(c.flop_overhead)}, predicted time overhead {_time(c.time_overhead)}."
+    )
 
 
 def summary_lines(plans_list: list[Plans]) -> list[str]:
@@ -301,15 +349,19 @@ def summary_lines(plans_list: list[Plans]) -> list[str]:
     out = []
     for pl in plans_list:
         n = sum(1 for p in pl.policies if p.expressible)
-        s = (f"Profiled model **{pl.model}** ({pl.framework}, batch {pl.batch_size}, {pl.layers} blocks; predicted "
-             f"from its chain costs, not measured): store-all peak {fmt_bytes(pl.store_all_peak)}, smallest feasible "
-             f"budget {fmt_bytes(pl.min_feasible)}")
+        s = (
+            f"Profiled model **{pl.model}** ({pl.framework}, batch {pl.batch_size}, {pl.layers} blocks; predicted "
+            f"from its chain costs, not measured): store-all peak {fmt_bytes(pl.store_all_peak)}, smallest feasible "
+            f"budget {fmt_bytes(pl.min_feasible)}"
+        )
         s += f" ({fmt_pct(pl.min_feasible / pl.store_all_peak)} of it)" if pl.store_all_peak else ""
         if pl.budget is not None and pl.cheapest is not None:
             c = pl.cheapest
-            s += (f"; cheapest under {fmt_bytes(pl.budget)}: {c.policy} "
-                  f"(FLOP overhead {fmt_overhead(c.flop_overhead)}, "
-                  f"predicted time overhead {_time(c.time_overhead)})")
+            s += (
+                f"; cheapest under {fmt_bytes(pl.budget)}: {c.policy} "
+                f"(FLOP overhead {fmt_overhead(c.flop_overhead)}, "
+                f"predicted time overhead {_time(c.time_overhead)})"
+            )
         elif pl.budget is not None:
             s += f"; no policy fits under {fmt_bytes(pl.budget)}"
         s += f"; {n} of {len(pl.policies)} policies can be applied as a per-module placement."
@@ -320,11 +372,18 @@ def summary_lines(plans_list: list[Plans]) -> list[str]:
 def section_blocks(plans: Plans) -> list[DocBlock]:
     """The section of one profiled model, as make_report.document's blocks."""
     pl = plans
-    intro = (f"{pl.framework}, batch {pl.batch_size}, {pl.layers} blocks, plain step {fmt_time(pl.step_seconds)} "
-             f"(measured by `ckptcheck profile`); store-all peak {fmt_bytes(pl.store_all_peak)} "
-             f"({pl.store_all_peak} bytes). Every other number here is **predicted** from the chain costs.")
-    d = [("h2", f"Profiled model: {pl.model}"), ("p", intro), ("p", budget_line(pl)),
-         ("table", HEADER, [policy_cells(pl, p) for p in pl.policies], None), ("p", NOTE)]
+    intro = (
+        f"{pl.framework}, batch {pl.batch_size}, {pl.layers} blocks, plain step {fmt_time(pl.step_seconds)} "
+        f"(measured by `ckptcheck profile`); store-all peak {fmt_bytes(pl.store_all_peak)} "
+        f"({pl.store_all_peak} bytes). Every other number here is **predicted** from the chain costs."
+    )
+    d = [
+        ("h2", f"Profiled model: {pl.model}"),
+        ("p", intro),
+        ("p", budget_line(pl)),
+        ("table", HEADER, [policy_cells(pl, p) for p in pl.policies], None),
+        ("p", NOTE),
+    ]
     if pl.checks:
         d += plan_checks.blocks(pl.checks)
     if pl.figure is not None:
@@ -347,133 +406,3 @@ def terminal_lines(plans_list: list[Plans]) -> list[str]:
     for pl in plans_list:
         out.append(f"Profiled model {pl.model} (predicted): " + re.sub(r"[*`]", "", budget_line(pl)))
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The figure
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "model"
-
-
-def _byte_ticks(lo: float, hi: float, gap: float = 0.12) -> list[float]:
-    """Tick positions for a log byte axis from lo to hi: powers of two first, then 1.5 times them, then 1.25 and
-    1.75 times, each kept only when at least `gap` of the axis's width from every tick kept before."""
-    span = math.log(hi / lo)
-    kept = []
-    for subs in ((1.0,), (1.5,), (1.25, 1.75)):
-        n = math.floor(math.log2(max(1.0, lo)))
-        while 2.0 ** n <= hi:
-            for m in subs:
-                t = m * 2.0 ** n
-                if lo <= t <= hi and all(abs(math.log(t / k)) >= gap * span for k in kept):
-                    kept.append(t)
-            n += 1
-    return sorted(kept)
-
-
-def _tick_label(v: float) -> str:
-    """A byte tick's label, short: 16 MiB, 1.5 GiB, 512 KiB."""
-    for unit, size in (("GiB", 1024.0 ** 3), ("MiB", 1024.0 ** 2), ("KiB", 1024.0)):
-        if v >= size:
-            return f"{round(v / size, 2):g} {unit}"
-    return f"{v:g} B"
-
-
-def draw_figures(plans_list: list[Plans]) -> None:
-    """Draws each profiled model's frontier figure into its .figure (file names unique over the list)."""
-    if not plans_list:
-        return
-    plt, color_for = pyplot()
-    used = set()
-    for pl in plans_list:
-        base = "fig-costs-" + _slug(pl.short_model)
-        name, k = base, 2
-        while name in used:
-            name, k = f"{base}-{k}", k + 1
-        used.add(name)
-        pl.figure = (name, f"Predicted memory vs recompute: {pl.short_model}",
-                     "Predicted from the profiled chain costs, not measured. The line is the optimal policy swept "
-                     "over budgets from the smallest feasible to store-all's peak (a step function of the budget; "
-                     "dots at the peaks it reaches); markers are the policies at their planned peaks, filled when "
-                     "PyTorch can apply them as a per-module placement, hollow when not. Left: FLOP overhead; "
-                     "right: predicted time overhead (the recomputed blocks' measured forward time ÷ the plain "
-                     "step). The shaded band is below the smallest feasible budget; the dashed red line is the "
-                     "budget and the red star the cheapest policy under it, when a budget is given.",
-                     _draw(pl, plt, color_for))
-
-
-def _draw(pl: Plans, plt: Any, color_for: Callable[[int], Any]) -> str:
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
-    xs = [pl.store_all_peak, pl.min_feasible] + [p.peak for p in pl.policies] + [p.peak for p in pl.frontier]
-    xs += [p.budget for p in pl.frontier] + ([pl.budget] if pl.budget is not None else [])
-    xs = [x for x in xs if x > 0]
-    lo, hi = (min(xs), max(xs)) if xs else (1, 2)
-    log = bool(xs) and hi / lo > 1.0
-    left, right = (lo / 1.06, hi * 1.06) if log else (0, hi * 1.06 + 1)
-    markers = "os^vD<>ph*"
-    legend = []  # the FLOP panel's handles: every policy has a FLOP overhead, not every one a predicted time
-    for ax, attr, ylabel, title in (
-            (axes[0], "flop_overhead", "FLOP overhead (recompute / (fwd + bwd))", "FLOP overhead (predicted)"),
-            (axes[1], "time_overhead", "time overhead (recomputed fwd time / plain step)",
-             "Time overhead (predicted)")):
-        handles = []
-        if pl.min_feasible > left:
-            ax.axvspan(left, pl.min_feasible, color="0.88", lw=0, zorder=0)
-            below = f"below the smallest feasible budget ({fmt_bytes(pl.min_feasible)})"
-            handles.append(Patch(color="0.88", label=below))
-        front = [p for p in pl.frontier if getattr(p, attr) is not None]
-        if front:
-            ax.step([p.budget for p in front], [getattr(p, attr) for p in front], where="post", color="0.25", lw=1.5,
-                    zorder=2)
-            ax.plot([p.peak for p in front], [getattr(p, attr) for p in front], ls="none", marker=".", color="0.25",
-                    ms=4, zorder=2)
-            handles.append(Line2D([], [], color="0.25", lw=1.5, marker=".", ms=4, label="optimal frontier"))
-        for i, p in enumerate(pl.policies):
-            y = getattr(p, attr)
-            label = p.policy + ("" if p.expressible else " (not per-module)")
-            if y is None:
-                handles.append(Line2D([], [], ls="none", marker=markers[i % len(markers)], ms=7, mew=1.5,
-                                      color=color_for(i), mfc=color_for(i) if p.expressible else "none", label=label))
-                continue
-            # A policy at the same point as earlier ones is drawn smaller, on top, so each stays visible.
-            same = sum(1 for q in pl.policies[:i] if (q.peak, getattr(q, attr)) == (p.peak, y))
-            h, = ax.plot([p.peak], [y], ls="none", marker=markers[i % len(markers)], ms=max(3.0, 7.0 - 2.0 * same),
-                         mew=1.5, color=color_for(i), mfc=color_for(i) if p.expressible else "none", zorder=3,
-                         label=label)
-            handles.append(h)
-        if pl.budget is not None:
-            ax.axvline(pl.budget, color="tab:red", ls="--", lw=1.2, zorder=1)
-            handles.append(Line2D([], [], color="tab:red", ls="--", lw=1.2, label=f"budget {fmt_bytes(pl.budget)}"))
-            c = pl.cheapest
-            if c is not None and getattr(c, attr) is not None:
-                h, = ax.plot([c.peak], [getattr(c, attr)], ls="none", marker="*", ms=17, mfc="none", mec="tab:red",
-                             mew=1.4, zorder=4, label=f"cheapest under the budget: {c.policy}")
-                handles.append(h)
-        if not any(getattr(p, attr) is not None for p in pl.policies + pl.frontier):
-            ax.text(0.5, 0.5, "no time overhead predicted", transform=ax.transAxes, ha="center", va="center",
-                    color="0.4", bbox={"fc": "white", "ec": "none"})
-        if not legend:
-            legend = handles
-        if log:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_locator(FixedLocator(_byte_ticks(left, right)))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick_label(v)))
-        ax.set_xlim(left, right)
-        top = max(0.05, ax.get_ylim()[1])
-        ax.set_ylim(-0.03 * top, top)  # markers at 0 (store-all) clear of the axis
-        ax.set_xlabel("peak activation bytes (planned)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-    fig.suptitle(f"{pl.model} ({pl.framework}, batch {pl.batch_size}, {pl.layers} blocks): predicted", fontsize=9)
-    fig.legend(handles=legend, fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
-               title="filled: per-module placement", title_fontsize=6.5)
-    fig.tight_layout()
-    return svg_of(plt, fig)

@@ -14,6 +14,7 @@ report_data.py and the figures drawn by report_figures.py, modules of this packa
 Exit codes as ckptcheck's: 0 written, 1 written but --check found a failed verification, 2 bad input (one line
 naming what), 3 missing dependency or I/O error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,20 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 
-from . import baseline, costs_report, overview, plan_checks, report_html, time_model, user_models
+from . import (
+    baseline,
+    costs_figures,
+    costs_report,
+    overview,
+    plan_checks,
+    report_html,
+    report_markdown,
+    time_model,
+    user_models,
+)
+from .atomic_write import write_atomic
 from .report_data import (
     ENGINE_TAX_GOAL,
     FULL_RECOMPUTE_THEORY,
@@ -51,7 +62,6 @@ from .report_tables import (
     context_lines,
     framework_rows,
     full_recompute_rows,
-    md_table,
     planner_rows,
     recompute_kind_rows,
     step_cells,
@@ -76,8 +86,13 @@ class Report:
     """Every input of one report, read: step rows by case, frontier and planner points, verify, other frameworks,
     user models and profiled models' plans. BadInput when a benchmark JSON has no run the report reads."""
 
-    def __init__(self, bench: Bench, verify: Verify | None, frameworks: Frameworks | None = None,
-                 costs: Iterable[costs_report.Plans] = ()) -> None:
+    def __init__(
+        self,
+        bench: Bench,
+        verify: Verify | None,
+        frameworks: Frameworks | None = None,
+        costs: Iterable[costs_report.Plans] = (),
+    ) -> None:
         self.costs = list(costs)  # costs_report.Plans, one per --costs-plans file
         self.frameworks = frameworks.rows if frameworks is not None else []
         self.user_models = frameworks.user_rows if frameworks is not None else []
@@ -134,13 +149,16 @@ class Report:
             return "on the frontier", True
         if diff <= 0 and exact:
             by = fmt_overhead(-diff / max(1, row.flops_forward + row.flops_backward))
-            return (f"below the block-level frontier by {by} "
-                    f"FLOP overhead (op-level recompute is outside the DP's family)"), True
+            return (
+                f"below the block-level frontier by {by} FLOP overhead (op-level recompute is outside the DP's family)"
+            ), True
         if diff <= 0:
             return "at or below the sampled frontier", True
         base = max(1, row.flops_forward + row.flops_backward)
-        return (f"{fmt_overhead(diff / base)} FLOP overhead above optimal at the same budget "
-                f"({fmt_overhead(opt.flop_overhead)})"), False
+        return (
+            f"{fmt_overhead(diff / base)} FLOP overhead above optimal at the same budget "
+            f"({fmt_overhead(opt.flop_overhead)})"
+        ), False
 
     def all_rows(self) -> Iterator[StepRow]:
         """Every step row, case by case in bench order."""
@@ -179,20 +197,25 @@ def cost_lines(rep: Report) -> list[str]:
     if rows:
         worst = max(rows, key=lambda r: r.engine_tax)
         over = [r for r in rows if r.engine_tax > ENGINE_TAX_GOAL]
-        s = (f"Engine tax over {len(rows)} case × policy runs: median "
-             f"{fmt_tax(statistics.median([r.engine_tax for r in rows]))}, worst {fmt_tax(worst.engine_tax)} "
-             f"({worst.display} on {worst.case}); goal ≤ {ENGINE_TAX_GOAL}: "
-             + ("met everywhere." if not over else f"not met in {len(over)} of {len(rows)}."))
+        s = (
+            f"Engine tax over {len(rows)} case × policy runs: median "
+            f"{fmt_tax(statistics.median([r.engine_tax for r in rows]))}, worst {fmt_tax(worst.engine_tax)} "
+            f"({worst.display} on {worst.case}); goal ≤ {ENGINE_TAX_GOAL}: "
+            + ("met everywhere." if not over else f"not met in {len(over)} of {len(rows)}.")
+        )
         ops = [r.op_cost_tax for r in rows if r.op_cost_tax is not None]
         if ops:
             rest = [r.rest_tax for r in rows if r.rest_tax is not None]
             store = [r for r in rows if r.policy == "store-all"]
-            s += (" Split: recomputed ops costing more time than their FLOP share, "
-                  f"median {fmt_tax(statistics.median(ops))}; "
-                  f"everything else (executor, allocation, cache), median {fmt_tax(statistics.median(rest))}")
+            s += (
+                " Split: recomputed ops costing more time than their FLOP share, "
+                f"median {fmt_tax(statistics.median(ops))}; "
+                f"everything else (executor, allocation, cache), median {fmt_tax(statistics.median(rest))}"
+            )
             if store:
-                s += ("; the executor running store-all's own schedule: "
-                      + ", ".join(f"{fmt_tax(r.engine_tax)} ({r.case})" for r in store))
+                s += "; the executor running store-all's own schedule: " + ", ".join(
+                    f"{fmt_tax(r.engine_tax)} ({r.case})" for r in store
+                )
             s += "."
         lines.append(s)
     tm = time_model.time_model_headline(rep.steps)
@@ -200,10 +223,11 @@ def cost_lines(rep: Report) -> list[str]:
         lines.append(tm)
     fr = [r for r in rows if r.is_full_recompute]
     if fr:
-        lines.append("Full recomputation (a checkpoint at every block boundary, every block recomputed once) costs "
-                     + ", ".join(f"{fmt_pct(r.time_ratio - 1.0)} on {r.case} (FLOPs: {fmt_pct(r.flop_overhead)})"
-                                 for r in fr)
-                     + f", against the textbook {fmt_pct(FULL_RECOMPUTE_THEORY)}.")
+        lines.append(
+            "Full recomputation (a checkpoint at every block boundary, every block recomputed once) costs "
+            + ", ".join(f"{fmt_pct(r.time_ratio - 1.0)} on {r.case} (FLOPs: {fmt_pct(r.flop_overhead)})" for r in fr)
+            + f", against the textbook {fmt_pct(FULL_RECOMPUTE_THEORY)}."
+        )
     return lines
 
 
@@ -214,8 +238,10 @@ def check_lines(rep: Report) -> list[str]:
     checked = [r for r in rows if r.verdict is not None]
     if checked:
         differs = [r for r in checked if r.verdict.startswith("DIFFERS")]
-        s = (f"Bitwise: {len(checked) - len(differs)} of {len(checked)} benchmarked case × policy steps equal to the "
-             "reference")
+        s = (
+            f"Bitwise: {len(checked) - len(differs)} of {len(checked)} benchmarked case × policy steps equal to the "
+            "reference"
+        )
         s += (", DIFFERS: " + ", ".join(f"{r.case}/{r.display}" for r in differs) + ".") if differs else "."
         lines.append(s)
     if rep.verify is not None:
@@ -232,26 +258,34 @@ def findings_lines(rep: Report) -> list[str]:
     if rep.verify is None:
         return out
     for f in rep.verify.findings:
-        parts = [f"property {f.get('property', '?')} ({f.get('property_id', '')})", str(f.get("origin", "")),
-                 f"policy {f.get('policy', '?')}", str(f.get("message", ""))]
+        parts = [
+            f"property {f.get('property', '?')} ({f.get('property_id', '')})",
+            str(f.get("origin", "")),
+            f"policy {f.get('policy', '?')}",
+            str(f.get("message", "")),
+        ]
         if f.get("replay"):
             parts.append(f"replay: {f['replay']}")
         out.append("; ".join(p for p in parts if p))
     return out
 
 
-DEFINITIONS = ("The words used from here on: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the "
-               "store-all step), what recomputation costs if time followed FLOPs; *time ratio* = policy step time / "
-               "reference store-all step time (thread CPU time, median over repetitions of interleaved steps; IQR in "
-               "brackets), so the step time paid is time ratio − 1; *engine tax* = time ratio − (1 + FLOP "
-               "overhead), what a policy costs beyond its FLOPs, split into *recomputed ops* (their time beyond "
-               "their FLOP share) and *rest* (everything else: executor, allocation, cache; see Engine tax per "
-               "policy); *time-model tax* = measured − predicted time overhead, the prediction coming from the "
-               "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute "
-               "than the optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the "
-               "step bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`).")
-FRONTIER_NOTE = ("Which policy is on the memory/recompute frontier at which budget (FLOP overheads in brackets; the "
-                 "optimal policy at a policy's own peak is the comparison), and every policy's measured numbers.")
+DEFINITIONS = (
+    "The words used from here on: *FLOP overhead* = recompute FLOPs / (forward + backward FLOPs of the "
+    "store-all step), what recomputation costs if time followed FLOPs; *time ratio* = policy step time / "
+    "reference store-all step time (thread CPU time, median over repetitions of interleaved steps; IQR in "
+    "brackets), so the step time paid is time ratio − 1; *engine tax* = time ratio − (1 + FLOP "
+    "overhead), what a policy costs beyond its FLOPs, split into *recomputed ops* (their time beyond "
+    "their FLOP share) and *rest* (everything else: executor, allocation, cache; see Engine tax per "
+    "policy); *time-model tax* = measured − predicted time overhead, the prediction coming from the "
+    "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute "
+    "than the optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the "
+    "step bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`)."
+)
+FRONTIER_NOTE = (
+    "Which policy is on the memory/recompute frontier at which budget (FLOP overheads in brackets; the "
+    "optimal policy at a policy's own peak is the comparison), and every policy's measured numbers."
+)
 
 
 def case_blocks(rep: Report) -> list[DocBlock]:
@@ -274,31 +308,60 @@ def analysis_blocks(rep: Report) -> list[DocBlock]:
     """The engine tax, the time model and full recomputation: tables collapsed under their summary lines."""
     d = []
     if rep.steps:
-        d += [("h2", "Engine tax per policy"),
-              ("details", "The table", [("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)])]
+        d += [
+            ("h2", "Engine tax per policy"),
+            ("details", "The table", [("table", TAX_HEADER, tax_rows(rep), tax_class), ("p", TAX_NOTE)]),
+        ]
     tm = time_model.time_model_rows(rep.steps)
     if tm:
-        d += [("h2", "Time model: predicted vs measured time overhead"),
-              ("p", time_model.time_model_headline(rep.steps)),
-              ("details", "Per case × policy, with the tax split",
-               [("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)])]
+        d += [
+            ("h2", "Time model: predicted vs measured time overhead"),
+            ("p", time_model.time_model_headline(rep.steps)),
+            (
+                "details",
+                "Per case × policy, with the tax split",
+                [("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)],
+            ),
+        ]
     fr = full_recompute_rows(rep)
     if fr:
-        d += [("h2", "Full recomputation vs the 33% theory"), ("table", FULL_HEADER, fr, None),
-              ("p", "The textbook 33% assumes a backward costs twice a forward and time follows FLOPs; the FLOP column "
-                    "is this model's own ratio, *time in recomputed ops* what recomputing its blocks took, in "
-                    "reference steps.")]
+        d += [
+            ("h2", "Full recomputation vs the 33% theory"),
+            ("table", FULL_HEADER, fr, None),
+            (
+                "p",
+                "The textbook 33% assumes a backward costs twice a forward and time follows FLOPs; the FLOP column "
+                "is this model's own ratio, *time in recomputed ops* what recomputing its blocks took, in "
+                "reference steps.",
+            ),
+        ]
         kinds = recompute_kind_rows(rep)
         if kinds:
-            d.append(("details", "Where full recomputation's time goes, per op kind",
-                      [("table", KIND_HEADER, kinds, None),
-                       ("p", "A time ÷ FLOP share above 1 means the op kind costs more time per FLOP than the step's "
-                             "average, so recomputing it costs more than its FLOPs predict.")]))
+            d.append(
+                (
+                    "details",
+                    "Where full recomputation's time goes, per op kind",
+                    [
+                        ("table", KIND_HEADER, kinds, None),
+                        (
+                            "p",
+                            "A time ÷ FLOP share above 1 means the op kind costs more time per FLOP than the step's "
+                            "average, so recomputing it costs more than its FLOPs predict.",
+                        ),
+                    ],
+                )
+            )
     if rep.planner:
         header, rows = planner_rows(rep)
-        d += [("h2", "Planner scaling"),
-              ("details", "Homogeneous chains, planner only. Each cell: peak activation / forward evaluations / "
-                          "planner run time (schedule + plan).", [("table", header, rows, None)])]
+        d += [
+            ("h2", "Planner scaling"),
+            (
+                "details",
+                "Homogeneous chains, planner only. Each cell: peak activation / forward evaluations / "
+                "planner run time (schedule + plan).",
+                [("table", header, rows, None)],
+            ),
+        ]
     return d
 
 
@@ -306,24 +369,34 @@ def other_blocks(rep: Report) -> list[DocBlock]:
     """The sections of other frameworks side by side and of the user's own models (each only when given)."""
     d = []
     if rep.frameworks:
-        d += [("h2", "Side by side with other frameworks"),
-              ("p", "The same case and segmenting, timed in the same run on this machine: the framework's own plain "
-                    "and checkpointed steps (through its adapter), and ckptcheck's store-all reference and "
-                    "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
-                    "*bitwise* says whether the framework's checkpointed run equalled its plain one."),
-              ("table", FRAMEWORK_HEADER, framework_rows(rep), None),
-              ("h3", "Reference step vs the framework's step"), ("p", time_model.SPEED_NOTE),
-              ("table", time_model.SPEED_HEADER, time_model.speed_rows(rep.frameworks), None)]
+        d += [
+            ("h2", "Side by side with other frameworks"),
+            (
+                "p",
+                "The same case and segmenting, timed in the same run on this machine: the framework's own plain "
+                "and checkpointed steps (through its adapter), and ckptcheck's store-all reference and "
+                "`uniform:k=K` engine. Step times are the fastest of 3 rounds of each run's median step. "
+                "*bitwise* says whether the framework's checkpointed run equalled its plain one.",
+            ),
+            ("table", FRAMEWORK_HEADER, framework_rows(rep), None),
+            ("h3", "Reference step vs the framework's step"),
+            ("p", time_model.SPEED_NOTE),
+            ("table", time_model.SPEED_HEADER, time_model.speed_rows(rep.frameworks), None),
+        ]
     if rep.user_models:
-        d += [("h2", "Your own models: plain vs checkpointed"), ("p", user_models.NOTE),
-              ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None)]
+        d += [
+            ("h2", "Your own models: plain vs checkpointed"),
+            ("p", user_models.NOTE),
+            ("table", user_models.HEADER, user_models.cells(rep.user_models, fmt_bytes), None),
+        ]
     for plans in rep.costs:
         d += costs_report.section_blocks(plans)
     return d
 
 
-def document(rep: Report, figs: list[Figure], summary_fig: Figure | None = None,
-             comparison: baseline.Comparison | None = None) -> list[DocBlock]:
+def document(
+    rep: Report, figs: list[Figure], summary_fig: Figure | None = None, comparison: baseline.Comparison | None = None
+) -> list[DocBlock]:
     """The report as blocks both renderers share: (kind, ...) with kind h1, h2, h3, p, ul, table, figure and
     details (a summary line and the blocks it folds). The first screen answers what checkpointing saves and costs
     (overview.py); the jargon, the per-case tables and the time model follow, collapsed where they are long."""
@@ -351,78 +424,48 @@ def document(rep: Report, figs: list[Figure], summary_fig: Figure | None = None,
     return d
 
 
-def markdown_lines(blocks: list[DocBlock]) -> list[str]:
-    """The blocks as Markdown lines, a details block's folded blocks inside its <details>."""
-    md = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2", "h3"):
-            md += ["#" * int(kind[1]) + " " + block[1], ""]
-        elif kind == "p":
-            md += [block[1], ""]
-        elif kind == "ul":
-            md += [f"- {item}" for item in block[1]] + [""]
-        elif kind == "table":
-            md += [md_table(block[1], block[2]), ""]
-        elif kind == "figure":
-            name, title, caption = block[1:4]
-            heading = [f"### {title}", ""] if len(block) < 6 or block[5] else []
-            md += heading + [f"![{title}]({name}.svg)", "", caption, ""]
-        elif kind == "details":
-            # GitHub and GitLab render HTML's <details> in Markdown; the blank lines let the Markdown inside render.
-            md += [f"<details><summary>{report_html.inline_html(block[1])}</summary>", ""]
-            md += markdown_lines(block[2]) + ["</details>", ""]
-    return md
-
-
-def render_markdown(blocks: list[DocBlock]) -> str:
-    """The report's blocks (document) as report.md's text."""
-    return "\n".join(markdown_lines(blocks))
-
-
 def terminal_table(rep: Report) -> str:
     """--print-summary's text: a table of every step row, each subject in plain words, the cost and check lines."""
-    header = ["case", "policy", "peak", "×store-all", "fwd evals", "FLOP ovh", "time ratio", "engine tax",
-              "ops", "rest", "bitwise"]
+    header = [
+        "case",
+        "policy",
+        "peak",
+        "×store-all",
+        "fwd evals",
+        "FLOP ovh",
+        "time ratio",
+        "engine tax",
+        "ops",
+        "rest",
+        "bitwise",
+    ]
     rows = []
     for r in rep.all_rows():
-        rows.append([r.case, r.display, fmt_bytes(r.peak), fmt_ratio(r.memory_ratio), evals_text(r),
-                     fmt_overhead(r.flop_overhead), fmt_ratio(r.time_ratio), fmt_tax(r.engine_tax),
-                     opt_tax(r.op_cost_tax), opt_tax(r.rest_tax),
-                     (r.verdict or "—") + ("" if r.planned_ok else " (measured≠planned)")])
+        rows.append(
+            [
+                r.case,
+                r.display,
+                fmt_bytes(r.peak),
+                fmt_ratio(r.memory_ratio),
+                evals_text(r),
+                fmt_overhead(r.flop_overhead),
+                fmt_ratio(r.time_ratio),
+                fmt_tax(r.engine_tax),
+                opt_tax(r.op_cost_tax),
+                opt_tax(r.rest_tax),
+                (r.verdict or "—") + ("" if r.planned_ok else " (measured≠planned)"),
+            ]
+        )
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(widths[i]) if i < 2 or i == len(cells) - 1 else c.rjust(widths[i])
-                         for i, c in enumerate(cells)).rstrip()
+        return "  ".join(
+            c.ljust(widths[i]) if i < 2 or i == len(cells) - 1 else c.rjust(widths[i]) for i, c in enumerate(cells)
+        ).rstrip()
 
     out = [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
     words = [f"{sub.name}: {overview.sentence(sub)}" for sub in overview.subjects(rep)]
     return "\n".join(out + [""] + words + [re.sub(r"[*`]", "", line) for line in cost_lines(rep) + check_lines(rep)])
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Output
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` (UTF-8, \\n newlines) to a temporary file beside `path` and rename it into place."""
-    # As harness/atomic_file.h: the rename would replace a link, a device or a pipe, not write through it.
-    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
-        raise BadInput(f"cannot write '{path}': not a regular file (it would be replaced, not written to)")
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def main(argv: list[str]) -> int:
@@ -430,20 +473,38 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description="ckptcheck overhead report")
     ap.add_argument("--bench", action="append", default=[], help="bench_engine JSON (repeatable)")
     ap.add_argument("--verify", help="ckptcheck verify --json output")
-    ap.add_argument("--frameworks", action="append", default=[],
-                    help="ckptcheck validate --timing-case ... --json output (repeatable)")
-    ap.add_argument("--costs-plans", action="append", default=[],
-                    help="`ckptcheck report --costs` plans of a profiled model (repeatable; no --bench needed)")
-    ap.add_argument("--plan-loop", action="append", default=[],
-                    help="check_plan_loop.py's plan-loop.json: a profiled model's placements applied and checked")
+    ap.add_argument(
+        "--frameworks",
+        action="append",
+        default=[],
+        help="ckptcheck validate --timing-case ... --json output (repeatable)",
+    )
+    ap.add_argument(
+        "--costs-plans",
+        action="append",
+        default=[],
+        help="`ckptcheck report --costs` plans of a profiled model (repeatable; no --bench needed)",
+    )
+    ap.add_argument(
+        "--plan-loop",
+        action="append",
+        default=[],
+        help="check_plan_loop.py's plan-loop.json: a profiled model's placements applied and checked",
+    )
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--print-summary", action="store_true", help="print the per-case summary table")
-    ap.add_argument("--baseline", metavar="DIR",
-                    help="compare with an earlier report's runs (DIR/runs.json): a section, exit 1 on a regression")
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="compare with an earlier report's runs (DIR/runs.json): a section, exit 1 on a regression",
+    )
     ap.add_argument("--junit", metavar="FILE", help="with --baseline: the comparison as a JUnit report")
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 when a benchmarked step is not bitwise equal, its measurements differ from the plan, "
-                         "a benchmark reported an error, or the verify JSON has a finding")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a benchmarked step is not bitwise equal, its measurements differ from the plan, "
+        "a benchmark reported an error, or the verify JSON has a finding",
+    )
     a = ap.parse_args(argv)
     try:
         if not a.bench and not a.costs_plans:
@@ -467,12 +528,12 @@ def main(argv: list[str]) -> int:
     try:
         figs = figures(rep)
         summary_fig = overview.figure(rep)
-        costs_report.draw_figures(rep.costs)
+        costs_figures.draw_figures(rep.costs)
         os.makedirs(a.out, exist_ok=True)
         for name, _, _, svg in figs + [c.figure for c in rep.costs] + ([summary_fig] if summary_fig else []):
             write_atomic(os.path.join(a.out, name + ".svg"), svg)
         blocks = document(rep, figs, summary_fig, comparison)
-        write_atomic(os.path.join(a.out, "report.md"), render_markdown(blocks))
+        write_atomic(os.path.join(a.out, "report.md"), report_markdown.render(blocks))
         write_atomic(os.path.join(a.out, "report.html"), report_html.render(blocks))
         if rep.steps:
             write_atomic(os.path.join(a.out, baseline.FILE), baseline.runs_text(rep))
@@ -488,14 +549,23 @@ def main(argv: list[str]) -> int:
         lines = ([terminal_table(rep)] if rep.has_bench else []) + costs_report.terminal_lines(rep.costs)
         print("\n".join(lines))
     nfig = len(figs) + len(rep.costs) + (summary_fig is not None)
-    print(f"ckptcheck report: wrote {os.path.join(a.out, 'report.md')} and {os.path.join(a.out, 'report.html')} "
-          f"({nfig} figure{'' if nfig == 1 else 's'})", file=sys.stderr)
+    print(
+        f"ckptcheck report: wrote {os.path.join(a.out, 'report.md')} and {os.path.join(a.out, 'report.html')} "
+        f"({nfig} figure{'' if nfig == 1 else 's'})",
+        file=sys.stderr,
+    )
     if comparison is not None and comparison.regressed:
-        print("ckptcheck report: regressions against the baseline: " + "; ".join(
-            f"{c.case}/{c.policy}: {', '.join(c.regressions)}" for c in comparison.regressed), file=sys.stderr)
+        print(
+            "ckptcheck report: regressions against the baseline: "
+            + "; ".join(f"{c.case}/{c.policy}: {', '.join(c.regressions)}" for c in comparison.regressed),
+            file=sys.stderr,
+        )
     if a.check:
-        failed = [f"{r.case}/{r.display}" for r in rep.all_rows()
-                  if (r.verdict or "").startswith("DIFFERS") or not r.planned_ok]
+        failed = [
+            f"{r.case}/{r.display}"
+            for r in rep.all_rows()
+            if (r.verdict or "").startswith("DIFFERS") or not r.planned_ok
+        ]
         failed += [n for n, _ in bench.errors]
         if verify is not None and verify.findings:
             failed.append(f"{len(verify.findings)} verify finding(s)")

@@ -6,6 +6,7 @@ Every policy of a subject becomes an Option: the share of activation memory it s
 and the step time it pays over the plain step. The recommended policy at a budget is the one that pays the least
 time among those whose peak fits; the frontier is the set no other option beats on both.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,13 @@ from .report_format import DocBlock, Figure, fmt_bytes, fmt_time
 
 BUDGETS = ((0.5, "½"), (0.25, "¼"))  # common budgets, as shares of the activation memory without checkpointing
 FIGURE = "fig-summary"
-HEADER = ["case", "without checkpointing: activations, step", "recommended within ½ of the memory",
-          "recommended within ¼ of the memory", "in plain words"]
+HEADER = [
+    "case",
+    "without checkpointing: activations, step",
+    "recommended within ½ of the memory",
+    "recommended within ¼ of the memory",
+    "in plain words",
+]
 
 
 @dataclass(frozen=True)
@@ -76,15 +82,31 @@ def subjects(rep: Report) -> list[Subject]:
             continue
         ok = [r for r in rows if r.planned_ok and not (r.verdict or "").startswith("DIFFERS")]
         base = rows[0].store_all_peak
-        out.append(Subject(case, f"{rows[0].layers} blocks", base, rows[0].store_all_seconds,
-                           [Option(r.display, r.peak, base, r.time_ratio - 1.0) for r in ok], predicted=False))
+        out.append(
+            Subject(
+                case,
+                f"{rows[0].layers} blocks",
+                base,
+                rows[0].store_all_seconds,
+                [Option(r.display, r.peak, base, r.time_ratio - 1.0) for r in ok],
+                predicted=False,
+            )
+        )
     for pl in rep.costs:
         # A policy without a predicted time has nothing to weigh here; the model's own section lists it.
         timed = [p for p in pl.policies if p.time_overhead is not None]
         usable = [p for p in timed if p.expressible] or timed
         opts = [Option(p.policy, p.peak, pl.store_all_peak, p.time_overhead) for p in usable]
-        out.append(Subject(pl.short_model, f"{pl.layers} blocks, predicted", pl.store_all_peak,
-                           pl.step_seconds, opts, predicted=True))
+        out.append(
+            Subject(
+                pl.short_model,
+                f"{pl.layers} blocks, predicted",
+                pl.store_all_peak,
+                pl.step_seconds,
+                opts,
+                predicted=True,
+            )
+        )
     return out
 
 
@@ -125,13 +147,16 @@ def table_rows(subs: list[Subject]) -> list[list[str]]:
     rows = []
     for s in subs:
         base = fmt_bytes(s.base_peak) + (f"\n{fmt_time(s.step_seconds)}" if s.step_seconds > 0 else "")
-        rows.append([f"{s.name}\n{s.detail}", base] + [option_cell(s.pick(share)) for share, _ in BUDGETS]
-                    + [sentence(s)])
+        rows.append(
+            [f"{s.name}\n{s.detail}", base] + [option_cell(s.pick(share)) for share, _ in BUDGETS] + [sentence(s)]
+        )
     return rows
 
 
-LEAD = ("What each checkpointing policy saves (activation memory, against storing everything) and what it costs (step "
-        "time, over the plain step).")
+LEAD = (
+    "What each checkpointing policy saves (activation memory, against storing everything) and what it costs (step "
+    "time, over the plain step)."
+)
 
 
 def blocks(rep: Report, fig: Figure | None) -> list[DocBlock]:
@@ -164,26 +189,60 @@ def figure(rep: Report) -> Figure | None:
         for s in group:
             color = color_for(k)
             k += 1
-            ax.plot([100 * o.time_paid for o in s.options], [100 * o.saved for o in s.options], ls="none",
-                    marker="o", ms=3.5, mfc="none", mew=0.9, color=color, alpha=0.7)
+            ax.plot(
+                [100 * o.time_paid for o in s.options],
+                [100 * o.saved for o in s.options],
+                ls="none",
+                marker="o",
+                ms=3.5,
+                mfc="none",
+                mew=0.9,
+                color=color,
+                alpha=0.7,
+            )
             front = s.frontier()
-            handles += ax.plot([100 * o.time_paid for o in front], [100 * o.saved for o in front], marker="o", ms=4,
-                               lw=1.3, color=color, label=s.name + (" (predicted)" if s.predicted else ""))
+            handles += ax.plot(
+                [100 * o.time_paid for o in front],
+                [100 * o.saved for o in front],
+                marker="o",
+                ms=4,
+                lw=1.3,
+                color=color,
+                label=s.name + (" (predicted)" if s.predicted else ""),
+            )
             half = s.pick(0.5)
             if half is not None:
-                ax.plot([100 * half.time_paid], [100 * half.saved], ls="none", marker="*", ms=11, color=color,
-                        mec="black", mew=0.6)
+                ax.plot(
+                    [100 * half.time_paid],
+                    [100 * half.saved],
+                    ls="none",
+                    marker="*",
+                    ms=11,
+                    color=color,
+                    mec="black",
+                    mew=0.6,
+                )
         for share, label in BUDGETS:
             ax.axhline(100 * (1 - share), color="0.5", lw=0.8, ls=":")
-            ax.text(1.0, 100 * (1 - share), f" within {label} ", transform=ax.get_yaxis_transform(), ha="right",
-                    va="bottom", fontsize=7, color="0.35")
+            ax.text(
+                1.0,
+                100 * (1 - share),
+                f" within {label} ",
+                transform=ax.get_yaxis_transform(),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="0.35",
+            )
         ax.set_ylim(-5, 105)
         ax.set_xlabel("step time paid (% over the plain step)" + (", predicted" if group[0].predicted else ""))
         ax.set_ylabel("activation memory saved (%)")
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    caption = ("Each marker is a policy (up: more memory saved, right: more step time paid); lines join each case's "
-               "frontier, stars mark the recommended policy within half the memory. Recommended within a budget: the "
-               "policy that fits and pays the least time, among steps bitwise equal and as planned.")
+    caption = (
+        "Each marker is a policy (up: more memory saved, right: more step time paid); lines join each case's "
+        "frontier, stars mark the recommended policy within half the memory. Recommended within a budget: the "
+        "policy that fits and pays the least time, among steps bitwise equal and as planned."
+    )
     return (FIGURE, "Memory saved vs time paid", caption, svg_of(plt, fig))

@@ -2,6 +2,7 @@
 plan-loop.json (the loop of harness/engine/COSTS.md run on the model: each budget's placement applied with
 `validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes and
 predicted vs measured step-time overhead. Rows join the section whose model is the file's adapter."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,13 +13,24 @@ from .report_format import DocBlock, fmt_bytes
 FORMAT = "ckptcheck-plan-loop"
 VERSION = 1
 
-HEADER = ["budget", "bytes", "policy picked", "saved predicted", "saved measured", "equal", "plain saved",
-          "time overhead predicted", "time overhead measured"]
+HEADER = [
+    "budget",
+    "bytes",
+    "policy picked",
+    "saved predicted",
+    "saved measured",
+    "equal",
+    "plain saved",
+    "time overhead predicted",
+    "time overhead measured",
+]
 
-NOTE = ("Each placement was applied to the model in PyTorch (`validate --plan`) and trained next to the plain "
-        "model: every row is bitwise equal to the plain run (else the loop fails), *saved* bytes are what the "
-        "forward of step 0 left for backward as saved-tensor hooks count them, and the measured time overhead "
-        "is the median ratio of plain and checkpointed steps run side by side in one process.")
+NOTE = (
+    "Each placement was applied to the model in PyTorch (`validate --plan`) and trained next to the plain "
+    "model: every row is bitwise equal to the plain run (else the loop fails), *saved* bytes are what the "
+    "forward of step 0 left for backward as saved-tensor hooks count them, and the measured time overhead "
+    "is the median ratio of plain and checkpointed steps run side by side in one process."
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,7 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
     doc = load_json(path, "plan loop")
     where = f"plan loop '{path}'"
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise BadInput(f"{where}: format/version must be \"{FORMAT}\" / {VERSION} (check_plan_loop.py's output)")
+        raise BadInput(f'{where}: format/version must be "{FORMAT}" / {VERSION} (check_plan_loop.py\'s output)')
     rows = doc.get("rows")
     if not isinstance(doc.get("adapter"), str) or not isinstance(rows, list) or not rows:
         raise BadInput(f"{where}: needs an adapter and a non-empty rows array")
@@ -61,9 +73,18 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
             if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
     return doc["adapter"], [
-        PlanCheckRow(r["budget_label"], r["budget"], r["policy"], r["predicted_saved_bytes"],
-                     r["measured_saved_bytes"], r.get("plain_saved_bytes"), r.get("predicted_time_overhead"),
-                     r.get("measured_time_overhead")) for r in rows]
+        PlanCheckRow(
+            r["budget_label"],
+            r["budget"],
+            r["policy"],
+            r["predicted_saved_bytes"],
+            r["measured_saved_bytes"],
+            r.get("plain_saved_bytes"),
+            r.get("predicted_time_overhead"),
+            r.get("measured_time_overhead"),
+        )
+        for r in rows
+    ]
 
 
 def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
@@ -72,9 +93,19 @@ def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
     for r in rows:
         equal = "yes" if r.predicted_saved_bytes == r.measured_saved_bytes else "**NO**"
         plain = r.plain_saved_bytes
-        out.append([r.budget_label, str(r.budget), r.policy, str(r.predicted_saved_bytes),
-                    str(r.measured_saved_bytes), equal, fmt_bytes(plain) if isinstance(plain, int) else "—",
-                    _pct(r.predicted_time_overhead), _pct(r.measured_time_overhead)])
+        out.append(
+            [
+                r.budget_label,
+                str(r.budget),
+                r.policy,
+                str(r.predicted_saved_bytes),
+                str(r.measured_saved_bytes),
+                equal,
+                fmt_bytes(plain) if isinstance(plain, int) else "—",
+                _pct(r.predicted_time_overhead),
+                _pct(r.measured_time_overhead),
+            ]
+        )
     return out
 
 

@@ -2,6 +2,7 @@
 `ckptcheck verify --json` and `ckptcheck validate --timing-case` results, as rows the report renders
 (reports/make_report.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from typing import Any
 
 from . import user_models
 
-ENGINE_TAX_GOAL = 0.03          # the goal for every policy on the catalogue: the executor's own cost under 3%
+ENGINE_TAX_GOAL = 0.03  # the goal for every policy on the catalogue: the executor's own cost under 3%
 FULL_RECOMPUTE_THEORY = 1.0 / 3  # recomputing every forward once: F / (F + B) with B = 2F
 MIB = 1024.0 * 1024.0
 
@@ -53,8 +54,12 @@ def base_name(name: str) -> str:
     for suffix in ("_mean", "_median", "_stddev", "_cv"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return re.sub(r"/(manual_time|real_time|process_time|(repeats|iterations|threads):\d+|min_time:[0-9.]+s?|"
-                  r"min_warmup_time:[0-9.]+s?)(?=/|$)", "", name)
+    return re.sub(
+        r"/(manual_time|real_time|process_time|(repeats|iterations|threads):\d+|min_time:[0-9.]+s?|"
+        r"min_warmup_time:[0-9.]+s?)(?=/|$)",
+        "",
+        name,
+    )
 
 
 def counter(entry: dict[str, Any], key: str, default: Any = None) -> Any:
@@ -69,11 +74,11 @@ class Bench:
     """Benchmark runs grouped by name; repetitions are folded into the median of each field."""
 
     def __init__(self) -> None:
-        self.files: list[str] = []     # the paths read, in order
+        self.files: list[str] = []  # the paths read, in order
         self.context: dict[str, Any] = {}
-        self.runs: dict[str, dict[str, Any]] = {}      # base name -> merged entry
-        self.order: list[str] = []     # base names in first-seen order
-        self.errors: list[tuple[str, str]] = []    # (name, message)
+        self.runs: dict[str, dict[str, Any]] = {}  # base name -> merged entry
+        self.order: list[str] = []  # base names in first-seen order
+        self.errors: list[tuple[str, str]] = []  # (name, message)
 
     def add_file(self, path: str) -> None:
         """Read one bench_engine JSON: its context (first file wins per key), its runs folded by base name (a later
@@ -81,8 +86,9 @@ class Bench:
         doc = load_json(path, "benchmark JSON")
         self.files.append(path)
         if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-            raise BadInput(f"benchmark JSON '{path}': no 'benchmarks' list (was it written with "
-                           f"--benchmark_out_format=json?)")
+            raise BadInput(
+                f"benchmark JSON '{path}': no 'benchmarks' list (was it written with --benchmark_out_format=json?)"
+            )
         ctx = doc.get("context", {})
         if isinstance(ctx, dict):
             for k, v in ctx.items():
@@ -111,8 +117,9 @@ class Bench:
                     merged[k] = statistics.median(vals)
             merged["repetitions_folded"] = len(entries)
             # Each repetition's time ratio: the spread a comparison with a baseline run judges against (baseline.py).
-            merged["time_overhead_repetitions"] = [e["time_overhead"] for e in entries
-                                                   if isinstance(e.get("time_overhead"), (int, float))]
+            merged["time_overhead_repetitions"] = [
+                e["time_overhead"] for e in entries if isinstance(e.get("time_overhead"), (int, float))
+            ]
             # BM_Step's interquartile range of the time ratio over repetitions (older JSON: counters of one run).
             for q, agg in quartiles.get(name, {}).items():
                 if isinstance(agg.get("time_overhead"), (int, float)):
@@ -126,8 +133,10 @@ class Bench:
         ckptcheck's policyFamily()): the report reads no policy string itself."""
         fam = self.context.get("policy_family:" + policy)
         if not isinstance(fam, str) or not fam:
-            raise BadInput(f"benchmark JSON: no 'policy_family:{policy}' in its context (written by a bench_engine "
-                           f"older than this report?)")
+            raise BadInput(
+                f"benchmark JSON: no 'policy_family:{policy}' in its context (written by a bench_engine "
+                f"older than this report?)"
+            )
         return fam
 
     def family(self, prefix: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -188,11 +197,13 @@ class StepRow:
         label = e.get("label", "")
         # The counters in the order a missing one is reported.
         layers, peak, store_all_peak, forward_evals = (
-            int(need(e, k, name)) for k in ("layers", "peak_activation_bytes", "store_all_peak_activation_bytes",
-                                            "forward_evals"))
+            int(need(e, k, name))
+            for k in ("layers", "peak_activation_bytes", "store_all_peak_activation_bytes", "forward_evals")
+        )
         micro_batches = int(e.get("micro_batches", 1))
         flops_forward, flops_recompute, flops_backward = (
-            int(need(e, k, name)) for k in ("flops_forward", "flops_recompute", "flops_backward"))
+            int(need(e, k, name)) for k in ("flops_forward", "flops_recompute", "flops_backward")
+        )
         flop_overhead = float(need(e, "flop_overhead", name))
         time_ratio = float(need(e, "time_overhead", name))
         pred = e.get("predicted_time_overhead")
@@ -272,14 +283,16 @@ class FrontierPoint:
     @classmethod
     def from_entry(cls, case: str, e: dict[str, Any], name: str) -> FrontierPoint:
         """The point of benchmark entry `e` (named `name` in errors); BadInput on a missing counter."""
-        return cls(case=case,
-                   budget=int(need(e, "budget_bytes", name)),
-                   peak=int(need(e, "peak_activation_bytes", name)),
-                   flops_recompute=int(need(e, "flops_recompute", name)),
-                   flop_overhead=float(need(e, "flop_overhead", name)),
-                   forward_evals=int(need(e, "forward_evals", name)),
-                   store_all_peak=int(e.get("store_all_peak_activation_bytes", 0)),
-                   seconds=seconds_of(e))
+        return cls(
+            case=case,
+            budget=int(need(e, "budget_bytes", name)),
+            peak=int(need(e, "peak_activation_bytes", name)),
+            flops_recompute=int(need(e, "flops_recompute", name)),
+            flop_overhead=float(need(e, "flop_overhead", name)),
+            forward_evals=int(need(e, "forward_evals", name)),
+            store_all_peak=int(e.get("store_all_peak_activation_bytes", 0)),
+            seconds=seconds_of(e),
+        )
 
 
 @dataclass(frozen=True)
@@ -297,13 +310,15 @@ class PlannerPoint:
     @classmethod
     def from_entry(cls, fam: str, e: dict[str, Any], name: str) -> PlannerPoint:
         """The point of benchmark entry `e` (named `name` in errors); BadInput on a missing counter."""
-        return cls(family=fam,
-                   policy=e.get("label") or fam,
-                   layers=int(need(e, "layers", name)),
-                   peak=int(need(e, "peak_activation_bytes", name)),
-                   forward_evals=int(need(e, "forward_evals", name)),
-                   flop_overhead=float(e.get("flop_overhead", 0.0)),
-                   seconds=seconds_of(e))
+        return cls(
+            family=fam,
+            policy=e.get("label") or fam,
+            layers=int(need(e, "layers", name)),
+            peak=int(need(e, "peak_activation_bytes", name)),
+            forward_evals=int(need(e, "forward_evals", name)),
+            flop_overhead=float(e.get("flop_overhead", 0.0)),
+            seconds=seconds_of(e),
+        )
 
 
 def seconds_of(e: dict[str, Any]) -> float:
@@ -338,15 +353,20 @@ class Verify:
         held = [p for p in props if isinstance(p, dict) and p.get("holds")]
         engine = d.get("engine", "correct")
         s = "`ckptcheck verify`" + ("" if engine == "correct" else f" of the broken engine '{engine}'")
-        s += (f": seed {d.get('seed', '?')}, {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
-             f"{d.get('catalogue_cases', '?')} catalogue), {d.get('policy_runs', '?')} case × policy runs")
+        s += (
+            f": seed {d.get('seed', '?')}, {d.get('cases_run', '?')} cases ({d.get('random_cases', '?')} random, "
+            f"{d.get('catalogue_cases', '?')} catalogue), {d.get('policy_runs', '?')} case × policy runs"
+        )
         cpm = d.get("cases_per_minute")
         if isinstance(cpm, (int, float)):
             s += f", {cpm:.0f} random cases per minute"
         if props:
             s += "; properties " + ", ".join(
                 f"{p.get('number')} {p.get('id', '')} {'held' if p.get('holds') else 'VIOLATED'} "
-                f"({p.get('checked', '?')} checked)" for p in props if isinstance(p, dict))
+                f"({p.get('checked', '?')} checked)"
+                for p in props
+                if isinstance(p, dict)
+            )
         s += f"; {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}"
         if len(held) == len(props) and not self.findings:
             s += " — all hold"
@@ -388,20 +408,29 @@ class Frameworks:
             self.user_rows += user_models.rows(doc, path, BadInput)
             return
         if not isinstance(doc, dict) or not isinstance(doc.get("timing"), list):
-            raise BadInput(f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
-                           f"(no 'timing' list)")
+            raise BadInput(
+                f"frameworks JSON '{path}': not the output of `ckptcheck validate --timing-case ... --json` "
+                f"(no 'timing' list)"
+            )
         version = str(doc.get("adapter", {}).get("version", "")) if isinstance(doc.get("adapter"), dict) else ""
         for t in doc["timing"]:
             try:
                 fw, ck = t["framework"], t["ckptcheck"]
                 row = FrameworkRow(
-                    case=str(t["case"]), blocks=int(t["blocks"]), segments=int(t["segments"]),
+                    case=str(t["case"]),
+                    blocks=int(t["blocks"]),
+                    segments=int(t["segments"]),
                     framework=f"{fw['name']} {version}".strip(),
                     options=",".join(f"{k}={v}" for k, v in sorted(fw.get("options", {}).items())),
-                    fw_plain=float(fw["plain_step_ms"]), fw_ckpt=float(fw["checkpoint_step_ms"]),
-                    fw_overhead=float(fw["overhead"]), fw_bitwise=bool(fw.get("bitwise_equal", False)),
-                    policy=str(ck["policy"]), ck_plain=float(ck["plain_step_ms"]),
-                    ck_ckpt=float(ck["checkpoint_step_ms"]), ck_overhead=float(ck["overhead"]))
+                    fw_plain=float(fw["plain_step_ms"]),
+                    fw_ckpt=float(fw["checkpoint_step_ms"]),
+                    fw_overhead=float(fw["overhead"]),
+                    fw_bitwise=bool(fw.get("bitwise_equal", False)),
+                    policy=str(ck["policy"]),
+                    ck_plain=float(ck["plain_step_ms"]),
+                    ck_ckpt=float(ck["checkpoint_step_ms"]),
+                    ck_overhead=float(ck["overhead"]),
+                )
             except (KeyError, TypeError, ValueError) as e:
                 raise BadInput(f"frameworks JSON '{path}': a timing entry lacks or mistypes {e}") from None
             self.rows.append(row)

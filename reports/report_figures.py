@@ -1,6 +1,7 @@
 """The report's figures: matplotlib, SVG with fixed ids and no date, so the same inputs give the same bytes
 (reports/make_report.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,22 +38,26 @@ def pyplot() -> tuple[Any, Callable[[int], Any]]:
     report's palette as color_for(i). RuntimeError when matplotlib is missing."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError("matplotlib is not installed for " + sys.executable
-                           + " (run ci/setup, or set CKPT_REPORT_PYTHON "
-                           "to a Python that has it)") from None
-    matplotlib.rcParams.update({
-        "svg.hashsalt": "ckptcheck-report",
-        "svg.fonttype": "none",
-        "font.family": "DejaVu Sans",
-        "font.size": 9,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "figure.dpi": 100,
-        "path.simplify": False,
-    })
+        raise RuntimeError(
+            "matplotlib is not installed for " + sys.executable + " (run ci/setup, or set CKPT_REPORT_PYTHON "
+            "to a Python that has it)"
+        ) from None
+    matplotlib.rcParams.update(
+        {
+            "svg.hashsalt": "ckptcheck-report",
+            "svg.fonttype": "none",
+            "font.family": "DejaVu Sans",
+            "font.size": 9,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "figure.dpi": 100,
+            "path.simplify": False,
+        }
+    )
     palette = matplotlib.colormaps["tab10"].colors
 
     def color_for(i: int) -> Any:
@@ -78,13 +83,16 @@ def _memory_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save:
             pts = rep.planner[fam]
             xs = [p.layers for p in pts]
             ax.plot(xs, [p.peak for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam)
-            ax2.plot(xs, [p.forward_evals / p.layers for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i),
-                     label=fam)
+            ax2.plot(
+                xs, [p.forward_evals / p.layers for p in pts], marker="o", ms=3, lw=1.4, color=color_for(i), label=fam
+            )
         guide_l = sorted({p.layers for pts in rep.planner.values() for p in pts})
         if len(guide_l) >= 2:
+
             def anchor(fam_name: str) -> PlannerPoint | None:
                 pts = rep.planner.get(fam_name)
                 return pts[-1] if pts else None
+
             # Slope guides, drawn at half the height of the curve they describe so both stay visible.
             u = anchor("uniform") or anchor("revolve")
             if u:
@@ -93,8 +101,9 @@ def _memory_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save:
             r = anchor("recursive")
             if r:
                 c = 0.5 * r.peak / math.log2(r.layers)
-                ax.plot(guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2,
-                        label="∝ log L (guide)")
+                ax.plot(
+                    guide_l, [c * math.log2(x) for x in guide_l], ls=":", color="0.2", lw=1.2, label="∝ log L (guide)"
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("layers L (homogeneous chain, planner only)")
@@ -106,10 +115,14 @@ def _memory_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save:
         ax2.set_xlabel("layers L")
         ax2.set_ylabel("forward evaluations / L")
         ax2.set_title("Forward evaluations per layer (1 = no recompute)")
-        save(fig, "fig-memory-vs-layers", "Peak memory vs L",
-             "Planner only, homogeneous chains of the scaling block (bench_engine: mlp-deep's first block). Slope "
-             "guides at half height: dashed ∝ √L (uniform's largest L), dotted ∝ log L (recursive's largest L). "
-             "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.")
+        save(
+            fig,
+            "fig-memory-vs-layers",
+            "Peak memory vs L",
+            "Planner only, homogeneous chains of the scaling block (bench_engine: mlp-deep's first block). Slope "
+            "guides at half height: dashed ∝ √L (uniform's largest L), dotted ∝ log L (recursive's largest L). "
+            "Optimal is planned up to the L its O(L² × levels) DP allows in the mode.",
+        )
 
 
 def _frontier_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save: Save) -> None:
@@ -130,11 +143,28 @@ def _frontier_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], sav
                     xs.append(p.budget)
                     ys.append(p.flop_overhead)
                 ax.step(xs, ys, where="post", color="0.25", lw=1.5, label="optimal frontier", zorder=2)
-                ax.plot([p.peak for p in pts], [p.flop_overhead for p in pts], ls="none", marker=".", color="0.25",
-                        ms=4, zorder=2)
+                ax.plot(
+                    [p.peak for p in pts],
+                    [p.flop_overhead for p in pts],
+                    ls="none",
+                    marker=".",
+                    color="0.25",
+                    ms=4,
+                    zorder=2,
+                )
             for i, r in enumerate(rep.steps.get(case, [])):
-                ax.plot([r.peak], [r.flop_overhead], ls="none", marker="os^vD<>ph*"[i % 10], ms=7, mfc="none", mew=1.5,
-                        color=color_for(i), label=r.display, zorder=3)
+                ax.plot(
+                    [r.peak],
+                    [r.flop_overhead],
+                    ls="none",
+                    marker="os^vD<>ph*"[i % 10],
+                    ms=7,
+                    mfc="none",
+                    mew=1.5,
+                    color=color_for(i),
+                    label=r.display,
+                    zorder=3,
+                )
             ax.set_xscale("log")
             ax.set_xlabel("peak activation bytes")
             ax.set_ylabel("FLOP overhead (recompute / (fwd + bwd))")
@@ -143,9 +173,13 @@ def _frontier_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], sav
         for k in range(len(cases), nrow * ncol):
             axes[k // ncol][k % ncol].set_visible(False)
         fig.tight_layout()
-        save(fig, "fig-frontier", "Memory vs recompute per case",
-             "The line is the optimal policy swept over budgets from the smallest feasible to store-all's peak (step "
-             "function of the budget); markers are the policies at their own peaks.")
+        save(
+            fig,
+            "fig-frontier",
+            "Memory vs recompute per case",
+            "The line is the optimal policy swept over budgets from the smallest feasible to store-all's peak (step "
+            "function of the budget); markers are the policies at their own peaks.",
+        )
 
 
 def _overhead_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], save: Save) -> None:
@@ -163,32 +197,57 @@ def _overhead_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], sav
             rs = [r for r in rows if policy_family(r) == fam]
             for j, r in enumerate(rs):
                 ci = rep.cases.index(r.case)
-                ax.errorbar([r.flop_overhead], [r.time_ratio - 1.0],
-                            yerr=[[max(0.0, r.time_ratio - r.q1)], [max(0.0, r.q3 - r.time_ratio)]],
-                            ls="none", marker=markers[ci % len(markers)], ms=6, mfc="none", mew=1.3, capsize=2,
-                            color=color_for(i), label=fam if j == 0 else None)
+                ax.errorbar(
+                    [r.flop_overhead],
+                    [r.time_ratio - 1.0],
+                    yerr=[[max(0.0, r.time_ratio - r.q1)], [max(0.0, r.q3 - r.time_ratio)]],
+                    ls="none",
+                    marker=markers[ci % len(markers)],
+                    ms=6,
+                    mfc="none",
+                    mew=1.3,
+                    capsize=2,
+                    color=color_for(i),
+                    label=fam if j == 0 else None,
+                )
         lim = max([0.45] + [r.flop_overhead for r in rows] + [r.time_ratio - 1.0 for r in rows]) * 1.08
         low = min([0.0] + [r.time_ratio - 1.0 for r in rows]) - 0.03
         ax.plot([0, lim], [0, lim], color="0.3", lw=1, label="engine tax 0 (time = FLOP theory)")
-        ax.plot([0, lim], [ENGINE_TAX_GOAL, lim + ENGINE_TAX_GOAL], color="0.3", lw=1, ls=":",
-                label=f"engine tax {ENGINE_TAX_GOAL} (goal)")
+        ax.plot(
+            [0, lim],
+            [ENGINE_TAX_GOAL, lim + ENGINE_TAX_GOAL],
+            color="0.3",
+            lw=1,
+            ls=":",
+            label=f"engine tax {ENGINE_TAX_GOAL} (goal)",
+        )
         ax.axvline(FULL_RECOMPUTE_THEORY, color="tab:red", lw=1, ls="--")
         ax.axhline(FULL_RECOMPUTE_THEORY, color="tab:red", lw=1, ls="--", label="full recomputation, theory 33%")
         ax.set_xlim(-0.02, lim)
         ax.set_ylim(low, lim)
         ax.set_xlabel("theoretical overhead: FLOP overhead")
         ax.set_ylabel("measured overhead: time ratio − 1")
-        ax.set_title("Measured vs theoretical (markers: " +
-                     ", ".join(f"{markers[i % len(markers)]} {c}" for i, c in enumerate(rep.cases)) + ")", fontsize=8)
+        ax.set_title(
+            "Measured vs theoretical (markers: "
+            + ", ".join(f"{markers[i % len(markers)]} {c}" for i, c in enumerate(rep.cases))
+            + ")",
+            fontsize=8,
+        )
         ax.legend(fontsize=6.5, loc="upper left")
         if split:
             ys = list(range(len(fams)))
             ex = [median_of([r.rest_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
             oc = [median_of([r.op_cost_tax for r in rows if policy_family(r) == f]) or 0.0 for f in fams]
-            ax2.barh([y - 0.2 for y in ys], oc, height=0.38, color="tab:orange",
-                     label="recomputed ops beyond their FLOP share")
-            ax2.barh([y + 0.2 for y in ys], ex, height=0.38, color="tab:blue",
-                     label="rest: executor, allocation, cache")
+            ax2.barh(
+                [y - 0.2 for y in ys],
+                oc,
+                height=0.38,
+                color="tab:orange",
+                label="recomputed ops beyond their FLOP share",
+            )
+            ax2.barh(
+                [y + 0.2 for y in ys], ex, height=0.38, color="tab:blue", label="rest: executor, allocation, cache"
+            )
             ax2.axvline(ENGINE_TAX_GOAL, color="0.3", ls=":", lw=1, label=f"goal {ENGINE_TAX_GOAL}")
             ax2.axvline(0, color="0.3", lw=0.8)
             ax2.set_yticks(ys)
@@ -198,11 +257,15 @@ def _overhead_figure(rep: Report, plt: Any, color_for: Callable[[int], Any], sav
             ax2.set_title("Engine tax split per policy")
             ax2.legend(fontsize=6.5, loc="lower right")
         fig.tight_layout()
-        save(fig, "fig-overhead", "Measured vs theoretical overhead",
-             "Left: each marker is a (case, policy); error bars span the interquartile range over repetitions of "
-             "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split "
-             "into what the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per "
-             "policy).")
+        save(
+            fig,
+            "fig-overhead",
+            "Measured vs theoretical overhead",
+            "Left: each marker is a (case, policy); error bars span the interquartile range over repetitions of "
+            "interleaved steps; the height above the solid diagonal is the engine tax. Right: the engine tax split "
+            "into what the recomputed ops cost beyond their FLOP share and everything else (see Engine tax per "
+            "policy).",
+        )
 
 
 def svg_clean(svg: str) -> str:

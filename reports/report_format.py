@@ -1,6 +1,7 @@
 """The report's number formats, one place, so the tables, the summary and the terminal agree
 (reports/make_report.py).
 """
+
 from __future__ import annotations
 
 from typing import Any

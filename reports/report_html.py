@@ -1,5 +1,6 @@
 """The overhead report as HTML: the page's style, the inline Markdown it renders, tables and the page itself from
 the blocks make_report.document() produces (figures embedded as data URIs, so the page is one file)."""
+
 from __future__ import annotations
 
 import base64
@@ -37,8 +38,12 @@ def inline_html(text: str) -> str:
     return t
 
 
-def html_table(header: list[str], rows: list[list[str]], classify: Callable[[str, str], str | None] | None = None,
-               table_id: str | None = None) -> str:
+def html_table(
+    header: list[str],
+    rows: list[list[str]],
+    classify: Callable[[str, str], str | None] | None = None,
+    table_id: str | None = None,
+) -> str:
     """An HTML table of string cells; classify(column, cell) names a cell's CSS class (None or "": none)."""
     attr = f' id="{table_id}"' if table_id else ""
     out = [f"<table{attr}><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>"]
@@ -70,9 +75,11 @@ def body_html(blocks: list[DocBlock]) -> list[str]:
             name, title, caption, svg = block[1:5]
             heading = f"<h3>{html.escape(title)}</h3>" if len(block) < 6 or block[5] else ""
             data = base64.b64encode(svg_clean(svg).encode("utf-8")).decode("ascii")
-            h.append(f"<figure id=\"{name}\">{heading}"
-                     f"<img alt=\"{html.escape(title)}\" src=\"data:image/svg+xml;base64,{data}\">"
-                     f"<figcaption>{inline_html(caption)}</figcaption></figure>")
+            h.append(
+                f'<figure id="{name}">{heading}'
+                f'<img alt="{html.escape(title)}" src="data:image/svg+xml;base64,{data}">'
+                f"<figcaption>{inline_html(caption)}</figcaption></figure>"
+            )
         elif kind == "details":
             h.append(f"<details><summary>{inline_html(block[1])}</summary>")
             h += body_html(block[2])
@@ -82,9 +89,13 @@ def body_html(blocks: list[DocBlock]) -> list[str]:
 
 def render(blocks: list[DocBlock]) -> str:
     """The report's blocks (make_report.document) as one self-contained HTML page, figures embedded."""
-    h = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-         "<title>ckptcheck overhead report</title>", f"<style>{CSS}</style></head><body>"]
+    h = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>ckptcheck overhead report</title>",
+        f"<style>{CSS}</style></head><body>",
+    ]
     h += body_html(blocks)
     h.append("</body></html>")
     return "\n".join(h) + "\n"

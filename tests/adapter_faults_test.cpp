@@ -55,9 +55,10 @@ Outcome validate(const std::string& adapterCmd, const fs::path& dir, double time
                  const std::map<std::string, std::string>& env = {}) {
   Outcome o;
   const auto t0 = std::chrono::steady_clock::now();
-  o.cli = runCkptcheck({"validate", "--adapter-cmd", adapterCmd, "--cases", "2", "--seed", "7", "--max-blocks", "2",
-                        "--max-steps", "2", "--adapter-timeout", std::to_string(timeout), "--out", (dir / "out").string()},
-                       env, dir, 300);
+  o.cli =
+      runCkptcheck({"validate", "--adapter-cmd", adapterCmd, "--cases", "2", "--seed", "7", "--max-blocks", "2",
+                    "--max-steps", "2", "--adapter-timeout", std::to_string(timeout), "--out", (dir / "out").string()},
+                   env, dir, 300);
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = readFile(dir / "out" / "validate.json");
   if (!text.empty()) o.report = json::parse(text, nullptr, false);

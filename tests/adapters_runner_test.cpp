@@ -105,7 +105,8 @@ pid_t pidIn(const fs::path& file) {
 TEST(Runner, endsDescendantsThatLeftTheGroupAndSession) {
   const fs::path d = tempDir("setsid");
   const ProcessResult r = runProcess(
-      {"sh", "-c", "setsid sleep 600 & echo $! > '" + (d / "pid").string() + "'; setsid sh -c 'sleep 600 & sleep 600' &"},
+      {"sh", "-c",
+       "setsid sleep 600 & echo $! > '" + (d / "pid").string() + "'; setsid sh -c 'sleep 600 & sleep 600' &"},
       "", "", 10);
   ASSERT_TRUE(r.ok()) << r.describe();
   const pid_t escaped = pidIn(d / "pid");

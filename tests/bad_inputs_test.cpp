@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 struct Entry {
   int line = 0;
-  std::string text;                      // the manifest line, for messages
+  std::string text;  // the manifest line, for messages
   std::map<std::string, std::string> env;
   std::vector<std::string> args;
   std::string expected;
@@ -41,7 +41,8 @@ std::vector<std::string> words(const std::string& s, int line) {
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\'') {
       const size_t end = s.find('\'', i + 1);
-      if (end == std::string::npos) throw std::runtime_error("MANIFEST line " + std::to_string(line) + ": unterminated quote");
+      if (end == std::string::npos)
+        throw std::runtime_error("MANIFEST line " + std::to_string(line) + ": unterminated quote");
       cur += s.substr(i + 1, end - i - 1);
       i = end;
       in = true;
@@ -89,8 +90,10 @@ std::vector<Entry> loadManifest() {
     bool leading = true;
     for (const auto& w : words(line.substr(0, arrow), n)) {
       const size_t eq = w.find('=');
-      if (leading && eq != std::string::npos && eq > 0 && std::all_of(w.begin(), w.begin() + static_cast<long>(eq), [](char c) {
-            return std::isupper(static_cast<unsigned char>(c)) || c == '_' || std::isdigit(static_cast<unsigned char>(c));
+      if (leading && eq != std::string::npos && eq > 0 &&
+          std::all_of(w.begin(), w.begin() + static_cast<long>(eq), [](char c) {
+            return std::isupper(static_cast<unsigned char>(c)) || c == '_' ||
+                   std::isdigit(static_cast<unsigned char>(c));
           })) {
         e.env[w.substr(0, eq)] = w.substr(eq + 1);
         continue;

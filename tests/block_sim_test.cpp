@@ -14,7 +14,9 @@ struct Bytes {
   int64_t live, peak;
   bool operator==(const Bytes&) const = default;
 };
-std::ostream& operator<<(std::ostream& os, const Bytes& b) { return os << "{live " << b.live << ", peak " << b.peak << "}"; }
+std::ostream& operator<<(std::ostream& os, const Bytes& b) {
+  return os << "{live " << b.live << ", peak " << b.peak << "}";
+}
 
 template <class T>
 std::vector<Bytes> runReal(Chain<T>& c, int blockIndex, const KeepMask& keep, bool tapeMode) {

@@ -28,7 +28,8 @@ using nlohmann::json;
 bool manyCases() {
   const char* given = std::getenv("RC_PARAMS");
   std::string params = given ? given : "";
-  if (params.find("max_success") == std::string::npos) params += (params.empty() ? "" : " ") + std::string("max_success=3000");
+  if (params.find("max_success") == std::string::npos)
+    params += (params.empty() ? "" : " ") + std::string("max_success=3000");
   return setenv("RC_PARAMS", params.c_str(), /*overwrite=*/1) == 0;
 }
 [[maybe_unused]] const bool kManyCases = manyCases();
@@ -40,9 +41,10 @@ const std::vector<std::string>& seeds() {
   static const std::vector<std::string> s = [] {
     std::vector<std::string> v;
     for (const auto& e : fs::directory_iterator(test::catalogueDir())) v.push_back(readFile(e.path()));
-    v.push_back(R"({"name":"m","dtype":"float","batch":3,"seq":2,"width":6,"loss":"mse","seed":18446744073709551615,)"
-                R"("rng":"counter","dropout":0.5,"lr":0,"steps":3,"blocks":[{"kind":"mlp","activation":"tanh","repeat":4},)"
-                R"({"kind":"transformer","heads":3},{"kind":"residual-bn"}]})");
+    v.push_back(
+        R"({"name":"m","dtype":"float","batch":3,"seq":2,"width":6,"loss":"mse","seed":18446744073709551615,)"
+        R"("rng":"counter","dropout":0.5,"lr":0,"steps":3,"blocks":[{"kind":"mlp","activation":"tanh","repeat":4},)"
+        R"({"kind":"transformer","heads":3},{"kind":"residual-bn"}]})");
     v.push_back(R"({"batch":2,"width":2,"blocks":[{"kind":"mlp","activation":"relu"}]})");
     return v;
   }();
@@ -69,11 +71,41 @@ Outcome parseOrRefuse(const std::string& text) {
 
 // Tokens that reach the corners of a JSON number and string lexer and of the case validator.
 const std::vector<std::string>& interesting() {
-  static const std::vector<std::string> t = {
-      "0", "-0", "-1", "1e999", "-1e999", "1e-999", "NaN", "Infinity", "18446744073709551615", "18446744073709551616",
-      "9223372036854775807", "-9223372036854775808", "65536", "65537", "100000", "0.99999999999999999", "1.0",
-      "null", "true", "\"\"", "\"\\u0000\"", "\"\\ud800\"", "\xff", "\xc3\x28", "[", "]", "{", "}", ",", ":", "\"",
-      "\\", "{\"kind\":\"transformer\",\"heads\":65536}", "[[[[[[[[[[]]]]]]]]]]", "\"repeat\":100000"};
+  static const std::vector<std::string> t = {"0",
+                                             "-0",
+                                             "-1",
+                                             "1e999",
+                                             "-1e999",
+                                             "1e-999",
+                                             "NaN",
+                                             "Infinity",
+                                             "18446744073709551615",
+                                             "18446744073709551616",
+                                             "9223372036854775807",
+                                             "-9223372036854775808",
+                                             "65536",
+                                             "65537",
+                                             "100000",
+                                             "0.99999999999999999",
+                                             "1.0",
+                                             "null",
+                                             "true",
+                                             "\"\"",
+                                             "\"\\u0000\"",
+                                             "\"\\ud800\"",
+                                             "\xff",
+                                             "\xc3\x28",
+                                             "[",
+                                             "]",
+                                             "{",
+                                             "}",
+                                             ",",
+                                             ":",
+                                             "\"",
+                                             "\\",
+                                             "{\"kind\":\"transformer\",\"heads\":65536}",
+                                             "[[[[[[[[[[]]]]]]]]]]",
+                                             "\"repeat\":100000"};
   return t;
 }
 
@@ -89,7 +121,9 @@ std::string mutateOnce(std::string s) {
     case 1:
       if (n) s[at] = *rc::gen::arbitrary<char>();
       break;
-    case 2: s.insert(s.begin() + static_cast<long>(at), *rc::gen::arbitrary<char>()); break;
+    case 2:
+      s.insert(s.begin() + static_cast<long>(at), *rc::gen::arbitrary<char>());
+      break;
     case 3:
       if (n) s.erase(at, *rc::gen::inRange<size_t>(1, 8));
       break;
@@ -98,8 +132,12 @@ std::string mutateOnce(std::string s) {
       s.insert(at, s.substr(at, len));
       break;
     }
-    case 5: s = s.substr(0, at); break;  // truncated file
-    default: s.insert(at, *rc::gen::elementOf(interesting())); break;
+    case 5:
+      s = s.substr(0, at);
+      break;  // truncated file
+    default:
+      s.insert(at, *rc::gen::elementOf(interesting()));
+      break;
   }
   return s;
 }
@@ -119,8 +157,9 @@ rc::Gen<json> genJsonValue() {
       rc::gen::map(rc::gen::inRange<int64_t>(-3, 70000), [](int64_t v) { return json(v); }),
       rc::gen::map(rc::gen::arbitrary<uint64_t>(), [](uint64_t v) { return json(v); }),
       rc::gen::map(rc::gen::arbitrary<double>(), [](double v) { return json(v); }),
-      rc::gen::map(rc::gen::element(-1.0, -0.0, 0.0, 0.5, 0.999999, 1.0, 1e308, std::numeric_limits<double>::denorm_min()),
-                   [](double v) { return json(v); }),
+      rc::gen::map(
+          rc::gen::element(-1.0, -0.0, 0.0, 0.5, 0.999999, 1.0, 1e308, std::numeric_limits<double>::denorm_min()),
+          [](double v) { return json(v); }),
       rc::gen::map(rc::gen::element<std::string>("mlp", "residual-bn", "transformer", "gelu", "relu", "float", "double",
                                                  "counter", "stateful", "mse", "cross_entropy", "", "NaN", "1"),
                    [](std::string v) { return json(v); }),
@@ -132,8 +171,8 @@ rc::Gen<json> genJsonValue() {
 RC_GTEST_PROP(CaseParserFuzz, fieldMutationsOfValidCasesAreAcceptedOrRefusedAsBadInput, ()) {
   json j = json::parse(*rc::gen::elementOf(seeds()));
   const int edits = *rc::gen::inRange(1, 4);
-  const std::vector<std::string> caseKeys = {"name", "dtype", "batch", "seq", "width", "blocks", "loss", "seed",
-                                             "rng", "dropout", "lr", "steps", "description", "extra"};
+  const std::vector<std::string> caseKeys = {"name", "dtype", "batch",   "seq", "width", "blocks",      "loss",
+                                             "seed", "rng",   "dropout", "lr",  "steps", "description", "extra"};
   const std::vector<std::string> blockKeys = {"kind", "activation", "heads", "repeat", "other"};
   for (int i = 0; i < edits; ++i) {
     const bool inBlock = *rc::gen::arbitrary<bool>() && j["blocks"].is_array() && !j["blocks"].empty();
@@ -147,9 +186,16 @@ RC_GTEST_PROP(CaseParserFuzz, fieldMutationsOfValidCasesAreAcceptedOrRefusedAsBa
 }
 
 const std::vector<std::string>& validPolicies() {
-  static const std::vector<std::string> p = {"store-all", "uniform", "uniform:k=8", "recursive", "revolve:slots=3",
-                                             "optimal:budget=1000000", "selective", "selective:recompute=attention,dropout",
-                                             "uniform:k=2+selective", "revolve:slots=2+selective:recompute=gelu"};
+  static const std::vector<std::string> p = {"store-all",
+                                             "uniform",
+                                             "uniform:k=8",
+                                             "recursive",
+                                             "revolve:slots=3",
+                                             "optimal:budget=1000000",
+                                             "selective",
+                                             "selective:recompute=attention,dropout",
+                                             "uniform:k=2+selective",
+                                             "revolve:slots=2+selective:recompute=gelu"};
   return p;
 }
 
@@ -157,7 +203,9 @@ RC_GTEST_PROP(PolicyParserFuzz, mutatedPolicyStringsAreAcceptedOrRefusedAsBadInp
   std::string text = *rc::gen::elementOf(validPolicies());
   const int edits = *rc::gen::inRange(1, 4);
   for (int i = 0; i < edits; ++i) {
-    if (*rc::gen::inRange(0, 3) == 0) text += *rc::gen::element<std::string>("+", ":", "=", ",", "k=", "slots=", "budget=", "recompute=", "-1", "0", "99999999999999999999", "selective");
+    if (*rc::gen::inRange(0, 3) == 0)
+      text += *rc::gen::element<std::string>("+", ":", "=", ",", "k=", "slots=", "budget=", "recompute=", "-1", "0",
+                                             "99999999999999999999", "selective");
     else text = mutateOnce(text);
   }
   try {

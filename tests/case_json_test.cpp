@@ -46,7 +46,8 @@ TEST(CaseJson, badFieldsAreRefusedNamingTheField) {
       {R"({"batch": 2.5, "width": 8, "blocks": [{"kind": "mlp"}]})", "'batch': must be an integer"},
       {R"({"batch": 2, "width": 8, "blocks": [{"kind": "conv"}]})", "'blocks[0].kind': unknown value 'conv'"},
       {R"({"batch": 2, "width": 8, "blocks": [{"kind": "mlp", "activation": "swish"}]})", "'blocks[0].activation'"},
-      {R"({"batch": 2, "width": 8, "blocks": [{"kind": "transformer", "heads": 3}]})", "'blocks[0].heads': must divide width 8"},
+      {R"({"batch": 2, "width": 8, "blocks": [{"kind": "transformer", "heads": 3}]})",
+       "'blocks[0].heads': must divide width 8"},
       {R"({"batch": 2, "width": 8, "blocks": [{"kind": "mlp", "heads": 2}]})", "'blocks[0].heads': only transformer"},
       {R"({"batch": 1, "width": 8, "blocks": [{"kind": "residual-bn"}]})", "'blocks[0].kind': residual-bn needs"},
       {R"({"batch": 2, "width": 8, "dropout": 1.0, "blocks": [{"kind": "mlp"}]})", "'dropout': must be in [0, 1)"},
@@ -78,7 +79,8 @@ TEST(CaseJson, badFieldsAreRefusedNamingTheField) {
 // kind's own text after its name, the case's fields, a case-level rule only when it is on, six blocks at most.
 TEST(CaseSummary, namesTheBlocksAndWhatIsOn) {
   CaseSpec c;
-  c.blocks = {BlockSpec{blockKind("mlp"), Activation::kRelu}, BlockSpec{blockKind("transformer"), Activation::kGelu, 2}};
+  c.blocks = {BlockSpec{blockKind("mlp"), Activation::kRelu},
+              BlockSpec{blockKind("transformer"), Activation::kGelu, 2}};
   c.width = 4;
   EXPECT_EQ(caseSummary(c),
             "2 blocks (mlp/relu, transformer/2h), width 4, batch 2, seq 1, 1 step, double, stateful rng, dropout 0");
@@ -86,16 +88,15 @@ TEST(CaseSummary, namesTheBlocksAndWhatIsOn) {
   c.steps = 3;
   c.dropout = 0.25;
   c.dtype = DType::kFloat;
-  EXPECT_EQ(caseSummary(c), "2 blocks (mlp/relu, transformer/2h), width 4, batch 2, seq 1, 3 steps, float, stateful "
-                            "rng, dropout 0.25, mse loss");
+  EXPECT_EQ(caseSummary(c),
+            "2 blocks (mlp/relu, transformer/2h), width 4, batch 2, seq 1, 3 steps, float, stateful "
+            "rng, dropout 0.25, mse loss");
   c.blocks.assign(7, BlockSpec{blockKind("mlp"), Activation::kTanh});
   EXPECT_EQ(caseSummary(c).rfind("7 blocks (mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, mlp/tanh, ...), ", 0), 0u)
       << caseSummary(c);
 }
 
-TEST(CaseJson, unreadableFileIsAnInputError) {
-  EXPECT_THROW(loadCase("/nonexistent/case.json"), InputError);
-}
+TEST(CaseJson, unreadableFileIsAnInputError) { EXPECT_THROW(loadCase("/nonexistent/case.json"), InputError); }
 
 }  // namespace
 }  // namespace ckpt

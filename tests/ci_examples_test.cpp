@@ -86,9 +86,11 @@ TEST_P(CiExample, parsesWithAJobThatRunsVerifyAndPublishesJUnit) {
     // Without PyYAML: the line structure of the two formats.
     EXPECT_EQ(text.find('\t'), std::string::npos) << "YAML forbids tabs for indentation";
     if (GetParam() == "github-actions.yml") {
-      for (const char* key : {"\non:", "\njobs:", "    steps:", "report_paths:"}) EXPECT_NE(text.find(key), std::string::npos) << key;
+      for (const char* key : {"\non:", "\njobs:", "    steps:", "report_paths:"})
+        EXPECT_NE(text.find(key), std::string::npos) << key;
     } else {
-      for (const char* key : {"  script:", "  artifacts:", "      junit:"}) EXPECT_NE(text.find(key), std::string::npos) << key;
+      for (const char* key : {"  script:", "  artifacts:", "      junit:"})
+        EXPECT_NE(text.find(key), std::string::npos) << key;
     }
     return;
   }
@@ -102,7 +104,8 @@ TEST_P(CiExample, parsesWithAJobThatRunsVerifyAndPublishesJUnit) {
     ASSERT_TRUE(job.contains("steps") && job["steps"].is_array());
     bool verify = false, publish = false;
     for (const auto& step : job["steps"]) {
-      if (step.contains("run") && step["run"].get<std::string>().find("ckptcheck verify") != std::string::npos) verify = true;
+      if (step.contains("run") && step["run"].get<std::string>().find("ckptcheck verify") != std::string::npos)
+        verify = true;
       if (step.contains("with") && step["with"].contains("report_paths")) publish = true;
     }
     EXPECT_TRUE(verify) << "no step runs ckptcheck verify";
@@ -112,7 +115,8 @@ TEST_P(CiExample, parsesWithAJobThatRunsVerifyAndPublishesJUnit) {
     const auto& job = y["ckptcheck"];
     ASSERT_TRUE(job.contains("script") && job["script"].is_array());
     bool verify = false;
-    for (const auto& line : job["script"]) verify |= line.get<std::string>().find("ckptcheck verify") != std::string::npos;
+    for (const auto& line : job["script"])
+      verify |= line.get<std::string>().find("ckptcheck verify") != std::string::npos;
     EXPECT_TRUE(verify) << "the script does not run ckptcheck verify";
     ASSERT_TRUE(job.contains("artifacts") && job["artifacts"].contains("reports"));
     EXPECT_TRUE(job["artifacts"]["reports"].contains("junit"));
@@ -133,8 +137,8 @@ TEST_P(CiExample, everyCkptcheckSubcommandAndFlagExists) {
         << c.line << "\n  ckptcheck has no subcommand " << c.subcommand;
     for (const auto& flag : c.flags) {
       const std::regex word("(^|[\\s,])" + flag + "([\\s,=]|$)");
-      EXPECT_TRUE(std::regex_search(help, word)) << c.line << "\n  " << flag << " is not an option of ckptcheck "
-                                                 << c.subcommand;
+      EXPECT_TRUE(std::regex_search(help, word))
+          << c.line << "\n  " << flag << " is not an option of ckptcheck " << c.subcommand;
     }
   }
   EXPECT_TRUE(subcommands.count("verify"));
@@ -152,7 +156,8 @@ TEST_P(CiExample, comparesOverheadWithThePreviousRunAndKeepsItsRuns) {
     compared |= c.subcommand == "report" && has("--baseline") && has("--junit");
   }
   EXPECT_TRUE(compared) << "no `ckptcheck report --baseline DIR --junit FILE`";
-  EXPECT_NE(text.find("--junit reports/ckptcheck-overhead.xml"), std::string::npos) << "the JUnit report is not published";
+  EXPECT_NE(text.find("--junit reports/ckptcheck-overhead.xml"), std::string::npos)
+      << "the JUnit report is not published";
   if (GetParam() == "github-actions.yml") {
     EXPECT_NE(text.find("uses: actions/cache/restore@"), std::string::npos);
     EXPECT_NE(text.find("uses: actions/cache/save@"), std::string::npos);
@@ -195,7 +200,8 @@ TEST(CiExamples, verifyWritesAWellFormedJUnitReport) {
   EXPECT_EQ(cases, nlohmann::json::parse(jout.substr(jout.find('{')))["properties"].size());
   EXPECT_GE(cases, 5u);
   if (run("python3 -c 'import xml'").first == 0) {
-    const auto [xrc, xout] = run("python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '" + xml.string() + "'");
+    const auto [xrc, xout] =
+        run("python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' '" + xml.string() + "'");
     EXPECT_EQ(xrc, 0) << "not well-formed XML: " << xout;
   }
   fs::remove_all(dir);

@@ -25,7 +25,8 @@ std::pair<int, std::string> ckptcheck(const std::string& args, bool joinStderr =
 void expectCostFields(const nlohmann::json& j) {
   EXPECT_TRUE(j["peak_activation_bytes"].is_number_integer());
   EXPECT_TRUE(j["forward_evals"].is_number_integer());
-  for (const char* phase : {"forward", "recompute", "backward"}) EXPECT_TRUE(j["flops"][phase].is_number_integer()) << phase;
+  for (const char* phase : {"forward", "recompute", "backward"})
+    EXPECT_TRUE(j["flops"][phase].is_number_integer()) << phase;
 }
 
 TEST(CliPlan, homogeneousChainJson) {
@@ -84,8 +85,8 @@ TEST(CliEngine, badInputExitsTwoWithOneLine) {
 
 // The device executor behind `--device`: the same checks as on the CPU, against the device's own store-all.
 TEST(CliDevice, runOnTheEmulatedDeviceIsBitwiseAndPlannedEqualsMeasured) {
-  const auto [rc, out] =
-      ckptcheck("run --case " + catalogue("tiny") + " --policy uniform+selective --steps 2 --device cuda-emulated --json");
+  const auto [rc, out] = ckptcheck("run --case " + catalogue("tiny") +
+                                   " --policy uniform+selective --steps 2 --device cuda-emulated --json");
   ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["device"], "cuda-emulated");
@@ -96,7 +97,8 @@ TEST(CliDevice, runOnTheEmulatedDeviceIsBitwiseAndPlannedEqualsMeasured) {
 }
 
 TEST(CliDevice, verifyOnTheEmulatedDeviceHolds) {
-  const auto [rc, out] = ckptcheck("verify --device cuda-emulated --cases 6 --seed 5 --max-blocks 4 --no-catalogue --json");
+  const auto [rc, out] =
+      ckptcheck("verify --device cuda-emulated --cases 6 --seed 5 --max-blocks 4 --no-catalogue --json");
   ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["device"], "cuda-emulated");
@@ -127,7 +129,8 @@ TEST(CliDevice, mutantOnTheEmulatedDeviceIsCaught) {
 TEST(CliDevice, cudaRunsOnAGpuAndIsRefusedWithoutOne) {
   const auto info = nlohmann::json::parse(ckptcheck("info --json").second);
   const bool gpu = info.contains("cuda") && info["cuda"].value("devices", 0) > 0;
-  const auto [rc, out] = ckptcheck("run --case " + catalogue("tiny") + " --policy recursive --device cuda --json", !gpu);
+  const auto [rc, out] =
+      ckptcheck("run --case " + catalogue("tiny") + " --policy recursive --device cuda --json", !gpu);
   if (gpu) {
     ASSERT_EQ(rc, 0) << out;
     EXPECT_EQ(nlohmann::json::parse(out)["device"], "cuda");

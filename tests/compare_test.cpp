@@ -125,8 +125,9 @@ TEST(Compare, jsonCarriesEveryField) {
   EXPECT_EQ(d["actual_bits"], "0x40000000");
   EXPECT_EQ(d["ulp_distance"], 0x800000);
   EXPECT_EQ(d["count"], 1);
-  EXPECT_EQ(toText(c.differences[0]),
-            "step 0 grad b0.fc.weight: 1 element(s) differ; first at [0]: 1 (0x3f800000) vs 2 (0x40000000), 8388608 ulp");
+  EXPECT_EQ(
+      toText(c.differences[0]),
+      "step 0 grad b0.fc.weight: 1 element(s) differ; first at [0]: 1 (0x3f800000) vs 2 (0x40000000), 8388608 ulp");
 }
 
 TEST(Compare, flatArraysReportCountFirstAndLargestUlp) {
@@ -173,7 +174,8 @@ TEST(Compare, firstNonFiniteTakesStepsInOrderAndEveryPart) {
   EXPECT_EQ(firstNonFinite<double>({fine, loss, grad}), "step 1 loss: +inf");
   auto input = fine;
   input.inputGrad(1, 0) = -std::numeric_limits<double>::infinity();
-  EXPECT_EQ(firstNonFinite<double>({input}), "step 0 input_grad: 1 of 4 elements are not finite, the first -inf at index 2");
+  EXPECT_EQ(firstNonFinite<double>({input}),
+            "step 0 input_grad: 1 of 4 elements are not finite, the first -inf at index 2");
   auto state = fine;
   state.state[0].value(0, 1) = std::nan("");
   EXPECT_EQ(firstNonFinite<double>({state}),

@@ -50,15 +50,21 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
       {[](json& j) { j["format"] = "ckptcheck-case"; }, "costs.json: format: must be \"ckptcheck-chain-costs\""},
       {[](json& j) { j["version"] = 2; }, "costs.json: version: this ckptcheck reads version 1, the file has 2"},
       {[](json& j) { j.erase("step_seconds"); }, "costs.json: step_seconds: missing"},
-      {[](json& j) { j["blocks"][3]["forward_flops"] = -1; }, "costs.json: blocks[3].forward_flops: must be a non-negative integer"},
-      {[](json& j) { j["blocks"][1]["ops"][0]["saved_bytes"] = "64"; }, "costs.json: blocks[1].ops[0].saved_bytes: must be a non-negative integer"},
-      {[](json& j) { j["blocks"][0]["forward_flops"] = 1; }, "costs.json: blocks[0].forward_flops: the block's FLOPs (1 forward"},
+      {[](json& j) { j["blocks"][3]["forward_flops"] = -1; },
+       "costs.json: blocks[3].forward_flops: must be a non-negative integer"},
+      {[](json& j) { j["blocks"][1]["ops"][0]["saved_bytes"] = "64"; },
+       "costs.json: blocks[1].ops[0].saved_bytes: must be a non-negative integer"},
+      {[](json& j) { j["blocks"][0]["forward_flops"] = 1; },
+       "costs.json: blocks[0].forward_flops: the block's FLOPs (1 forward"},
       {[](json& j) { j["boundary_bytes"].erase(0); }, "costs.json: boundary_bytes: must hold 6 sizes"},
-      {[](json& j) { j["shared"][0]["saved_by"][0] = 5; }, "costs.json: shared[0].saved_by[0]: must be a block index in [0, 4]"},
+      {[](json& j) { j["shared"][0]["saved_by"][0] = 5; },
+       "costs.json: shared[0].saved_by[0]: must be a block index in [0, 4]"},
       {[](json& j) { j["blocks"] = json::array(); }, "costs.json: blocks: must hold at least one block"},
       {[](json& j) { j["outside"].erase("after"); }, "costs.json: outside.after: missing"},
-      {[](json& j) { j["blocks"][2]["backward_seconds"] = -0.5; }, "costs.json: blocks[2].backward_seconds: must be a non-negative number"},
-      {[](json& j) { j["blocks"][4]["saves_output"] = 1; }, "costs.json: blocks[4].saves_output: must be true or false"},
+      {[](json& j) { j["blocks"][2]["backward_seconds"] = -0.5; },
+       "costs.json: blocks[2].backward_seconds: must be a non-negative number"},
+      {[](json& j) { j["blocks"][4]["saves_output"] = 1; },
+       "costs.json: blocks[4].saves_output: must be true or false"},
   };
   for (const auto& [change, want] : cases) {
     json j = tinyJson();
@@ -76,7 +82,8 @@ TEST(CostsPlan, storeAllSavesEveryStorageOnce) {
   for (const ProfiledBlock& b : c.blocks) want += b.savedBytes();
   for (const SharedStorage& s : c.shared) want += s.bytes;
   // Boundaries saved: x_i for every block saving its input, x_5 (block 4's output, and the part after's input).
-  for (int i = 0; i < c.layers(); ++i) want += c.blocks[static_cast<size_t>(i)].savesInput ? c.boundaryBytes[static_cast<size_t>(i)] : 0;
+  for (int i = 0; i < c.layers(); ++i)
+    want += c.blocks[static_cast<size_t>(i)].savesInput ? c.boundaryBytes[static_cast<size_t>(i)] : 0;
   want += c.boundaryBytes[5];
   const SavedPrediction p = predictSaved(c, {{0, 4, false}});
   EXPECT_EQ(p.total, want);
@@ -102,8 +109,7 @@ TEST(CostsPlan, savedBytesOfAPlacementCountedByHand) {
 TEST(Placement, storeAllAndUniformAreExpressibleRecursiveAndSelectiveAreNot) {
   const ChainCost cost = chainCostOf(tiny());
   EXPECT_EQ(placementOf(storeAllSchedule(cost)), (std::vector<Segment>{{0, 4, false}}));
-  EXPECT_EQ(placementOf(uniformSchedule(cost, 3)),
-            (std::vector<Segment>{{0, 0, true}, {1, 2, true}, {3, 4, false}}));
+  EXPECT_EQ(placementOf(uniformSchedule(cost, 3)), (std::vector<Segment>{{0, 0, true}, {1, 2, true}, {3, 4, false}}));
   std::string why;
   EXPECT_FALSE(placementOrWhy(recursiveSchedule(cost), &why));
   EXPECT_NE(why.find("runs 1 before the loss, 2 taped after"), std::string::npos) << why;
@@ -113,7 +119,9 @@ TEST(Placement, storeAllAndUniformAreExpressibleRecursiveAndSelectiveAreNot) {
     placementOf(revolveSchedule(cost, 1));
     ADD_FAILURE() << "revolve:slots=1 has no placement";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("policy 'revolve:slots=1' cannot be applied as a per-module placement: block", 0), 0u)
+    EXPECT_EQ(
+        std::string(e.what()).rfind("policy 'revolve:slots=1' cannot be applied as a per-module placement: block", 0),
+        0u)
         << e.what();
   }
 }
@@ -261,7 +269,8 @@ TEST(PlanCheck, holdsWhenPyTorchDidAsPlannedAndNamesTheFirstDivergence) {
 TEST(PlanCli, writesAPlacementAndPicksTheCheapestUnderABudget) {
   const test::ScratchDir dir("plan-cli");
   const std::string out = (dir.path() / "p.json").string();
-  auto r = test::runCkptcheck({"plan", "--costs", tinyPath().string(), "--policy", "uniform:k=2", "--placement", out, "--json"});
+  auto r = test::runCkptcheck(
+      {"plan", "--costs", tinyPath().string(), "--policy", "uniform:k=2", "--placement", out, "--json"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   const json j = json::parse(r.out);
   const PlacementFile p = loadPlacementFile(out);
@@ -272,20 +281,23 @@ TEST(PlanCli, writesAPlacementAndPicksTheCheapestUnderABudget) {
   const ChainCost cost = chainCostOf(tiny());
   const int64_t full = planSchedule(storeAllSchedule(cost), cost).peakActivationBytes;
   const int64_t least = segmentsMinBudget(cost);
-  r = test::runCkptcheck({"plan", "--costs", tinyPath().string(), "--budget", std::to_string(least), "--placement", out, "--json"});
+  r = test::runCkptcheck(
+      {"plan", "--costs", tinyPath().string(), "--budget", std::to_string(least), "--placement", out, "--json"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_LE(json::parse(r.out)["peak_activation_bytes"].get<int64_t>(), least);
   r = test::runCkptcheck({"plan", "--costs", tinyPath().string(), "--budget", std::to_string(full), "--json"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["flop_overhead"].get<double>(), 0.0);  // store-all fits: nothing recomputed
 
-  r = test::runCkptcheck({"plan", "--costs", tinyPath().string(), "--budget", std::to_string(costsMinBudget(cost) - 1)});
+  r = test::runCkptcheck(
+      {"plan", "--costs", tinyPath().string(), "--budget", std::to_string(costsMinBudget(cost) - 1)});
   EXPECT_EQ(r.exitCode(), 2);
   EXPECT_EQ(r.err, "ckptcheck: plan: --budget " + std::to_string(costsMinBudget(cost) - 1) +
                        " is below the smallest feasible budget, " + std::to_string(costsMinBudget(cost)) + " bytes\n");
   r = test::runCkptcheck({"plan", "--costs", tinyPath().string(), "--policy", "recursive", "--placement", out});
   EXPECT_EQ(r.exitCode(), 2);
-  EXPECT_NE(r.err.find("policy 'recursive' cannot be applied as a per-module placement: block"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("policy 'recursive' cannot be applied as a per-module placement: block"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -60,8 +60,13 @@ struct Stream {
 };
 
 const Stream kStreams[] = {
-    {0, 0, 0, 1},          {77, 0, 0, 41},          {77, 0, 3, 41},     {77, 1, 6, 17},
-    {5, 65535, 262147, 9}, {(1ull << 63) + 5, 0, (1ull << 40) + 2, 23}, {0xdeadbeefull, 4242, 1, 64},
+    {0, 0, 0, 1},
+    {77, 0, 0, 41},
+    {77, 0, 3, 41},
+    {77, 1, 6, 17},
+    {5, 65535, 262147, 9},
+    {(1ull << 63) + 5, 0, (1ull << 40) + 2, 23},
+    {0xdeadbeefull, 4242, 1, 64},
 };
 
 TEST(DropoutBodyVsCurandHostGenerator, RawDrawsAreBitIdentical) {
@@ -69,7 +74,8 @@ TEST(DropoutBodyVsCurandHostGenerator, RawDrawsAreBitIdentical) {
   ASSERT_EQ(g.status(), CURAND_STATUS_SUCCESS) << "curandCreateGeneratorHost(PHILOX4_32_10) failed";
   HostExec hx;
   for (const Stream& s : kStreams) {
-    SCOPED_TRACE(::testing::Message() << "seed " << s.seed << " subsequence " << s.subsequence << " offset " << s.offset);
+    SCOPED_TRACE(::testing::Message() << "seed " << s.seed << " subsequence " << s.subsequence << " offset "
+                                      << s.offset);
     std::vector<uint32_t> body(static_cast<size_t>(s.n));
     hx.launch(philoxBlocksFor(s.offset, s.n), PhiloxDraws{body.data(), s.n, DrawPos{s.seed, s.subsequence, s.offset}});
     const uint64_t b0 = s.offset / 4, blocks = static_cast<uint64_t>(philoxBlocksFor(s.offset, s.n));
@@ -93,8 +99,9 @@ TEST(DropoutBodyVsCurandHostGenerator, MasksAreBitIdentical) {
       const std::vector<float> x(static_cast<size_t>(s.n), 1.0f);
       std::vector<float> out(x.size()), mask(x.size());
       const float scale = 1.0f / (1.0f - static_cast<float>(p));
-      hx.launch(philoxBlocksFor(s.offset, s.n), DropoutForward<float>{out.data(), mask.data(), x.data(), s.n,
-                                                                      DrawPos{s.seed, s.subsequence, s.offset}, p, scale});
+      hx.launch(philoxBlocksFor(s.offset, s.n),
+                DropoutForward<float>{out.data(), mask.data(), x.data(), s.n, DrawPos{s.seed, s.subsequence, s.offset},
+                                      p, scale});
       const uint64_t b0 = s.offset / 4, blocks = static_cast<uint64_t>(philoxBlocksFor(s.offset, s.n));
       const std::vector<float> u = generatorUniformBlocks(g, s.seed, b0, blocks);
       for (int64_t i = 0; i < s.n; ++i) {

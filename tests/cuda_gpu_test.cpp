@@ -36,12 +36,12 @@ bool requireGpu() {
   return v && std::string(v) == "1";
 }
 
-#define CKPT_NEEDS_GPU()                                                                      \
-  do {                                                                                        \
-    if (cudaDeviceCount() == 0) {                                                             \
+#define CKPT_NEEDS_GPU()                                                                                \
+  do {                                                                                                  \
+    if (cudaDeviceCount() == 0) {                                                                       \
       if (requireGpu()) FAIL() << "CKPT_REQUIRE_GPU=1 but no CUDA device: " << cudaDeviceInfo().dump(); \
-      GTEST_SKIP() << "no CUDA device: GPU test skipped";                                     \
-    }                                                                                         \
+      GTEST_SKIP() << "no CUDA device: GPU test skipped";                                               \
+    }                                                                                                   \
   } while (0)
 
 TEST(CudaDeviceInfo, ReportsDevicesAndVersionsWithoutThrowing) {
@@ -59,8 +59,12 @@ TEST(CudaPhilox, KernelDrawsArePhiloxBits) {
   struct S {
     uint64_t seed, sub, off;
   };
-  const S streams[] = {{0, 0, 0}, {77, 0, 3}, {77, 0, 262147}, {5, makeOpKey(0, 3, 2), 0},
-                       {(1ull << 63) + 5, makeOpKey(7, 1023, 11), 6}, {9, ~0ull, (1ull << 40) + 1}};
+  const S streams[] = {{0, 0, 0},
+                       {77, 0, 3},
+                       {77, 0, 262147},
+                       {5, makeOpKey(0, 3, 2), 0},
+                       {(1ull << 63) + 5, makeOpKey(7, 1023, 11), 6},
+                       {9, ~0ull, (1ull << 40) + 1}};
   for (const S& s : streams) {
     SCOPED_TRACE(::testing::Message() << "seed " << s.seed << " subsequence " << s.sub << " offset " << s.off);
     const int64_t n = 1037;
@@ -150,7 +154,8 @@ void checkEveryPolicyOnGpu(const CaseSpec& spec) {
   const auto base = runOnGpu<T>(spec, storeAllSchedule(cost), spec.steps);
   // Run-to-run: the same schedule twice gives the same bits.
   const Comparison again = compareSteps(base, runOnGpu<T>(spec, storeAllSchedule(cost), spec.steps));
-  EXPECT_TRUE(again.bitwiseEqual) << "store-all twice: " << (again.differences.empty() ? "" : toText(again.differences.front()));
+  EXPECT_TRUE(again.bitwiseEqual) << "store-all twice: "
+                                  << (again.differences.empty() ? "" : toText(again.differences.front()));
   for (const std::string& policy : defaultPolicies(cost)) {
     SCOPED_TRACE("policy " + policy);
     const Schedule s = makeSchedule(parsePolicy(policy), cost);

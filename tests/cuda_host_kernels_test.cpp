@@ -151,8 +151,8 @@ TYPED_TEST(HostKernels, DropoutBodyIsBitwiseTheReference) {
   using T = TypeParam;
   HostExec hx;
   for (int64_t len : {1, 3, 4, 5, 31, 1000}) {
-    for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{262147},
-                            (uint64_t{1} << 40) + 6}) {
+    for (uint64_t offset :
+         {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{262147}, (uint64_t{1} << 40) + 6}) {
       for (uint64_t subsequence : {uint64_t{0}, makeOpKey(2, 5, 3)}) {
         for (double p : {0.1, 0.5, 0.9}) {
           Dropout<T> op(p);
@@ -165,8 +165,8 @@ TYPED_TEST(HostKernels, DropoutBodyIsBitwiseTheReference) {
           Tensor<T> y = op.forward(in, &ctx, env);
           Mat<T> out(1, len), mask(1, len);
           const T scale = T(1) / (T(1) - static_cast<T>(p));
-          hx.launch(philoxBlocksFor(offset, len),
-                    DropoutForward<T>{out.data(), mask.data(), x.data(), len, DrawPos{77, subsequence, offset}, p, scale});
+          hx.launch(philoxBlocksFor(offset, len), DropoutForward<T>{out.data(), mask.data(), x.data(), len,
+                                                                    DrawPos{77, subsequence, offset}, p, scale});
           const std::string at = "len " + std::to_string(len) + " offset " + std::to_string(offset) + " subsequence " +
                                  std::to_string(subsequence) + " p " + std::to_string(p);
           ASSERT_TRUE(bitwiseEqual("dropout output, " + at, out.data(), y.data(), len));
@@ -244,8 +244,10 @@ TYPED_TEST(HostKernels, RreluBodyIsBitwiseTheReference) {
           Tensor<T> y = op.forward(in, &ctx, env);
           Mat<T> out(1, len), noise(1, len), out2(1, len);
           const DrawPos pos{77, subsequence, offset};
-          hx.launch(philoxBlocksFor(offset, len), RreluForward<T>{out.data(), noise.data(), x.data(), len, pos, lower, upper});
-          hx.launch(philoxBlocksFor(offset, len), RreluForward<T>{out2.data(), nullptr, x.data(), len, pos, lower, upper});
+          hx.launch(philoxBlocksFor(offset, len),
+                    RreluForward<T>{out.data(), noise.data(), x.data(), len, pos, lower, upper});
+          hx.launch(philoxBlocksFor(offset, len),
+                    RreluForward<T>{out2.data(), nullptr, x.data(), len, pos, lower, upper});
           const std::string at = "len " + std::to_string(len) + " offset " + std::to_string(offset) + " subsequence " +
                                  std::to_string(subsequence) + " range " + std::to_string(lower) + ".." +
                                  std::to_string(upper);
@@ -264,7 +266,8 @@ TYPED_TEST(HostKernels, PhiloxDrawsBodyIsPhiloxBits) {
     const int64_t n = 41;
     std::vector<uint32_t> got(n);
     hx.launch(philoxBlocksFor(offset, n), PhiloxDraws{got.data(), n, DrawPos{9, 11, offset}});
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], philoxBits(9, 11, offset + i)) << "offset " << offset << " i " << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], philoxBits(9, 11, offset + i)) << "offset " << offset << " i " << i;
   }
 }
 
@@ -286,8 +289,8 @@ void checkLayerNormBodies(int64_t n, int64_t c) {
   std::vector<Tensor<T>> in{tensorOf(x)};
   Tensor<T> yr = op.forward(in, &ctx, env);
   Mat<T> partial(n, 2 * kLayerNormLanes);
-  layerNormForward(hx, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c,
-                   static_cast<T>(op.eps()), partial.data());
+  layerNormForward(hx, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, static_cast<T>(op.eps()),
+                   partial.data());
   EXPECT_TRUE(near("layernorm y", y.data(), yr.data(), n * c, kHostRtol<T>));
   EXPECT_TRUE(near("layernorm mean", mean.data(), ctx.tensors[1].data(), n, kHostRtol<T>));
   EXPECT_TRUE(near("layernorm rstd", rstd.data(), ctx.tensors[2].data(), n, kHostRtol<T>));
@@ -295,8 +298,8 @@ void checkLayerNormBodies(int64_t n, int64_t c) {
   op.backward(ctx, tensorOf(dy), din);
   // Backward from the reference's own statistics: the input gradient differs only by its two row sums, the
   // parameter gradients accumulate row by row exactly as the reference does.
-  layerNormBackwardInput(hx, dx.data(), dy.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(), w.data(),
-                         n, c, partial.data());
+  layerNormBackwardInput(hx, dx.data(), dy.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(), w.data(), n,
+                         c, partial.data());
   EXPECT_TRUE(near("layernorm dx", dx.data(), din[0].data(), n * c, kHostRtol<T>));
   Mat<T> inPlace = dy;  // the LM head's call: dx written over dy
   layerNormBackwardInput(hx, inPlace.data(), inPlace.data(), x.data(), ctx.tensors[1].data(), ctx.tensors[2].data(),
@@ -335,9 +338,9 @@ TYPED_TEST(HostKernels, BatchNormBodies) {
   Context<T> ctx;
   std::vector<Tensor<T>> in{tensorOf(x)};
   Tensor<T> yr = op.forward(in, &ctx, env);
-  hx.launch(c, BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runMean.data(), runVar.data(), nbt.data(),
-                                   x.data(), w.data(), b.data(), n, c, static_cast<T>(op.eps()),
-                                   static_cast<T>(op.momentum())});
+  hx.launch(c,
+            BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runMean.data(), runVar.data(), nbt.data(), x.data(),
+                                w.data(), b.data(), n, c, static_cast<T>(op.eps()), static_cast<T>(op.momentum())});
   EXPECT_TRUE(near("batchnorm y", y.data(), yr.data(), n * c, kHostRtol<T>));
   EXPECT_TRUE(near("batchnorm mean", mean.data(), ctx.tensors[1].data(), c, kHostRtol<T>));
   EXPECT_TRUE(near("batchnorm rstd", rstd.data(), ctx.tensors[2].data(), c, kHostRtol<T>));
@@ -412,7 +415,8 @@ TYPED_TEST(HostKernels, LossBodies) {
     // From the reference's probabilities the gradient is the same arithmetic, bit for bit.
     Tensor<T> dref = loss.backward(ctx);
     Mat<T> dx(n, k);
-    hx.launch(n * k, CrossEntropyBackward<T>{dx.data(), ctx.tensors[0].data(), labels.data(), k, T(1) / static_cast<T>(n)});
+    hx.launch(n * k,
+              CrossEntropyBackward<T>{dx.data(), ctx.tensors[0].data(), labels.data(), k, T(1) / static_cast<T>(n)});
     EXPECT_TRUE(bitwiseEqual("cross-entropy dx", dx.data(), dref.data(), n * k));
   }
   {
@@ -475,8 +479,8 @@ TYPED_TEST(HostKernels, CublasArgumentMappingIsTheRowMajorProduct) {
         ASSERT_EQ(cublasArgumentError(cm), "");
         cm.c = c2.data();
         blasReferenceGemm(cm);
-        EXPECT_TRUE(bitwiseEqual("gemm transA " + std::to_string(ta) + " transB " + std::to_string(tb),
-                                 c1.data(), c2.data(), c1.size()));
+        EXPECT_TRUE(bitwiseEqual("gemm transA " + std::to_string(ta) + " transB " + std::to_string(tb), c1.data(),
+                                 c2.data(), c1.size()));
       }
     }
   }
@@ -585,7 +589,8 @@ void checkDeviceOp(const OpCase& oc, const OpNode& spec, const std::vector<Mat<T
   EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes allocated by forward";
   EXPECT_EQ(devRng.state(), refRng.state()) << "generator after forward";
   EXPECT_EQ(dctx.draw, ctx.draw) << "recorded draw";
-  if (node.op->kind() == "linear" || node.op->kind() == "attention" || node.op->kind() == "moe") {  // the ops whose backward reads them
+  if (node.op->kind() == "linear" || node.op->kind() == "attention" ||
+      node.op->kind() == "moe") {  // the ops whose backward reads them
     EXPECT_EQ(dctx.bf16Inputs, numerics.bf16Inputs) << "the numerics the device context records";
   }
   auto check = [&](const std::string& what, const T* got, const T* want, int64_t n, bool exact = false) {
@@ -614,7 +619,8 @@ void checkDeviceOp(const OpCase& oc, const OpNode& spec, const std::vector<Mat<T
   }
   {
     MeterScope s(&devMeter);
-    const DTensor<T> doutDev = cloneActivation(hx, uploadMatrix(hx, toHostMatrix("dout", dout)));  // charged, as Tensor::from
+    const DTensor<T> doutDev =
+        cloneActivation(hx, uploadMatrix(hx, toHostMatrix("dout", dout)));  // charged, as Tensor::from
     dop->backward(dctx, doutDev, dinDev);
   }
   EXPECT_EQ(devMeter.peak(), refMeter.peak()) << "activation bytes after backward";
@@ -666,13 +672,10 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   auto attention = [&](double p) { return opNode("attn", "attention", {heads, seq}, p); };
   for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
     checkDeviceOp<T>({"attention", false}, attention(0.0), {qkv}, model);
-    checkDeviceOp<T>({"attention dropout", false}, attention(0.25), {qkv},
-                     model);
+    checkDeviceOp<T>({"attention dropout", false}, attention(0.25), {qkv}, model);
     // bf16 inputs: every product's operands rounded, P' after its dropout (with and without).
-    checkDeviceOp<T>({"attention, bf16 inputs", false}, attention(0.0), {qkv},
-                     model, bf16Inputs());
-    checkDeviceOp<T>({"attention dropout, bf16 inputs", false},
-                     attention(0.25), {qkv}, model, bf16Inputs());
+    checkDeviceOp<T>({"attention, bf16 inputs", false}, attention(0.0), {qkv}, model, bf16Inputs());
+    checkDeviceOp<T>({"attention dropout, bf16 inputs", false}, attention(0.25), {qkv}, model, bf16Inputs());
   }
   // The mask bitwise, on its own.
   HostExec hx;
@@ -689,7 +692,8 @@ TYPED_TEST(HostKernels, DeviceAttentionMatchesReference) {
   DContext<T> dctx;
   std::vector<DTensor<T>> din{uploadMatrix(hx, toHostMatrix("qkv", qkv))};
   (void)dop->forward(din, &dctx, denv);
-  EXPECT_TRUE(bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
+  EXPECT_TRUE(
+      bitwiseEqual("attention dropout mask", dctx.tensors[2].data(), ctx.tensors[2].data(), ctx.tensors[2].size()));
 }
 
 // Mixture of experts (reference/ops/moe.h) as a whole device op: top-1 and top-2, a capacity that fits every
@@ -816,7 +820,8 @@ void checkLmHead(bool trainsWeight, int64_t divisor) {
   hd.weight = toHostMatrix(p->weight.name, p->weight.value);
   hd.trainsWeight = trainsWeight;
   DLmHead<T> head = makeLmHead(hx, hd);
-  for (size_t k = 0; k < ps.size(); ++k) hx.upload(head.params()[k]->grad.data(), ps[k]->grad.data(), ps[k]->grad.size());
+  for (size_t k = 0; k < ps.size(); ++k)
+    hx.upload(head.params()[k]->grad.data(), ps[k]->grad.data(), ps[k]->grad.size());
   DLossDesc<T> ld;
   ld.kind = DLossKind::kLmHead;
   ld.labels = labels;

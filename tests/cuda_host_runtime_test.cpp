@@ -1,6 +1,6 @@
 // The device path (harness/engine/executor.h's StepRunner over device/'s device ops, block runtime and
-// counting allocator, through harness/engine/device_steps.h's DeviceRunner) run on the host emulator, the same code the GPU runs apart from kernel
-// launch and cuBLAS. What CI proves here without a GPU:
+// counting allocator, through harness/engine/device_steps.h's DeviceRunner) run on the host emulator, the same code the
+// GPU runs apart from kernel launch and cuBLAS. What CI proves here without a GPU:
 //  - every policy's schedule gives the store-all schedule's loss, gradients, BatchNorm state and generator bit
 //    for bit on the device runtime, for both generator models, over several steps (compareSteps), drop-path,
 //    RReLU, bf16 compute and moe blocks (top-2, tight capacity, router jitter, aux-loss trackers) included;
@@ -97,10 +97,10 @@ void checkEveryPolicy(const CaseSpec& spec) {
     EXPECT_TRUE(cmp.bitwiseEqual) << (cmp.differences.empty() ? "" : toText(cmp.differences.front()));
     for (const auto& r : got) {
       EXPECT_EQ(r.peakActivationBytes, plan.peakActivationBytes) << "measured vs planned activation peak";
-      EXPECT_EQ(r.flops, plan.stepFlops()) << "measured vs planned FLOPs (forward " << r.flops.forward << "/"
-                                     << plan.flops.forward << ", recompute " << r.flops.recompute << "/"
-                                     << plan.flops.recompute << ", backward " << r.flops.backward << "/"
-                                     << plan.flops.backward << ")";
+      EXPECT_EQ(r.flops, plan.stepFlops())
+          << "measured vs planned FLOPs (forward " << r.flops.forward << "/" << plan.flops.forward << ", recompute "
+          << r.flops.recompute << "/" << plan.flops.recompute << ", backward " << r.flops.backward << "/"
+          << plan.flops.backward << ")";
       EXPECT_EQ(r.forwardEvals, plan.stepForwardEvals());
     }
   }
@@ -335,9 +335,8 @@ TEST(HostDeviceRuntime, RecomputeEnvVariantsRunAsOnTheCpu) {
 CaseSpec moeCase(RngModel rng, DType dtype, int topK, double capacityFactor, double jitter, int64_t microBatches,
                  bool bf16 = false) {
   CaseSpec c = smallCase(blockKind("moe"), rng, dtype);
-  c.name += "-top" + std::to_string(topK) + "-cf" + std::to_string(capacityFactor) +
-            (jitter > 0 ? "-jitter" : "") + (microBatches > 1 ? "-m" + std::to_string(microBatches) : "") +
-            (bf16 ? "-bf16" : "");
+  c.name += "-top" + std::to_string(topK) + "-cf" + std::to_string(capacityFactor) + (jitter > 0 ? "-jitter" : "") +
+            (microBatches > 1 ? "-m" + std::to_string(microBatches) : "") + (bf16 ? "-bf16" : "");
   c.batch = 4;  // 12 rows: micro-batches of 6
   c.microBatches = microBatches;
   if (bf16) c.compute = Compute::kBf16;

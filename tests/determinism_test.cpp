@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 bool isTiming(const std::string& key) {
-  auto ends = [&](const std::string& s) { return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0; };
+  auto ends = [&](const std::string& s) {
+    return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
+  };
   return key == "timing" || key == "threads" || ends("_seconds") || ends("_ms") || ends("per_minute");
 }
 
@@ -42,8 +44,15 @@ bool hasVerify() {
 }
 
 std::string verifyJson(int threads, const fs::path& dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"verify", "--seed", "11", "--no-catalogue", "--json", "--threads", std::to_string(threads),
-                                   "--out", (dir / "findings").string()};
+  std::vector<std::string> args = {"verify",
+                                   "--seed",
+                                   "11",
+                                   "--no-catalogue",
+                                   "--json",
+                                   "--threads",
+                                   std::to_string(threads),
+                                   "--out",
+                                   (dir / "findings").string()};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliResult r = runCkptcheck(args, {}, dir, 600);
   EXPECT_TRUE(r.exitCode() == 0 || r.exitCode() == 1) << r.process.describe() << "\n" << r.err;
@@ -87,10 +96,10 @@ TEST(Determinism, validateJsonIsByteIdenticalRunToRunApartFromTiming) {
   if (py.empty()) GTEST_SKIP() << "no Python with numpy for the numpy adapter";
   ScratchDir dir("determinism-validate");
   auto run = [&](const std::string& threads) {
-    const CliResult r = runCkptcheck({"validate", "--adapter", "numpy", "--cases", "3", "--seed", "5", "--max-blocks", "3",
-                                      "--out", (dir.path() / "out").string()},
-                                     {{"CKPT_PYTHON", py}, {"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}},
-                                     dir.path(), 600);
+    const CliResult r = runCkptcheck(
+        {"validate", "--adapter", "numpy", "--cases", "3", "--seed", "5", "--max-blocks", "3", "--out",
+         (dir.path() / "out").string()},
+        {{"CKPT_PYTHON", py}, {"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}}, dir.path(), 600);
     EXPECT_EQ(r.exitCode(), 0) << r.out << r.err;
     const json j = json::parse(readFile(dir.path() / "out" / "validate.json"), nullptr, false);
     EXPECT_TRUE(j.is_object());

@@ -1,7 +1,8 @@
 // The kill matrix on a device: every mutant of harness/mutants/ runs through the same executor and hooks on
 // the emulated CUDA backend (`verify --mutant M --device cuda-emulated`), where the reference is the device's
 // own store-all run, and is caught by the property its record names (Mutant::caughtBy) within a small case
-// budget; the correct engine holds there over the same budget. tests/mutants_test.cpp is the CPU kill matrix with the full budget and seeds.
+// budget; the correct engine holds there over the same budget. tests/mutants_test.cpp is the CPU kill matrix with the
+// full budget and seeds.
 #include <gtest/gtest.h>
 
 #include <string>

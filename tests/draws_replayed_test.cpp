@@ -35,7 +35,8 @@ std::vector<double> readTensor(StepView& v, int block, int node, int tensor) {
 // Rewrites one saved tensor of each recomputed tape's `kind` nodes through `edit`.
 class TapeEdit : public EngineVariant {
  public:
-  TapeEdit(std::string name, std::string kind, int tensor) : name_(std::move(name)), kind_(std::move(kind)), t_(tensor) {}
+  TapeEdit(std::string name, std::string kind, int tensor)
+      : name_(std::move(name)), kind_(std::move(kind)), t_(tensor) {}
   std::string name() const override { return name_; }
   void afterForward(int block, bool recompute, StepView& v) const override {
     if (!recompute || !v.hasTape(block)) return;

@@ -55,7 +55,10 @@ template <class T>
 class Placed {
  public:
   Placed(const Mat<T>& m, int shift, int64_t ld)
-      : rows_(m.rows()), cols_(m.cols()), ld_(ld), shift_(shift),
+      : rows_(m.rows()),
+        cols_(m.cols()),
+        ld_(ld),
+        shift_(shift),
         buffer_(static_cast<size_t>(shift + m.rows() * ld), T(7)) {
     for (int64_t r = 0; r < rows_; ++r)
       std::memcpy(buffer_.data() + shift + r * ld, m.data() + r * cols_, sizeof(T) * static_cast<size_t>(cols_));

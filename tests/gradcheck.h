@@ -34,8 +34,8 @@ inline double fdRelError(double analytic, double numeric, double floor = kFdFloo
 // and checks again. A wrong analytic gradient is still caught: there both estimates agree with each other and
 // not with it.
 struct FdResult {
-  double maxRel = 0;     // over the reliable elements
-  int64_t worst = -1;    // element index of the largest error
+  double maxRel = 0;   // over the reliable elements
+  int64_t worst = -1;  // element index of the largest error
   double analytic = 0;
   double numeric = 0;
   int64_t checked = 0;     // elements compared

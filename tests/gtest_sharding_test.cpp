@@ -26,7 +26,8 @@ std::string shardedBinary() {
 std::multiset<std::string> ranTests(const std::map<std::string, std::string>& env) {
   ScratchDir io("shard");
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-  const ProcessResult r = runProcess({shardedBinary()}, (io.path() / "out").string(), (io.path() / "err").string(), 300);
+  const ProcessResult r =
+      runProcess({shardedBinary()}, (io.path() / "out").string(), (io.path() / "err").string(), 300);
   for (const auto& [k, v] : env) unsetenv(k.c_str());
   EXPECT_TRUE(r.ok()) << r.describe() << "\n" << readFile(io.path() / "err");
   std::multiset<std::string> names;
@@ -44,7 +45,8 @@ TEST(GtestSharding, shardsPartitionTheSuite) {
   const int shards = 3;
   std::multiset<std::string> united;
   for (int i = 0; i < shards; ++i) {
-    const auto part = ranTests({{"GTEST_TOTAL_SHARDS", std::to_string(shards)}, {"GTEST_SHARD_INDEX", std::to_string(i)}});
+    const auto part =
+        ranTests({{"GTEST_TOTAL_SHARDS", std::to_string(shards)}, {"GTEST_SHARD_INDEX", std::to_string(i)}});
     EXPECT_LT(part.size(), whole.size()) << "shard " << i << " ran everything";
     united.insert(part.begin(), part.end());
   }
@@ -53,7 +55,8 @@ TEST(GtestSharding, shardsPartitionTheSuite) {
 
 nlohmann::json verify(const std::vector<std::string>& extra) {
   ScratchDir dir("verify-shard");
-  std::vector<std::string> args = {"verify", "--cases", "40", "--seed", "3", "--max-blocks", "6", "--json", "--threads", "2"};
+  std::vector<std::string> args = {"verify",       "--cases", "40",     "--seed",    "3",
+                                   "--max-blocks", "6",       "--json", "--threads", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliResult r = runCkptcheck(args, {}, dir.path(), 600);
   EXPECT_EQ(r.exitCode(), 0) << r.err;
@@ -80,7 +83,8 @@ TEST(VerifyShard, shardsTogetherCheckWhatOneRunChecks) {
   EXPECT_EQ(random, whole["random_cases"].get<int64_t>());
   EXPECT_EQ(catalogue, whole["catalogue_cases"].get<int64_t>());
   EXPECT_EQ(runs, whole["policy_runs"].get<int64_t>()) << "the same cases ran the same policies";
-  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(checked[k], whole["properties"][k]["checked"].get<int64_t>()) << "property " << k + 1;
+  for (size_t k = 0; k < 4; ++k)
+    EXPECT_EQ(checked[k], whole["properties"][k]["checked"].get<int64_t>()) << "property " << k + 1;
 }
 
 }  // namespace

@@ -68,9 +68,10 @@ TEST(UserFile, aMillionLevelsAreRefusedInOneLineByEveryReader) {
   const fs::path f = dir.path() / "deep.json";
   write(f, nested(1000000, false));
   const std::string p = f.string(), tiny = test::catalogueCase("tiny").string();
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"train-ref", "--case", p}, {"plan", "--costs", p, "--policy", "store-all"},
-        {"run", "--case", tiny, "--policy", "schedule:" + p}, {"validate", "--adapter", mlpModule(), "--plan", p}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"train-ref", "--case", p},
+                                               {"plan", "--costs", p, "--policy", "store-all"},
+                                               {"run", "--case", tiny, "--policy", "schedule:" + p},
+                                               {"validate", "--adapter", mlpModule(), "--plan", p}}) {
     SCOPED_TRACE(args[0]);
     expectRefused(test::runCkptcheck(args, {}, dir.path(), 60), "deep.json': nested deeper than 100 levels");
   }
@@ -78,9 +79,8 @@ TEST(UserFile, aMillionLevelsAreRefusedInOneLineByEveryReader) {
 
 TEST(UserFile, aQuotedValueIsClipped) {
   const std::string op(1000000, 'x');
-  const std::string why = errorOf([&] {
-    scheduleFromJson(parseUserJson(R"({"layers": 1, "instructions": [{"op": ")" + op + R"("}]})", "s"));
-  });
+  const std::string why = errorOf(
+      [&] { scheduleFromJson(parseUserJson(R"({"layers": 1, "instructions": [{"op": ")" + op + R"("}]})", "s")); });
   EXPECT_NE(why.find("unknown op 'xxxx"), std::string::npos) << why.substr(0, 300);
   EXPECT_NE(why.find("...(1000000 bytes)'"), std::string::npos) << why.substr(0, 300);
   EXPECT_LT(why.size(), 300u);
@@ -94,7 +94,8 @@ TEST(UserFile, anOversizedFileIsRefusedUnreadAndAnEndlessPipeAtTheCap) {
   write(f, "");
   fs::resize_file(f, kMaxJsonFileBytes + 1);  // sparse: no disk, and nothing read
   EXPECT_EQ(errorOf([&] { readUserJson(f.string(), "costs file"); }),
-            "costs file '" + f.string() + "': is 67108865 bytes (64 MiB), more than this reader takes, 67108864 bytes (64 MiB)");
+            "costs file '" + f.string() +
+                "': is 67108865 bytes (64 MiB), more than this reader takes, 67108864 bytes (64 MiB)");
   EXPECT_EQ(errorOf([&] { readUserJson(dir.path().string(), "costs file"); }),
             "costs file '" + dir.path().string() + "': is a directory");
   const fs::path err = dir.path() / "err";
@@ -109,15 +110,21 @@ TEST(UserFile, anOversizedFileIsRefusedUnreadAndAnEndlessPipeAtTheCap) {
 
 // A costs file of one small block, then `blocks` copies of it.
 json costsOf(int blocks) {
-  const json op = {{"op", "aten.mm.default"}, {"saved_bytes", 32}, {"forward_flops", 100}, {"backward_flops", 200},
+  const json op = {{"op", "aten.mm.default"},
+                   {"saved_bytes", 32},
+                   {"forward_flops", 100},
+                   {"backward_flops", 200},
                    {"matmul", true}};
-  const json block = {{"name", "b"}, {"saves_input", true}, {"saves_output", false}, {"ops", {op}},
-                      {"forward_flops", 100}, {"backward_flops", 200}, {"forward_seconds", 0.001},
-                      {"backward_seconds", 0.002}};
-  const json part = {{"saved_bytes", 8}, {"forward_flops", 10}, {"backward_flops", 10}, {"forward_seconds", 0.0},
+  const json block = {
+      {"name", "b"},          {"saves_input", true},   {"saves_output", false},    {"ops", {op}},
+      {"forward_flops", 100}, {"backward_flops", 200}, {"forward_seconds", 0.001}, {"backward_seconds", 0.002}};
+  const json part = {{"saved_bytes", 8},
+                     {"forward_flops", 10},
+                     {"backward_flops", 10},
+                     {"forward_seconds", 0.0},
                      {"backward_seconds", 0.0}};
-  json j = {{"format", kCostsFormat}, {"version", kCostsVersion}, {"model", "m"}, {"framework", "f"},
-            {"batch_size", 2}, {"step_seconds", 0.01}, {"shared", json::array()}};
+  json j = {{"format", kCostsFormat}, {"version", kCostsVersion}, {"model", "m"},           {"framework", "f"},
+            {"batch_size", 2},        {"step_seconds", 0.01},     {"shared", json::array()}};
   j["blocks"] = json::array();
   for (int i = 0; i < blocks; ++i) j["blocks"].push_back(block);
   j["boundary_bytes"] = std::vector<int64_t>(static_cast<size_t>(blocks) + 1, 64);
@@ -133,7 +140,8 @@ TEST(CostsBounds, aChainOverTheBlockBoundIsRefusedAtOnce) {
   // One block over the bound: refused as soon as it is parsed, before any planning (100,000 blocks, 27 MB, take
   // about 1 s to parse in the Release build, but two minutes under the sanitizers).
   write(f, costsOf(kMaxCostsBlocks + 1).dump());
-  const test::CliResult r = test::runCkptcheck({"plan", "--costs", f.string(), "--budget", "100000"}, {}, dir.path(), 120);
+  const test::CliResult r =
+      test::runCkptcheck({"plan", "--costs", f.string(), "--budget", "100000"}, {}, dir.path(), 120);
   expectRefused(r, "long.json: blocks: holds 2001 blocks; the planner takes at most 2000");
   EXPECT_LT(r.process.seconds, 60.0);
 }
@@ -162,8 +170,11 @@ RC_GTEST_PROP(CostsBounds, edgeCountsAreRefusedNamingAFieldOrPlannedExactly, ())
     __int128 f = 0, g = 0;
     for (int k = 0; k < ops; ++k) {
       const uint64_t of = *edgeCount(), ob = *edgeCount();
-      b["ops"].push_back({{"op", "op" + std::to_string(k)}, {"saved_bytes", *edgeCount()}, {"forward_flops", of},
-                          {"backward_flops", ob}, {"matmul", false}});
+      b["ops"].push_back({{"op", "op" + std::to_string(k)},
+                          {"saved_bytes", *edgeCount()},
+                          {"forward_flops", of},
+                          {"backward_flops", ob},
+                          {"matmul", false}});
       f += of;
       g += ob;
     }
@@ -233,14 +244,21 @@ TEST(PlacementFields, eachDocumentedFieldIsChecked) {
       {[](json& j) { j["batch_size"] = 0; }, "batch_size: must be at least 1"},
       {[](json& j) { j["batch_size"] = (int64_t{1} << 32) + 8; }, "batch_size: must be at most 1048576"},
       {[](json& j) { j["batch_size"] = -1; }, "batch_size: must be a non-negative integer"},
-      {[](json& j) { j["predicted"]["time_overhead"] = "fast"; }, "predicted.time_overhead: must be a non-negative number or null"},
-      {[](json& j) { j["predicted"]["time_overhead"] = -1; }, "predicted.time_overhead: must be a non-negative number or null"},
+      {[](json& j) { j["predicted"]["time_overhead"] = "fast"; },
+       "predicted.time_overhead: must be a non-negative number or null"},
+      {[](json& j) { j["predicted"]["time_overhead"] = -1; },
+       "predicted.time_overhead: must be a non-negative number or null"},
       {[](json& j) { j["predicted"].erase("time_overhead"); }, "predicted.time_overhead: missing"},
-      {[](json& j) { j["predicted"]["flop_overhead"] = nullptr; }, "predicted.flop_overhead: must be a non-negative number"},
-      {[](json& j) { j["predicted"]["peak_activation_bytes"] = 1.5; }, "predicted.peak_activation_bytes: must be a non-negative integer"},
-      {[](json& j) { j["predicted"]["forward_calls"][0] = 1; }, "predicted.forward_calls[0]: must be 2: block 0 is recomputed"},
-      {[](json& j) { j["predicted"]["saved_bytes"] = 301; }, "predicted.saved_bytes: must be saved_bytes_before + saved_bytes_by_block"},
-      {[](json& j) { j["predicted"]["saved_bytes_by_block"][1] = uint64_t{1} << 63; }, "predicted.saved_bytes_by_block[1]: must be at most 9007199254740992"},
+      {[](json& j) { j["predicted"]["flop_overhead"] = nullptr; },
+       "predicted.flop_overhead: must be a non-negative number"},
+      {[](json& j) { j["predicted"]["peak_activation_bytes"] = 1.5; },
+       "predicted.peak_activation_bytes: must be a non-negative integer"},
+      {[](json& j) { j["predicted"]["forward_calls"][0] = 1; },
+       "predicted.forward_calls[0]: must be 2: block 0 is recomputed"},
+      {[](json& j) { j["predicted"]["saved_bytes"] = 301; },
+       "predicted.saved_bytes: must be saved_bytes_before + saved_bytes_by_block"},
+      {[](json& j) { j["predicted"]["saved_bytes_by_block"][1] = uint64_t{1} << 63; },
+       "predicted.saved_bytes_by_block[1]: must be at most 9007199254740992"},
       {[](json& j) { j["blocks"][2] = ""; }, "blocks[2]: must be a non-empty string"},
   };
   for (const auto& [change, want] : cases) {
@@ -253,7 +271,8 @@ TEST(PlacementFields, eachDocumentedFieldIsChecked) {
   json j = placement();
   j["predicted"]["saved_bytes_by_block"] = {int64_t{1} << 53, int64_t{1} << 53, int64_t{1} << 53};
   j["predicted"]["saved_bytes"] = 30;
-  EXPECT_NE(errorOf([&] { parsePlacementFile(j, "p.json"); }).find("predicted.saved_bytes: must be"), std::string::npos);
+  EXPECT_NE(errorOf([&] { parsePlacementFile(j, "p.json"); }).find("predicted.saved_bytes: must be"),
+            std::string::npos);
 }
 
 TEST(AtomicDestination, aLinkAPipeOrAFolderIsRefusedAndLeftAsItWas) {
@@ -272,7 +291,7 @@ TEST(AtomicDestination, aLinkAPipeOrAFolderIsRefusedAndLeftAsItWas) {
   }
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_TRUE(fs::is_fifo(fifo));
-  writeFileAtomic(regular, "new\n");  // a new path
+  writeFileAtomic(regular, "new\n");    // a new path
   writeFileAtomic(regular, "again\n");  // a regular file
   EXPECT_EQ(test::readFile(regular), "again\n");
   // Through the CLI: plan --placement given the link exits 2 and prints nothing on stdout.

@@ -49,8 +49,8 @@ void expectGradientsAreDerivatives(const CaseSpec& spec, const std::set<std::str
     const test::FdResult fd = test::fdCompareChainTensor(params[k]->value.data(), params[k]->value.size(),
                                                          r.grads[k].value.data(), objective);
     EXPECT_EQ(fd.unreliable, 0) << r.grads[k].name;
-    EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst << ": analytic "
-                                             << fd.analytic << ", numeric " << fd.numeric;
+    EXPECT_LT(fd.maxRel, test::kFdTolerance)
+        << r.grads[k].name << " element " << fd.worst << ": analytic " << fd.analytic << ", numeric " << fd.numeric;
   }
   for (const auto& n : expectedNames) EXPECT_TRUE(names.count(n)) << n;
 }

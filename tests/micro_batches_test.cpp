@@ -45,12 +45,11 @@ TEST(MicroBatches, accumulatedGradientIsTheDerivativeOfTheStepLoss) {
     const test::FdResult fd = test::fdCompareChainTensor(params[k]->value.data(), params[k]->value.size(),
                                                          r.grads[k].value.data(), objective);
     EXPECT_EQ(fd.unreliable, 0) << r.grads[k].name;
-    EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst << ": analytic "
-                                             << fd.analytic << ", numeric " << fd.numeric;
+    EXPECT_LT(fd.maxRel, test::kFdTolerance)
+        << r.grads[k].name << " element " << fd.worst << ": analytic " << fd.analytic << ", numeric " << fd.numeric;
   }
   ASSERT_EQ(r.inputGrad.rows(), spec.rows());
-  const test::FdResult fd =
-      test::fdCompareChainTensor(c.input.data(), c.input.size(), r.inputGrad.data(), objective);
+  const test::FdResult fd = test::fdCompareChainTensor(c.input.data(), c.input.size(), r.inputGrad.data(), objective);
   EXPECT_EQ(fd.unreliable, 0);
   EXPECT_LT(fd.maxRel, test::kFdTolerance) << "input element " << fd.worst;
 }
@@ -78,7 +77,8 @@ TEST(MicroBatches, batchNormMovesOncePerMicroBatch) {
 // as the whole batch: equal up to rounding, but summed in another order (so an engine must follow the
 // micro-batches, not the batch).
 TEST(MicroBatches, withoutBatchStatisticsTheAccumulatedGradientIsTheBatchGradient) {
-  const std::string blocks = R"("blocks": [{"kind": "mlp", "activation": "gelu"}, {"kind": "transformer", "heads": 2}]})";
+  const std::string blocks =
+      R"("blocks": [{"kind": "mlp", "activation": "gelu"}, {"kind": "transformer", "heads": 2}]})";
   const std::string head = R"({"batch": 4, "seq": 3, "width": 6, "loss": "cross_entropy", "seed": 3, )";
   Chain<double> whole = buildChain<double>(parse(head + blocks));
   const StepResult<double> one = referenceStep(whole, 0);

@@ -54,7 +54,8 @@ double routingMargin(Moe<double>& op, const Tensor<double>& x, const OpEnv& env)
   for (int64_t t = 0; t < p.rows(); ++t) {
     std::vector<double> row(p.row(t).data(), p.row(t).data() + p.cols());
     std::sort(row.rbegin(), row.rend());
-    for (int k = 0; k < op.topK(); ++k) margin = std::min(margin, row[static_cast<size_t>(k)] - row[static_cast<size_t>(k) + 1]);
+    for (int k = 0; k < op.topK(); ++k)
+      margin = std::min(margin, row[static_cast<size_t>(k)] - row[static_cast<size_t>(k) + 1]);
   }
   return margin;
 }
@@ -92,8 +93,8 @@ TEST(Moe, gradientsIncludingTheAuxiliaryLossMatchFiniteDifferences) {
       const Mat<double> analytic = p->grad;
       r.merge(test::fdCompare(p->value.data(), p->value.size(), analytic.data(), objective));
     }
-    EXPECT_LE(r.maxRel, test::kFdTolerance) << "element " << r.worst << ": analytic " << r.analytic << ", numeric "
-                                            << r.numeric;
+    EXPECT_LE(r.maxRel, test::kFdTolerance)
+        << "element " << r.worst << ": analytic " << r.analytic << ", numeric " << r.numeric;
     EXPECT_EQ(r.unreliable, 0);
     EXPECT_GT(r.checked, 0);
   }
@@ -151,7 +152,8 @@ CaseSpec moeCase(double jitter) {
   CaseSpec c = parseCaseText(R"({"name": "m", "batch": 3, "seq": 2, "width": 4, "dtype": "double",
     "dropout": 0.2, "steps": 2, "micro_batches": 1,
     "blocks": [{"kind": "mlp"}, {"kind": "moe", "experts": 3, "top_k": 2, "capacity_factor": 0.5,
-                "aux_loss_coef": 0.3}, {"kind": "moe", "experts": 2}]})", "test");
+                "aux_loss_coef": 0.3}, {"kind": "moe", "experts": 2}]})",
+                             "test");
   c.blocks[1].routerJitter = jitter;
   return c;
 }
@@ -198,7 +200,8 @@ TEST(Moe, aRecomputeMovesItsStateOnlyWhenStateOpNamesIt) {
   };
   const auto before = state();
   Tensor<double> x = c.inputOf(0);
-  for (int i = 0; i < 2; ++i) x = blockForward<double>(c.blocks[i], x, nullptr, {}, BlockEnv{&c.rng, 0, i, false, {}, {}});
+  for (int i = 0; i < 2; ++i)
+    x = blockForward<double>(c.blocks[i], x, nullptr, {}, BlockEnv{&c.rng, 0, i, false, {}, {}});
   EXPECT_EQ(state(), before);
   x = c.inputOf(0);
   for (int i = 0; i < 2; ++i) {

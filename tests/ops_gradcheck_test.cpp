@@ -435,7 +435,8 @@ TEST(Gelu, tanhByDefaultAndErfWhenNumericsAskForIt) {
   EXPECT_DOUBLE_EQ(ye.map()(0, 4), 0.8413447460685429);  // PyTorch GELU()(1.0)
   for (int64_t i = 0; i < x.size(); ++i) {
     const double v = x.data()[i];
-    EXPECT_DOUBLE_EQ(yt.data()[i], 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v))));
+    EXPECT_DOUBLE_EQ(yt.data()[i],
+                     0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v))));
     EXPECT_DOUBLE_EQ(ye.data()[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
   }
   EXPECT_NE(yt.map()(0, 0), ye.map()(0, 0));

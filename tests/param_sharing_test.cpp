@@ -50,8 +50,8 @@ TEST(ParamSharing, sharedGradientIsTheDerivativeOfTheTiedWeight) {
     ASSERT_EQ(r.grads[k].name, c.blockParams(0)[k]->name);
     const test::FdResult fd = test::fdCompareChainTensor(v.data(), v.size(), g.data(), objective);
     EXPECT_EQ(fd.unreliable, 0);
-    EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst << ": analytic "
-                                             << fd.analytic << ", numeric " << fd.numeric;
+    EXPECT_LT(fd.maxRel, test::kFdTolerance)
+        << r.grads[k].name << " element " << fd.worst << ": analytic " << fd.analytic << ", numeric " << fd.numeric;
   }
 }
 
@@ -70,7 +70,8 @@ TEST(ParamSharing, sharedGradientAddsTheUsesInBackwardOrder) {
   c.loss->forward(x, &ctx);
   x.reset();
   Tensor<double> g = c.loss->backward(ctx);
-  for (int i = c.size() - 1; i >= 0; --i) g = blockBackward(c.blocks[i], std::move(tapes[static_cast<size_t>(i)]), std::move(g));
+  for (int i = c.size() - 1; i >= 0; --i)
+    g = blockBackward(c.blocks[i], std::move(tapes[static_cast<size_t>(i)]), std::move(g));
   const Mat<double> g3 = c.blockParams(3)[0]->grad, g2 = c.blockParams(2)[0]->grad, g0 = c.blockParams(0)[0]->grad;
   const Mat<double> backward = (g3 + g2) + g0, forward = (g0 + g2) + g3;
 

@@ -75,7 +75,8 @@ TEST(Planner, caseCostEqualsTheBuiltChainsCost) {
   for (const auto& file : catalogue()) {
     const CaseSpec spec = loadCase(file);
     const ChainCost fromSpec = caseChainCost(spec);
-    const ChainCost fromChain = spec.dtype == DType::kFloat ? chainCost(buildChain<float>(spec)) : chainCost(buildChain<double>(spec));
+    const ChainCost fromChain =
+        spec.dtype == DType::kFloat ? chainCost(buildChain<float>(spec)) : chainCost(buildChain<double>(spec));
     for (const char* policy : {"store-all", "uniform", "selective"}) {
       const Plan a = planSchedule(makeSchedule(parsePolicy(policy), fromSpec), fromSpec);
       const Plan b = planSchedule(makeSchedule(parsePolicy(policy), fromChain), fromChain);
@@ -137,7 +138,8 @@ TEST(Selective, defaultKeepsOnlyMatrixProducts) {
   ASSERT_EQ(masks.size(), 2u);
   const BlockProgram& p = c.block(0);
   for (int k = 0; k < p.size(); ++k)
-    EXPECT_EQ(masks[0][static_cast<size_t>(k)], p.nodes[static_cast<size_t>(k)].kind == "linear") << p.nodes[static_cast<size_t>(k)].kind;
+    EXPECT_EQ(masks[0][static_cast<size_t>(k)], p.nodes[static_cast<size_t>(k)].kind == "linear")
+        << p.nodes[static_cast<size_t>(k)].kind;
 }
 
 TEST(Selective, recomputeListDropsOnlyThoseKinds) {

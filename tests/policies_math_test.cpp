@@ -122,23 +122,25 @@ int64_t bruteNumforw(int64_t l, int64_t c, std::map<std::pair<int64_t, int64_t>,
   const auto key = std::make_pair(l, c);
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   int64_t best = INT64_MAX;
-  for (int64_t m = 1; m < l; ++m) best = std::min(best, m + bruteNumforw(l - m, c - 1, memo) + bruteNumforw(m, c, memo));
+  for (int64_t m = 1; m < l; ++m)
+    best = std::min(best, m + bruteNumforw(l - m, c - 1, memo) + bruteNumforw(m, c, memo));
   return memo[key] = best;
 }
 
 TEST(Revolve, numforwClosedFormEqualsTheBruteForceMinimum) {
   std::map<std::pair<int64_t, int64_t>, int64_t> memo;
   for (int64_t c = 1; c <= 9; ++c)
-    for (int64_t l = 1; l <= 90; ++l) ASSERT_EQ(revolveNumforw(l, c), bruteNumforw(l, c, memo)) << "l " << l << " c " << c;
+    for (int64_t l = 1; l <= 90; ++l)
+      ASSERT_EQ(revolveNumforw(l, c), bruteNumforw(l, c, memo)) << "l " << l << " c " << c;
 }
 
 TEST(Revolve, numforwKnownValues) {
   EXPECT_EQ(revolveNumforw(1, 1), 0);
-  EXPECT_EQ(revolveNumforw(10, 1), 45);          // only x_0: block i is advanced i times
-  EXPECT_EQ(revolveNumforw(10, 9), 9);           // C >= L-1: every block but the last advanced once
+  EXPECT_EQ(revolveNumforw(10, 1), 45);  // only x_0: block i is advanced i times
+  EXPECT_EQ(revolveNumforw(10, 9), 9);   // C >= L-1: every block but the last advanced once
   EXPECT_EQ(revolveNumforw(10, 100), 9);
   EXPECT_EQ(revolveNumforw(3, 2), 2);
-  EXPECT_EQ(revolveNumforw(6, 2), 8);            // r = 2 (beta(2, 2) = 6): 2 * 6 - beta(3, 1) = 12 - 4
+  EXPECT_EQ(revolveNumforw(6, 2), 8);  // r = 2 (beta(2, 2) = 6): 2 * 6 - beta(3, 1) = 12 - 4
   EXPECT_EQ(revolveBeta(2, 2), 6);
   EXPECT_EQ(revolveRepetitions(6, 2), 2);
   EXPECT_EQ(revolveNumforw(1000000, 1000000), 999999);
@@ -151,7 +153,8 @@ TEST(Revolve, theSplitRuleAttainsNumforw) {
       const int64_t m = revolveSplit(l, c);
       ASSERT_GE(m, 1);
       ASSERT_LT(m, l);
-      ASSERT_EQ(m + revolveNumforw(l - m, c - 1) + revolveNumforw(m, c), revolveNumforw(l, c)) << "l " << l << " c " << c;
+      ASSERT_EQ(m + revolveNumforw(l - m, c - 1) + revolveNumforw(m, c), revolveNumforw(l, c))
+          << "l " << l << " c " << c;
     }
 }
 
@@ -226,7 +229,9 @@ TEST(Revolve, aMillionBlocksIsQuickToSchedule) {
 
 // --- recursive ------------------------------------------------------------------------------------------------
 
-int64_t recursiveForwards(int64_t n) { return n == 1 ? 1 : n / 2 + recursiveForwards(n - n / 2) + recursiveForwards(n / 2); }
+int64_t recursiveForwards(int64_t n) {
+  return n == 1 ? 1 : n / 2 + recursiveForwards(n - n / 2) + recursiveForwards(n / 2);
+}
 
 TEST(Recursive, handWorkedFourBlocks) {
   EXPECT_EQ(body(recursiveSchedule(homogeneous(blockKind("mlp"), 4))),
@@ -279,7 +284,8 @@ std::vector<std::pair<std::string, Schedule>> rivals(const ChainCost& c) {
   out.emplace_back("store-all", storeAllSchedule(c));
   out.emplace_back("recursive", recursiveSchedule(c));
   for (int k = 1; k <= n; ++k) out.emplace_back("uniform:k=" + std::to_string(k), uniformSchedule(c, k));
-  for (int slots = 1; slots <= n; ++slots) out.emplace_back("revolve:slots=" + std::to_string(slots), revolveSchedule(c, slots));
+  for (int slots = 1; slots <= n; ++slots)
+    out.emplace_back("revolve:slots=" + std::to_string(slots), revolveSchedule(c, slots));
   return out;
 }
 
@@ -292,7 +298,8 @@ void checkDominates(const ChainCost& c) {
     RC_ASSERT(j.peak <= r.peak);
     RC_ASSERT(j.peak == o.peakBytes);
     RC_ASSERT(j.recompute == o.recomputeFlops);
-    if (j.recompute > r.recompute) RC_FAIL(name + ": optimal recomputes " + std::to_string(j.recompute) + " > " + std::to_string(r.recompute));
+    if (j.recompute > r.recompute)
+      RC_FAIL(name + ": optimal recomputes " + std::to_string(j.recompute) + " > " + std::to_string(r.recompute));
   }
 }
 
@@ -312,7 +319,8 @@ TEST(Optimal, atStoreAllsPeakItRecomputesNothing) {
 TEST(Optimal, neverRecomputesMoreThanAnotherPolicyAtItsPeakOnFixedChains) {
   std::vector<std::pair<std::string, ChainCost>> chains;
   for (BlockKind k : blockKinds())
-    for (int layers : {1, 2, 3, 5, 8, 13, 20}) chains.emplace_back(std::string(blockKindName(k)) + " x " + std::to_string(layers), homogeneous(k, layers));
+    for (int layers : {1, 2, 3, 5, 8, 13, 20})
+      chains.emplace_back(std::string(blockKindName(k)) + " x " + std::to_string(layers), homogeneous(k, layers));
   for (int layers : {4, 9, 14}) chains.emplace_back("mixed x " + std::to_string(layers), mixed(layers, 0.1));
   for (const auto& [label, c] : chains) {
     SCOPED_TRACE(label);
@@ -400,7 +408,9 @@ TEST(Optimal, aHomogeneousChainOfAThousandBlocksIsQuick) {
 TEST(Optimal, DISABLED_reportsItsTimeOnTwoHundredHeterogeneousBlocks) {
   std::vector<BlockSpec> bs;
   for (int i = 0; i < 200; ++i) {
-    BlockSpec b = block(i % 3 == 0 ? blockKind("transformer") : i % 3 == 1 ? blockKind("residual-bn") : blockKind("mlp"),
+    BlockSpec b = block(i % 3 == 0   ? blockKind("transformer")
+                        : i % 3 == 1 ? blockKind("residual-bn")
+                                     : blockKind("mlp"),
                         1 + i % 2);
     b.activation = static_cast<Activation>(i % 3);
     bs.push_back(b);
@@ -421,11 +431,12 @@ TEST(Optimal, DISABLED_reportsItsTimeOnTwoHundredHeterogeneousBlocks) {
   const Judged j = judge(plan.schedule, c);
   EXPECT_LE(j.peak, budget);
   EXPECT_EQ(plan.levels, 500);
-  std::printf("optimal DP: L=200 heterogeneous, budget %lld (least %lld, store-all %lld), %lld levels of %lld bytes: "
-              "%.2f s; recompute %lld FLOPs\n",
-              static_cast<long long>(budget), static_cast<long long>(least), static_cast<long long>(full),
-              static_cast<long long>(plan.levels), static_cast<long long>(plan.unitBytes), seconds,
-              static_cast<long long>(j.recompute));
+  std::printf(
+      "optimal DP: L=200 heterogeneous, budget %lld (least %lld, store-all %lld), %lld levels of %lld bytes: "
+      "%.2f s; recompute %lld FLOPs\n",
+      static_cast<long long>(budget), static_cast<long long>(least), static_cast<long long>(full),
+      static_cast<long long>(plan.levels), static_cast<long long>(plan.unitBytes), seconds,
+      static_cast<long long>(j.recompute));
 }
 
 }  // namespace

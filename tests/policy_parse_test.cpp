@@ -48,19 +48,25 @@ TEST(PolicyParse, composesABlockPolicyWithSelective) {
 }
 
 TEST(PolicyParse, namesEachMistake) {
-  EXPECT_EQ(error(""), "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, segments, selective, schedule)");
+  EXPECT_EQ(error(""),
+            "policy '': empty policy (known: store-all, uniform, recursive, revolve, optimal, segments, selective, "
+            "schedule)");
   EXPECT_EQ(error("uniformm"),
-            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, segments, selective, schedule)");
+            "policy 'uniformm': unknown policy 'uniformm' (known: store-all, uniform, recursive, revolve, optimal, "
+            "segments, selective, schedule)");
   EXPECT_EQ(error("revolve"), "policy 'revolve': needs slots=C (C >= 1)");
   EXPECT_EQ(error("revolve:slots="), "policy 'revolve:slots=': needs slots=C (C >= 1)");
-  EXPECT_EQ(error("revolve:slots=0"), "policy 'revolve:slots=0': revolve: slots must be an integer >= 1 and <= 2^30 (got '0')");
-  EXPECT_EQ(error("uniform:k=two"), "policy 'uniform:k=two': uniform: k must be an integer >= 1 and <= 2^30 (got 'two')");
+  EXPECT_EQ(error("revolve:slots=0"),
+            "policy 'revolve:slots=0': revolve: slots must be an integer >= 1 and <= 2^30 (got '0')");
+  EXPECT_EQ(error("uniform:k=two"),
+            "policy 'uniform:k=two': uniform: k must be an integer >= 1 and <= 2^30 (got 'two')");
   EXPECT_EQ(error("uniform:k=-1"), "policy 'uniform:k=-1': uniform: k must be an integer >= 1 and <= 2^30 (got '-1')");
   EXPECT_EQ(error("uniform:j=3"), "policy 'uniform:j=3': uniform has no parameter 'j' (it takes k=K (K >= 1))");
   EXPECT_EQ(error("uniform:k=2:k=3"), "policy 'uniform:k=2:k=3': uniform: k given twice");
   EXPECT_EQ(error("store-all:k=3"), "policy 'store-all:k=3': store-all takes no parameters");
   EXPECT_EQ(error("optimal"), "policy 'optimal': needs budget=BYTES (BYTES >= 1)");
-  EXPECT_EQ(error("optimal:budget=1e6"), "policy 'optimal:budget=1e6': optimal: budget must be an integer >= 1 (got '1e6')");
+  EXPECT_EQ(error("optimal:budget=1e6"),
+            "policy 'optimal:budget=1e6': optimal: budget must be an integer >= 1 (got '1e6')");
   EXPECT_EQ(error("uniform+recursive"),
             "policy 'uniform+recursive': two block policies ('uniform' and 'recursive') cannot be composed");
   EXPECT_EQ(error("selective+selective"), "policy 'selective+selective': selective given twice");
@@ -95,9 +101,12 @@ TEST(PolicyParse, defaultPoliciesAllParseAndSchedule) {
 // Families group the strings a report compares: parameters never split one, selective composed always does.
 TEST(PolicyParse, familiesIgnoreParametersAndKeepComposition) {
   const std::pair<const char*, const char*> kFamilies[] = {
-      {"store-all", "store-all"},          {"revolve:slots=3", "revolve"},
-      {"revolve:slots=7", "revolve"},      {"uniform:k=8+selective", "uniform+selective"},
-      {"optimal:budget=100", "optimal"},   {"uniform:k=8+selective:recompute=gelu", "uniform+selective"},
+      {"store-all", "store-all"},
+      {"revolve:slots=3", "revolve"},
+      {"revolve:slots=7", "revolve"},
+      {"uniform:k=8+selective", "uniform+selective"},
+      {"optimal:budget=100", "optimal"},
+      {"uniform:k=8+selective:recompute=gelu", "uniform+selective"},
       {"selective:recompute=dropout", "selective"}};
   for (const auto& [text, family] : kFamilies) EXPECT_EQ(policyFamily(parsePolicy(text)), family) << text;
 }

@@ -74,8 +74,9 @@ std::set<std::string> planFamilies(const ChainCost& c) {
     if (!r.make || r.takesRest) continue;
     // A parameter plan accepts on this chain: verify's draw, else the record's default; neither: the name alone
     // tells that verify cannot draw it.
-    std::string policy = r.draw ? r.draw(middle, c, [] { return std::vector<KeepMask>{}; })
-                                : r.byDefault ? r.byDefault(c).front() : "";
+    std::string policy = r.draw        ? r.draw(middle, c, [] { return std::vector<KeepMask>{}; })
+                         : r.byDefault ? r.byDefault(c).front()
+                                       : "";
     if (policy.empty()) continue;
     try {
       makeSchedule(parsePolicy(policy + "+selective"), c);

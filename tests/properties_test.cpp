@@ -53,11 +53,13 @@ class PropertyHolds : public ::testing::TestWithParam<std::string> {};  // a pro
 TEST_P(PropertyHolds, onRandomTrialsOfTheCorrectEngine) {
   const Property p = findProperty(GetParam());
   ASSERT_NE(p, nullptr);
-  EXPECT_TRUE(rc::check(p->id, [p] {
-    const auto v = checkProperty(p, randomTrial());
-    RC_LOG() << describe(v) << "\n";
-    RC_ASSERT(!v.has_value());
-  })) << "property " << propertyNumber(p) << " (" << p->id << "): " << p->title;
+  EXPECT_TRUE(rc::check(p->id,
+                        [p] {
+                          const auto v = checkProperty(p, randomTrial());
+                          RC_LOG() << describe(v) << "\n";
+                          RC_ASSERT(!v.has_value());
+                        }))
+      << "property " << propertyNumber(p) << " (" << p->id << "): " << p->title;
 }
 
 std::vector<std::string> everyPropertyId() {
@@ -154,7 +156,8 @@ TEST(Properties, eachPropertyReportsItsOwnViolation) {
   notAPlacement.runs[1].schedule.policy = placements.runs[1].schedule.policy;
   const auto nested = check("placement-round-trip", notAPlacement);
   ASSERT_TRUE(nested);
-  EXPECT_NE(nested->message.find("segments' schedule is no per-module placement"), std::string::npos) << nested->message;
+  EXPECT_NE(nested->message.find("segments' schedule is no per-module placement"), std::string::npos)
+      << nested->message;
 
   Trial invalid = runTrial(spec, {"optimal:budget=1"}, EngineVariant());  // infeasible: no schedule
   EXPECT_EQ(check("schedules-valid", invalid)->property, findProperty("schedules-valid"));

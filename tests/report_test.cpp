@@ -94,17 +94,19 @@ TEST_F(ReportTest, writesBothReportsAndEveryFigure) {
 
 TEST_F(ReportTest, hasEveryTableAndSection) {
   const std::string m = "\n" + md();
-  for (const char* h : {"# ckptcheck overhead report", "## Where the time goes",
-                        "## Per case", "<details><summary><b>tiny</b>: 8 policies</summary>", "## Engine tax per policy",
+  for (const char* h : {"# ckptcheck overhead report", "## Where the time goes", "## Per case",
+                        "<details><summary><b>tiny</b>: 8 policies</summary>", "## Engine tax per policy",
                         "## Full recomputation vs the 33% theory",
                         "<details><summary>Where full recomputation's time goes, per op kind</summary>",
                         "## Planner scaling", "## Figures", "## Findings", "## Run"})
     EXPECT_NE(m.find(std::string("\n") + h + "\n"), std::string::npos) << h;
-  EXPECT_NE(m.find("| policy | peak activation | bytes | × store-all | forward evals | FLOP overhead | time ratio (IQR) | "
-                   "engine tax | recomputed ops | rest | frontier | bitwise |"),
-            std::string::npos);
-  for (const char* fig : {"![Memory saved vs time paid](fig-summary.svg)", "![Peak memory vs L](fig-memory-vs-layers.svg)", "![Memory vs recompute per case](fig-frontier.svg)",
-                          "![Measured vs theoretical overhead](fig-overhead.svg)"})
+  EXPECT_NE(
+      m.find("| policy | peak activation | bytes | × store-all | forward evals | FLOP overhead | time ratio (IQR) | "
+             "engine tax | recomputed ops | rest | frontier | bitwise |"),
+      std::string::npos);
+  for (const char* fig :
+       {"![Memory saved vs time paid](fig-summary.svg)", "![Peak memory vs L](fig-memory-vs-layers.svg)",
+        "![Memory vs recompute per case](fig-frontier.svg)", "![Measured vs theoretical overhead](fig-overhead.svg)"})
     EXPECT_NE(m.find(fig), std::string::npos) << fig;
 }
 
@@ -115,8 +117,9 @@ TEST_F(ReportTest, hasEveryTableAndSection) {
 TEST_F(ReportTest, firstScreenAnswersWhatCheckpointingSavesAndCosts) {
   const std::string m = md();
   const size_t figure = m.find("![Memory saved vs time paid](fig-summary.svg)");
-  const size_t table = m.find("| case | without checkpointing: activations, step | recommended within ½ of the memory | "
-                              "recommended within ¼ of the memory | in plain words |");
+  const size_t table = m.find(
+      "| case | without checkpointing: activations, step | recommended within ½ of the memory | "
+      "recommended within ¼ of the memory | in plain words |");
   const size_t jargon = m.find("## Where the time goes");
   ASSERT_NE(figure, std::string::npos) << m;
   ASSERT_NE(table, std::string::npos) << m;
@@ -124,9 +127,10 @@ TEST_F(ReportTest, firstScreenAnswersWhatCheckpointingSavesAndCosts) {
   EXPECT_LT(table, jargon);
   EXPECT_LT(jargon, m.find("engine tax"));
   EXPECT_LT(jargon, m.find("Engine tax over"));
-  EXPECT_NE(m.find("\n| tiny<br>3 blocks | 15.9 KiB<br>79.0 us | none fits | none fits | No policy stays within half the "
-                   "memory; uniform:k=3 saves 13% of activation memory for +6.1% step time. |\n"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("\n| tiny<br>3 blocks | 15.9 KiB<br>79.0 us | none fits | none fits | No policy stays within half the "
+             "memory; uniform:k=3 saves 13% of activation memory for +6.1% step time. |\n"),
+      std::string::npos)
       << m;
   const std::string h = html();
   EXPECT_LT(h.find("<figure id=\"fig-summary\">"), h.find("<table id=\"summary\">"));
@@ -138,16 +142,18 @@ TEST_F(ReportTest, firstScreenAnswersWhatCheckpointingSavesAndCosts) {
 
 TEST_F(ReportTest, carriesNumbersOverExactly) {
   // Values of tests/data/report/bench_small.json. revolve:slots=2 on tiny: peak 14080 bytes (13.75 KiB) of
-  // store-all's 16256 (0.866), 5 forward evaluations, flop_overhead 0.053928905..., time_overhead 1.25 (IQR 1.2-1.3), so the engine
-  // tax is 1.25 - 1.053928905 = +0.196; recompute_time_share 0.16 gives 1.25 * 0.16 - 0.0539 = +0.146 for the
-  // recomputed ops and 1.25 * 0.84 - 1 = +0.050 for the rest.
+  // store-all's 16256 (0.866), 5 forward evaluations, flop_overhead 0.053928905..., time_overhead 1.25 (IQR 1.2-1.3),
+  // so the engine tax is 1.25 - 1.053928905 = +0.196; recompute_time_share 0.16 gives 1.25 * 0.16 - 0.0539 = +0.146 for
+  // the recomputed ops and 1.25 * 0.84 - 1 = +0.050 for the rest.
   const std::string r = row("revolve:slots=2");
   ASSERT_FALSE(r.empty()) << md();
-  EXPECT_EQ(r, "| revolve:slots=2 | 13.8 KiB | 14080 | 0.866 | 5 | 0.0539 | 1.250 (1.200–1.300) | +0.196 | +0.146 | "
-               "+0.050 | on | equal |");
+  EXPECT_EQ(r,
+            "| revolve:slots=2 | 13.8 KiB | 14080 | 0.866 | 5 | 0.0539 | 1.250 (1.200–1.300) | +0.196 | +0.146 | "
+            "+0.050 | on | equal |");
   const std::string s = row("store-all");
-  EXPECT_EQ(s, "| store-all | 15.9 KiB | 16256 | 1.000 | 3 | 0.0000 | 1.010 (0.990–1.030) | +0.010 | +0.000 | +0.010 | "
-               "on | equal |");
+  EXPECT_EQ(s,
+            "| store-all | 15.9 KiB | 16256 | 1.000 | 3 | 0.0000 | 1.010 (0.990–1.030) | +0.010 | +0.000 | +0.010 | "
+            "on | equal |");
   // Planner scaling: recursive at L = 1000 peaks at 524288 bytes (512 KiB) with 5932 forward evaluations.
   EXPECT_NE(md().find("| 512 KiB / 5932 / "), std::string::npos);
   // Context carried into the Run section.
@@ -183,8 +189,8 @@ TEST_F(ReportTest, htmlIsSelfContained) {
 
 TEST_F(ReportTest, secondRunWritesTheSameBytes) {
   const CliRun again = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
-                               data("verify_small.json").string(), "--out", (root_ / "b").string()},
-                              root_ / "run-b");
+                                  data("verify_small.json").string(), "--out", (root_ / "b").string()},
+                                 root_ / "run-b");
   ASSERT_EQ(again.exitCode, 0) << again.err;
   for (const auto& e : fs::directory_iterator(root_ / "a"))
     EXPECT_EQ(slurp(e.path()), slurp(root_ / "b" / e.path().filename())) << e.path().filename();
@@ -192,16 +198,16 @@ TEST_F(ReportTest, secondRunWritesTheSameBytes) {
 }
 
 TEST_F(ReportTest, checkExitsOneOnAFindingAndZeroWithout) {
-  const CliRun withFinding = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify",
-                                     data("verify_small.json").string(), "--out", (root_ / "c").string(), "--check",
-                                     "--quiet"},
-                                    root_ / "run-c");
+  const CliRun withFinding =
+      ckptcheck({"report", "--bench", data("bench_small.json").string(), "--verify", data("verify_small.json").string(),
+                 "--out", (root_ / "c").string(), "--check", "--quiet"},
+                root_ / "run-c");
   EXPECT_EQ(withFinding.exitCode, 1) << withFinding.err;
   EXPECT_TRUE(fs::is_regular_file(root_ / "c" / "report.html"));  // written anyway
-  EXPECT_EQ(withFinding.out, "");                                  // --quiet
-  const CliRun clean = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--out",
-                               (root_ / "d").string(), "--check", "--quiet"},
-                              root_ / "run-d");
+  EXPECT_EQ(withFinding.out, "");                                 // --quiet
+  const CliRun clean = ckptcheck(
+      {"report", "--bench", data("bench_small.json").string(), "--out", (root_ / "d").string(), "--check", "--quiet"},
+      root_ / "run-d");
   EXPECT_EQ(clean.exitCode, 0) << clean.err;
 }
 
@@ -213,9 +219,10 @@ TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const std::string m = slurp(root_ / "f" / "report.md");
   EXPECT_NE(m.find("\n## Side by side with other frameworks\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("| mlp-deep | 64 | 8 | torch 2.9.1 | mode=sequential | 46.00 | 60.25 | 0.3098 | equal | uniform:k=8 | "
-                   "82.40 | 108.50 | 0.3169 |"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("| mlp-deep | 64 | 8 | torch 2.9.1 | mode=sequential | 46.00 | 60.25 | 0.3098 | equal | uniform:k=8 | "
+             "82.40 | 108.50 | 0.3169 |"),
+      std::string::npos)
       << m;
   // The plain steps side by side: reference 82.40 ms / torch 46.00 ms = 1.791, not under the 0.9 goal.
   EXPECT_NE(m.find("| mlp-deep | 64 | torch 2.9.1 | 46.00 | 82.40 | 1.791 | no |"), std::string::npos) << m;
@@ -237,14 +244,15 @@ TEST_F(ReportTest, frameworksTableCarriesTheTimingOver) {
 // tax splits by the recompute profile: revolve's median recompute_time_share 0.06079 of a step whose ratio is
 // 1.0682 puts its recomputed ops at 0.0649, 0.015 over the predicted 0.05; the rest, 1.0682 - 0.0649 - 1 = +0.003.
 TEST_F(ReportTest, timeModelTableComparesPredictedWithMeasured) {
-  const CliRun r = ckptcheck({"report", "--bench", data("bench_time_model_small.json").string(), "--out",
-                              (root_ / "tm").string(), "--quiet"},
-                             root_ / "run-tm");
+  const CliRun r = ckptcheck(
+      {"report", "--bench", data("bench_time_model_small.json").string(), "--out", (root_ / "tm").string(), "--quiet"},
+      root_ / "run-tm");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const std::string m = slurp(root_ / "tm" / "report.md");
   EXPECT_NE(m.find("\n## Time model: predicted vs measured time overhead\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("| tiny | revolve:slots=2 | 0.0539 | 0.0500 | 0.0682 (0.0659–0.0821) | +0.018 | +0.015 | +0.003 | yes |"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("| tiny | revolve:slots=2 | 0.0539 | 0.0500 | 0.0682 (0.0659–0.0821) | +0.018 | +0.015 | +0.003 | yes |"),
+      std::string::npos)
       << m;
   EXPECT_NE(m.find("time-model tax median +0.014, worst +0.018 (tiny, revolve:slots=2); within ±0.03 on 2 of 2"),
             std::string::npos)
@@ -263,15 +271,14 @@ TEST_F(ReportTest, timeModelSummarySaysWhereEachMissIs) {
   };
   const std::string unpredicted = replaceAll(slurp(data("bench_time_model_small.json")),
                                              "\"predicted_time_overhead\": 0.05", "\"predicted_time_overhead\": 0.0");
-  const std::string unprofiled = replaceAll(unpredicted, "\"recompute_time_share\": 0.060789424688140005",
-                                            "\"recompute_time_share\": 0.0");
+  const std::string unprofiled =
+      replaceAll(unpredicted, "\"recompute_time_share\": 0.060789424688140005", "\"recompute_time_share\": 0.0");
   struct Variant {
     const char* name;
     std::string json, row, split;
   };
   for (const Variant& v :
-       {Variant{"ops", unpredicted, "| +0.068 | +0.065 | +0.003 | no |",
-                "1 mostly in the recomputed ops' own time, 0"},
+       {Variant{"ops", unpredicted, "| +0.068 | +0.065 | +0.003 | no |", "1 mostly in the recomputed ops' own time, 0"},
         Variant{"rest", unprofiled, "| +0.068 | +0.000 | +0.068 | no |",
                 "0 mostly in the recomputed ops' own time, 1"}}) {
     const fs::path in = root_ / (std::string("tm-") + v.name + ".json");
@@ -282,7 +289,8 @@ TEST_F(ReportTest, timeModelSummarySaysWhereEachMissIs) {
     const std::string m = slurp(root_ / v.name / "report.md");
     EXPECT_NE(m.find(v.row), std::string::npos) << v.name << "\n" << m;
     EXPECT_NE(m.find("within ±0.03 on 1 of 2 case × policy runs. Of the 1 outside, " + v.split), std::string::npos)
-        << v.name << "\n" << m;
+        << v.name << "\n"
+        << m;
   }
 }
 
@@ -301,7 +309,8 @@ TEST_F(ReportTest, readsRepetitionsQuartilesNamedArgumentsAndSkippedBenchmarks) 
             std::string::npos)
       << m;
   EXPECT_NE(m.find("| 512 KiB / 5932 / "), std::string::npos);  // BM_Planner/recursive/layers:1000
-  EXPECT_NE(m.find("BM_Step/tiny/schedule:missing.json: schedule file 'missing.json': no such file"), std::string::npos) << m;
+  EXPECT_NE(m.find("BM_Step/tiny/schedule:missing.json: schedule file 'missing.json': no such file"), std::string::npos)
+      << m;
   for (const char* f : {"fig-summary.svg", "fig-memory-vs-layers.svg", "fig-frontier.svg", "fig-overhead.svg"})
     EXPECT_TRUE(fs::is_regular_file(root_ / "gb" / f)) << f;
 }
@@ -310,10 +319,10 @@ TEST_F(ReportTest, readsRepetitionsQuartilesNamedArgumentsAndSkippedBenchmarks) 
 // saved bytes plain vs checkpointed and step times of the same run (tests/data/report/user_model_small.json is a
 // real ResNet-18-layout run, trimmed; user_model_jax_small.json a JAX run of examples/jax/scan_mlp.py, trimmed).
 TEST_F(ReportTest, userModelTableCarriesVerdictsBytesAndTimes) {
-  const CliRun r = ckptcheck({"report", "--bench", data("bench_small.json").string(), "--frameworks",
-                              data("user_model_small.json").string(), "--frameworks",
-                              data("user_model_jax_small.json").string(), "--out", (root_ / "u").string(), "--quiet"},
-                             root_ / "run-u");
+  const CliRun r = ckptcheck(
+      {"report", "--bench", data("bench_small.json").string(), "--frameworks", data("user_model_small.json").string(),
+       "--frameworks", data("user_model_jax_small.json").string(), "--out", (root_ / "u").string(), "--quiet"},
+      root_ / "run-u");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const std::string m = slurp(root_ / "u" / "report.md");
   EXPECT_NE(m.find("\n## Your own models: plain vs checkpointed\n"), std::string::npos) << m;
@@ -353,21 +362,21 @@ TEST_F(ReportTest, userModelTableCarriesVerdictsBytesAndTimes) {
 TEST_F(ReportTest, badInputExitsTwoNamingTheFile) {
   const fs::path scratch = root_ / "bad";
   fs::create_directories(scratch);
-  const CliRun missing = ckptcheck({"report", "--bench", (scratch / "nope.json").string(), "--out", (scratch / "o").string()},
-                                scratch / "r1");
+  const CliRun missing = ckptcheck(
+      {"report", "--bench", (scratch / "nope.json").string(), "--out", (scratch / "o").string()}, scratch / "r1");
   EXPECT_EQ(missing.exitCode, 2);
   EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
 
   std::ofstream(scratch / "notjson.json") << "{ not json";
-  const CliRun notJson = ckptcheck({"report", "--bench", (scratch / "notjson.json").string(), "--out", (scratch / "o").string()},
-                                scratch / "r2");
+  const CliRun notJson = ckptcheck(
+      {"report", "--bench", (scratch / "notjson.json").string(), "--out", (scratch / "o").string()}, scratch / "r2");
   EXPECT_EQ(notJson.exitCode, 2);
   EXPECT_NE(notJson.err.find("notjson.json"), std::string::npos) << notJson.err;
   EXPECT_EQ(std::count(notJson.err.begin(), notJson.err.end(), '\n'), 1) << notJson.err;
 
   std::ofstream(scratch / "other.json") << R"({"benchmarks": [{"name": "BM_Other/1", "real_time": 1}]})";
-  const CliRun other = ckptcheck({"report", "--bench", (scratch / "other.json").string(), "--out", (scratch / "o").string()},
-                              scratch / "r3");
+  const CliRun other = ckptcheck(
+      {"report", "--bench", (scratch / "other.json").string(), "--out", (scratch / "o").string()}, scratch / "r3");
   EXPECT_EQ(other.exitCode, 2);
   EXPECT_FALSE(fs::exists(scratch / "o" / "report.md"));
 

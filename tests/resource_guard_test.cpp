@@ -56,8 +56,8 @@ TEST(ResourceGuard, limitComesFromTheFlagThenTheEnvironmentThenTheMachine) {
 // The guard counts parameters from the spec alone; it must agree with what buildChain allocates.
 TEST(ResourceGuard, parameterCountMatchesTheBuiltBlocks) {
   for (const char* kind : {"mlp", "residual-bn", "transformer"}) {
-    const CaseSpec c = parseCaseText(std::string(R"({"batch": 2, "seq": 3, "width": 12, "blocks": [{"kind": ")") + kind +
-                                     (std::string(kind) == "transformer" ? R"(", "heads": 3}]})" : R"("}]})"));
+    const CaseSpec c = parseCaseText(std::string(R"({"batch": 2, "seq": 3, "width": 12, "blocks": [{"kind": ")") +
+                                     kind + (std::string(kind) == "transformer" ? R"(", "heads": 3}]})" : R"("}]})"));
     Chain<double> chain = buildChain<double>(c);
     int64_t n = 0;
     for (auto* p : chain.params()) n += p->value.size();
@@ -74,8 +74,10 @@ TEST(ResourceGuard, refusesAPlanOverTheLimitWithThePlannedFigure) {
   ASSERT_LT(uniform, storeAll);
   // At exactly the store-all peak everything passes; one byte less refuses store-all, naming its figure.
   EXPECT_NO_THROW(guardCase(c, {parsePolicy("uniform")}, {storeAll, "test", int64_t{1} << 30}));
-  const std::string m = refusal([&] { guardCase(c, {parsePolicy("uniform")}, {storeAll - 1, "test", int64_t{1} << 30}); });
-  EXPECT_NE(m.find("case 't': planned peak activation bytes " + std::to_string(storeAll) + " bytes"), std::string::npos) << m;
+  const std::string m =
+      refusal([&] { guardCase(c, {parsePolicy("uniform")}, {storeAll - 1, "test", int64_t{1} << 30}); });
+  EXPECT_NE(m.find("case 't': planned peak activation bytes " + std::to_string(storeAll) + " bytes"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("store-all (the reference)"), std::string::npos) << m;
   EXPECT_NE(m.find("set by test"), std::string::npos) << m;
 }
@@ -94,7 +96,9 @@ TEST(ResourceGuard, refusesFromTheSpecAloneWhatCannotBeBuilt) {
   const CaseSpec tiny = parseCaseText(R"({"name": "tiny", "batch": 2, "width": 8, "blocks": [{"kind": "mlp"}]})");
   EXPECT_NO_THROW(guardCaseSizes(tiny, {4096, "test", int64_t{1} << 20}));
   // Parameters have their own limit: the flag bounds activations only.
-  EXPECT_NE(refusal([&] { guardCaseSizes(tiny, {int64_t{1} << 30, "test", 1000}); }).find("its parameters and their gradients take 1152 bytes"),
+  EXPECT_NE(refusal([&] {
+              guardCaseSizes(tiny, {int64_t{1} << 30, "test", 1000});
+            }).find("its parameters and their gradients take 1152 bytes"),
             std::string::npos);
 }
 

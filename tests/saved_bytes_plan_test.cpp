@@ -72,7 +72,7 @@ TEST(SavedBytesPlan, checkpointingEveryMlpBlockKeepsBoundariesOnly) {
 }
 
 TEST(SavedBytesPlan, verdicts) {
-  const SavedBytesPlan plan{1000, 100};  // planned ratio 0.1; with the allowance 0.2 of plain
+  const SavedBytesPlan plan{1000, 100};                       // planned ratio 0.1; with the allowance 0.2 of plain
   EXPECT_FALSE(savedBytesViolation(5000, 900, plan, false));  // 18% of plain: within
   const auto above = savedBytesViolation(5000, 1200, plan, false);
   ASSERT_TRUE(above);

@@ -25,7 +25,8 @@ fs::path example(const std::string& name) { return fs::path(sourceDir()) / "case
 struct Example {
   std::string file, forCase;
 };
-const std::vector<Example> kExamples = {{"tiny-hand-written", "tiny"}, {"transformer-revolve-selective", "transformer"}};
+const std::vector<Example> kExamples = {{"tiny-hand-written", "tiny"},
+                                        {"transformer-revolve-selective", "transformer"}};
 
 std::string refusal(const nlohmann::json& doc) {
   try {
@@ -57,18 +58,21 @@ TEST(ScheduleFile, refusesMalformedInstructionsNamingThem) {
   EXPECT_EQ(refusal(doc({{"op", "recompute"}, {"index", 0}})),
             "instruction 1: unknown op 'recompute' (known: forward, free, loss, backward)");
   EXPECT_EQ(refusal(doc({{"op", "free"}})), "instruction 1 (free): needs \"index\"");
-  EXPECT_EQ(refusal(doc({{"op", "free"}, {"index", 1.5}})), "instruction 1 (free): \"index\" must be an integer (got 1.5)");
+  EXPECT_EQ(refusal(doc({{"op", "free"}, {"index", 1.5}})),
+            "instruction 1 (free): \"index\" must be an integer (got 1.5)");
   EXPECT_EQ(refusal(doc({{"op", "backward"}, {"index", 99999999999}})),
             "instruction 1 (backward): \"index\" 99999999999 is out of range");
   EXPECT_EQ(refusal(doc({{"op", "forward"}, {"index", 0}, {"tape", "yes"}})),
             "instruction 1 (forward): \"tape\" must be true or false");
   EXPECT_EQ(refusal(doc({{"op", "loss"}, {"index", 0}})), "instruction 1 (loss): unknown field 'index'");
-  EXPECT_EQ(refusal(doc("loss")), "instruction 1: must be an object like {\"op\": \"forward\", \"index\": 0} (got \"loss\")");
+  EXPECT_EQ(refusal(doc("loss")),
+            "instruction 1: must be an object like {\"op\": \"forward\", \"index\": 0} (got \"loss\")");
   EXPECT_EQ(refusal(nlohmann::json{{"layers", 1}, {"instructions", nlohmann::json::array()}, {"keep", {"102"}}}),
             "keep mask 0: '102' holds a character other than 0 or 1");
   EXPECT_EQ(refusal(nlohmann::json{{"layers", 0}, {"instructions", nlohmann::json::array()}}),
             "schedule: \"layers\" must be >= 1 (got 0)");
-  EXPECT_EQ(refusal(nlohmann::json{{"layers", 2}, {"instrs", nlohmann::json::array()}}), "schedule: unknown field 'instrs'");
+  EXPECT_EQ(refusal(nlohmann::json{{"layers", 2}, {"instrs", nlohmann::json::array()}}),
+            "schedule: unknown field 'instrs'");
   EXPECT_EQ(refusal(nlohmann::json::array()),
             "must be a JSON object (a schedule, or the output of `ckptcheck plan --schedule --json`)");
 }
@@ -146,7 +150,8 @@ TEST(ScheduleFile, verifyOnACatalogueOfTheSameLength) {
 
   const CliResult random = runCkptcheck({"verify", "--cases", "5", "--policies", policy});
   EXPECT_EQ(random.exitCode(), 2);
-  EXPECT_NE(random.err.find("the schedule is for 3 blocks only, and random cases have other lengths"), std::string::npos)
+  EXPECT_NE(random.err.find("the schedule is for 3 blocks only, and random cases have other lengths"),
+            std::string::npos)
       << random.err;
   const CliResult other = runCkptcheck({"verify", "--cases", "0", "--policies", policy});
   EXPECT_EQ(other.exitCode(), 2);

@@ -70,8 +70,9 @@ TEST(Schedule, uniformDefaultsToRoundSqrtSegments) {
 
 TEST(Schedule, textAndJsonForms) {
   Schedule s = makeSchedule(parsePolicy("selective:recompute=dropout"), chainOf(1));
-  EXPECT_EQ(toText(s), "# policy selective:recompute=dropout, 1 layers, 4 instructions\n# keep 0 110\n"
-                       "forward 0 tape\nfree x 0\nloss\nbackward 0\n");
+  EXPECT_EQ(toText(s),
+            "# policy selective:recompute=dropout, 1 layers, 4 instructions\n# keep 0 110\n"
+            "forward 0 tape\nfree x 0\nloss\nbackward 0\n");
   const auto j = toJson(s);
   EXPECT_EQ(j["policy"], "selective:recompute=dropout");
   EXPECT_EQ(j["layers"], 1);
@@ -101,16 +102,15 @@ const Instr X0{InstrKind::kFree, 0, false}, X1{InstrKind::kFree, 1, false};
 const Instr LOSS{InstrKind::kLoss, 0, false};
 const Instr B0{InstrKind::kBackward, 0, false}, B1{InstrKind::kBackward, 1, false};
 
-TEST(Validator, acceptsAWellFormedSchedule) {
-  EXPECT_EQ(rejection({F0T, X0, F1T, X1, LOSS, B1, B0}), "");
-}
+TEST(Validator, acceptsAWellFormedSchedule) { EXPECT_EQ(rejection({F0T, X0, F1T, X1, LOSS, B1, B0}), ""); }
 
 TEST(Validator, rejectsAForwardWithoutItsInput) {
   EXPECT_EQ(rejection({F0T, X0, X1, F1T}), "schedule instruction 3 (forward 1 tape): its input x_1 is not held");
 }
 
 TEST(Validator, rejectsAForwardOverAHeldOutput) {
-  EXPECT_EQ(rejection({F0, F0T}), "schedule instruction 1 (forward 0 tape): its output x_1 is already held (free it first)");
+  EXPECT_EQ(rejection({F0, F0T}),
+            "schedule instruction 1 (forward 0 tape): its output x_1 is already held (free it first)");
 }
 
 TEST(Validator, rejectsATapeOverwrittenWhileLive) {
@@ -119,7 +119,8 @@ TEST(Validator, rejectsATapeOverwrittenWhileLive) {
 }
 
 TEST(Validator, rejectsADoubleFree) {
-  EXPECT_EQ(rejection({F0T, X0, X0}), "schedule instruction 2 (free x 0): x_0 is not held (freed twice, or never produced)");
+  EXPECT_EQ(rejection({F0T, X0, X0}),
+            "schedule instruction 2 (free x 0): x_0 is not held (freed twice, or never produced)");
 }
 
 TEST(Validator, rejectsTheLossWithoutTheChainOutput) {
@@ -127,7 +128,8 @@ TEST(Validator, rejectsTheLossWithoutTheChainOutput) {
 }
 
 TEST(Validator, rejectsASecondLoss) {
-  EXPECT_EQ(rejection({F0T, X0, F1T, LOSS, F1, LOSS}), "schedule instruction 5 (loss): the loss already ran in this step");
+  EXPECT_EQ(rejection({F0T, X0, F1T, LOSS, F1, LOSS}),
+            "schedule instruction 5 (loss): the loss already ran in this step");
 }
 
 TEST(Validator, rejectsABackwardWithoutItsTape) {
@@ -140,8 +142,10 @@ TEST(Validator, rejectsABackwardWithoutItsOutputGradient) {
 }
 
 TEST(Validator, rejectsOutOfRangeIndices) {
-  EXPECT_EQ(rejection({{InstrKind::kForward, 2, true}}), "schedule instruction 0 (forward 2 tape): block 2 is outside [0, 2)");
-  EXPECT_EQ(rejection({{InstrKind::kFree, 3, false}}), "schedule instruction 0 (free x 3): boundary 3 is outside [0, 2]");
+  EXPECT_EQ(rejection({{InstrKind::kForward, 2, true}}),
+            "schedule instruction 0 (forward 2 tape): block 2 is outside [0, 2)");
+  EXPECT_EQ(rejection({{InstrKind::kFree, 3, false}}),
+            "schedule instruction 0 (free x 3): boundary 3 is outside [0, 2]");
 }
 
 TEST(Validator, rejectsWhatIsLiveAtTheEnd) {

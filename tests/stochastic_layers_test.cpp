@@ -111,7 +111,8 @@ TEST(Bf16Compute, linearRoundsItsOperandsAndItsBackwardFollowsTheForward) {
   Context<float> ctx;
   ctx.numerics = bf16;
   const auto y = op.forward(std::vector<Tensor<float>>{x}, &ctx, OpEnv{nullptr, bf16});
-  const Mat<double> xr = bf16Copy<float>(x.map()).cast<double>(), wr = bf16Copy<float>(op.params()[0]->value).cast<double>();
+  const Mat<double> xr = bf16Copy<float>(x.map()).cast<double>(),
+                    wr = bf16Copy<float>(op.params()[0]->value).cast<double>();
   const Mat<double> exact = xr * wr.transpose();
   const Mat<double> unrounded = x.map().cast<double>() * op.params()[0]->value.cast<double>().transpose();
   double worstUnrounded = 0;
@@ -152,8 +153,9 @@ TEST(StochasticLayers, gradientsAreDerivativesOfTheStepLoss) {
   const auto params = c.trainedParams();
   ASSERT_EQ(params.size(), r.grads.size());
   for (size_t k = 0; k < params.size(); ++k) {
-    const test::FdResult fd = test::fdCompareChainTensor(params[k]->value.data(), params[k]->value.size(),
-                                                         r.grads[k].value.data(), [&] { return test::chainLoss(c, rng); });
+    const test::FdResult fd =
+        test::fdCompareChainTensor(params[k]->value.data(), params[k]->value.size(), r.grads[k].value.data(),
+                                   [&] { return test::chainLoss(c, rng); });
     EXPECT_LT(fd.maxRel, test::kFdTolerance) << r.grads[k].name << " element " << fd.worst;
   }
 }
@@ -187,7 +189,8 @@ TEST(StochasticLayers, fieldsPrintAndParseBack) {
   EXPECT_EQ(spec.rreluLower, 0.05);
   EXPECT_EQ(parseCase(caseToJson(spec)), spec);
   EXPECT_EQ(stochasticText(spec), ", drop-path 0.5, rrelu");
-  const CaseSpec bf = parse(R"({"batch": 2, "width": 4, "dtype": "float", "compute": "bf16", "blocks": [{"kind": "mlp"}]})");
+  const CaseSpec bf =
+      parse(R"({"batch": 2, "width": 4, "dtype": "float", "compute": "bf16", "blocks": [{"kind": "mlp"}]})");
   EXPECT_TRUE(bf16Compute(bf));
   EXPECT_EQ(parseCase(caseToJson(bf)), bf);
   const auto plain = caseToJson(parse(R"({"batch": 2, "width": 4, "blocks": [{"kind": "residual-bn"}]})"));
@@ -196,7 +199,8 @@ TEST(StochasticLayers, fieldsPrintAndParseBack) {
   EXPECT_FALSE(plain["blocks"][0].contains("drop_path"));
   // drop_path 0 leaves the program as it was: no node, so older cases plan what they planned.
   EXPECT_EQ(caseChainCost(parse(R"({"batch": 2, "width": 4, "blocks": [{"kind": "residual-bn", "drop_path": 0}]})"))
-                .programs.at(0).nodes.size(),
+                .programs.at(0)
+                .nodes.size(),
             4u);
 }
 

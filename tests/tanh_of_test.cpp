@@ -84,9 +84,8 @@ TEST(TanhOf, OpLoopsEqualOneScalarCallAtEveryPosition) {
   expectLoopEqualsScalar([] { return Tanh<float>(); }, [](float v) { return tanhOfFloat(v); });
   const float beta = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
   const float kappa = 0.044715f;
-  expectLoopEqualsScalar([] { return Gelu<float>(); }, [&](float v) {
-    return 0.5f * v * (1.0f + tanhOfFloat(beta * (v + kappa * (v * v * v))));
-  });
+  expectLoopEqualsScalar([] { return Gelu<float>(); },
+                         [&](float v) { return 0.5f * v * (1.0f + tanhOfFloat(beta * (v + kappa * (v * v * v)))); });
 }
 
 }  // namespace

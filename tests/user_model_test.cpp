@@ -91,10 +91,8 @@ void oneStep(Dump& d, int step, float gradScale, float runningMean, int64_t batc
              std::vector<float> mask = {1.0f, 0.0f}) {
   d.floats(step, "loss", "loss", {0.75f});
   d.floats(step, "grad", "fc.weight", {0.5f, -0.25f});
-  if (gradAbsent)
-    d.absent(step, "grad", "layer1.0.conv1.weight");
-  else
-    d.floats(step, "grad", "layer1.0.conv1.weight", {gradScale, 1.0f});
+  if (gradAbsent) d.absent(step, "grad", "layer1.0.conv1.weight");
+  else d.floats(step, "grad", "layer1.0.conv1.weight", {gradScale, 1.0f});
   d.floats(step, "buffer", "layer1.0.bn1.running_mean", {runningMean, 0.0f});
   d.counter(step, "layer1.0.bn1.num_batches_tracked", batches);
   d.floats(step, "mask", "drop", std::move(mask));
@@ -162,7 +160,7 @@ TEST(UserModelPlacement, boundIsWhatPlainSavesOutsideTheRecomputedModulesPlusThe
   plain.placement = Placement{};
   plain.placement->calls = {{"stem", 1}, {"blocks.0", 1}, {"blocks.0.fc", 1}, {"head", 2}};
   plain.placement->inputs = {{"blocks.0", {{100, 64}}}, {"blocks.0.fc", {{100, 64}}}};
-  plain.placement->packs = {{100, 64, {"blocks.0", "blocks.0.fc"}},  // the block's input, saved inside it...
+  plain.placement->packs = {{100, 64, {"blocks.0", "blocks.0.fc"}},   // the block's input, saved inside it...
                             {100, 64, {"head"}},                      // ...and again outside: kept
                             {200, 512, {"blocks.0", "blocks.0.fc"}},  // only inside: recomputed instead
                             {300, 32, {}},                            // the loss
@@ -202,7 +200,7 @@ TEST(UserModelJax, gradientsJudgedParametersAfterTheUpdateNot) {
   EXPECT_EQ(d->worstScaledUlp, 3.0);
   EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kGradient, {1.0, 0.5}, {1.0 + 40 * ulp1, 0.5})}, 16));
   EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kGradient, {1.0, 0.5}, {0.0, 0.0})}, 16));  // missing
-  EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kParameter, {1.0}, {2.0})}, 16));  // no gradient differs
+  EXPECT_FALSE(gradientsWithinScale({t(TensorKind::kParameter, {1.0}, {2.0})}, 16));           // no gradient differs
 }
 
 }  // namespace

@@ -21,8 +21,17 @@ namespace {
 std::string expectedClass(const std::string& mutant) { return findingClassName(findMutant(mutant)->diagnosis); }
 
 std::vector<std::string> verifyArgs(const std::string& mutant, const test::ScratchDir& dir) {
-  std::vector<std::string> a = {"verify", "--cases", "100", "--seed", "1", "--no-catalogue", "--json",
-                                "--junit", (dir.path() / "junit.xml").string(), "--out", (dir.path() / "out").string()};
+  std::vector<std::string> a = {"verify",
+                                "--cases",
+                                "100",
+                                "--seed",
+                                "1",
+                                "--no-catalogue",
+                                "--json",
+                                "--junit",
+                                (dir.path() / "junit.xml").string(),
+                                "--out",
+                                (dir.path() / "out").string()};
   if (!mutant.empty()) a.insert(a.end(), {"--mutant", mutant});
   return a;
 }

@@ -34,7 +34,7 @@ class DAttention final : public DOp<T, X> {
     const T keepScale = T(1) / (T(1) - static_cast<T>(p_));
     const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
     const DTensor<T> ops = operand(qkv, env.bf16Inputs);  // q, k, v as the products take them
-    for (int64_t b = 0; b < d.batch; ++b) {  // scores = q k^T
+    for (int64_t b = 0; b < d.batch; ++b) {               // scores = q k^T
       const T* base = ops.data() + b * seq_ * 3 * d.c;
       this->x().gemm(headGemm(base, 3 * d.c, d.hd, false, base + d.c, 3 * d.c, d.hd, true,
                               probs.data() + b * heads_ * seq_ * seq_, seq_, seq_ * seq_, seq_, seq_, d.hd));
@@ -49,8 +49,8 @@ class DAttention final : public DOp<T, X> {
     kept = roundedInPlace(std::move(kept), probs, env.bf16Inputs);
     for (int64_t b = 0; b < d.batch; ++b) {  // out = P' v
       const T* v = ops.data() + b * seq_ * 3 * d.c + 2 * d.c;
-      this->x().gemm(headGemm(kept.data() + b * heads_ * seq_ * seq_, seq_, seq_ * seq_, false, v, 3 * d.c, d.hd,
-                              false, out.data() + b * seq_ * d.c, d.c, d.hd, seq_, d.hd, seq_));
+      this->x().gemm(headGemm(kept.data() + b * heads_ * seq_ * seq_, seq_, seq_ * seq_, false, v, 3 * d.c, d.hd, false,
+                              out.data() + b * seq_ * d.c, d.c, d.hd, seq_, d.hd, seq_));
     }
     if (ctx) {
       saveFields(*ctx, Saved{qkv, probs, mask});  // mask stays undefined, and unsaved, when p = 0
@@ -93,10 +93,10 @@ class DAttention final : public DOp<T, X> {
       const T* q = ops.data() + b * seq_ * 3 * d.c;
       const T* ds = dp.data() + b * heads_ * seq_ * seq_;
       T* dq = din[0].data() + b * seq_ * 3 * d.c;
-      this->x().gemm(headGemm(ds, seq_, seq_ * seq_, false, q + d.c, 3 * d.c, d.hd, false, dq, 3 * d.c, d.hd, seq_,
-                              d.hd, seq_));
-      this->x().gemm(headGemm(ds, seq_, seq_ * seq_, true, q, 3 * d.c, d.hd, false, dq + d.c, 3 * d.c, d.hd, seq_,
-                              d.hd, seq_));
+      this->x().gemm(
+          headGemm(ds, seq_, seq_ * seq_, false, q + d.c, 3 * d.c, d.hd, false, dq, 3 * d.c, d.hd, seq_, d.hd, seq_));
+      this->x().gemm(
+          headGemm(ds, seq_, seq_ * seq_, true, q, 3 * d.c, d.hd, false, dq + d.c, 3 * d.c, d.hd, seq_, d.hd, seq_));
     }
   }
 
@@ -127,8 +127,8 @@ class DAttention final : public DOp<T, X> {
   }
   Dims dims(const DTensor<T>& in) const {
     if (in.cols() % 3 != 0 || (in.cols() / 3) % heads_ != 0 || in.rows() % seq_ != 0)
-      throw std::invalid_argument("attention: input must be (B*" + std::to_string(seq_) +
-                                  ", 3C) with C divisible by " + std::to_string(heads_) + " heads");
+      throw std::invalid_argument("attention: input must be (B*" + std::to_string(seq_) + ", 3C) with C divisible by " +
+                                  std::to_string(heads_) + " heads");
     const int64_t c = in.cols() / 3;
     return {in.rows() / seq_, c, c / heads_};
   }

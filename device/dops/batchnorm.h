@@ -26,15 +26,14 @@ class DBatchNorm final : public DOp<T, X> {
     const auto& xin = in[0];
     const int64_t n = xin.rows(), c = xin.cols();
     if (n < 2)
-      throw std::invalid_argument("batchnorm: training mode needs at least 2 rows per batch, got " +
-                                  std::to_string(n));
+      throw std::invalid_argument("batchnorm: training mode needs at least 2 rows per batch, got " + std::to_string(n));
     auto y = this->activation(n, c);
     DTensor<T> mean = ctx ? this->activation(1, c) : this->workspace(1, c);
     DTensor<T> rstd = ctx ? this->activation(1, c) : this->workspace(1, c);
-    this->x().launch(c, BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runningMean_.value.data(),
-                                            runningVar_.value.data(), numBatches_.value.data(), xin.data(),
-                                            w_.value.data(), b_.value.data(), n, c, static_cast<T>(eps_),
-                                            static_cast<T>(momentum_)});
+    this->x().launch(
+        c, BatchNormForward<T>{y.data(), mean.data(), rstd.data(), runningMean_.value.data(), runningVar_.value.data(),
+                               numBatches_.value.data(), xin.data(), w_.value.data(), b_.value.data(), n, c,
+                               static_cast<T>(eps_), static_cast<T>(momentum_)});
     if (ctx) saveFields(*ctx, Saved{xin, mean, rstd});
     return y;
   }

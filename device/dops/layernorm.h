@@ -20,8 +20,8 @@ class DLayerNorm final : public DOp<T, X> {
     DTensor<T> mean = ctx ? this->activation(n, 1) : this->workspace(n, 1);
     DTensor<T> rstd = ctx ? this->activation(n, 1) : this->workspace(n, 1);
     auto partial = this->workspace(n, kLayerNormLanes);
-    layerNormForward(this->x(), y.data(), mean.data(), rstd.data(), xin.data(), w_.value.data(), b_.value.data(), n,
-                     c, static_cast<T>(eps_), partial.data());
+    layerNormForward(this->x(), y.data(), mean.data(), rstd.data(), xin.data(), w_.value.data(), b_.value.data(), n, c,
+                     static_cast<T>(eps_), partial.data());
     if (ctx) saveFields(*ctx, Saved{xin, mean, rstd});
     return y;
   }

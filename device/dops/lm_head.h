@@ -34,8 +34,9 @@ struct DLmHead {
 
 template <class T, class X>
 DLmHead<T> makeLmHead(X& x, const DHeadDesc<T>& d) {
-  return DLmHead<T>{uploadParam(x, d.lnWeight), uploadParam(x, d.lnBias), uploadParam(x, d.weight), d.tied,
-                    d.trainsWeight, static_cast<T>(d.eps)};
+  return DLmHead<T>{
+      uploadParam(x, d.lnWeight), uploadParam(x, d.lnBias), uploadParam(x, d.weight), d.tied, d.trainsWeight,
+      static_cast<T>(d.eps)};
 }
 
 template <class T>
@@ -101,8 +102,8 @@ DTensor<T> lmHeadBackward(X& x, DLmHead<T>& head, const DContext<T>& ctx, const 
   x.launch(c, LayerNormBackwardParams<T>{head.lnWeight.grad.data(), head.lnBias.grad.data(), dx.data(), s.x.data(),
                                          s.mean.data(), s.rstd.data(), n, c});
   auto partial = DTensor<T>::untracked(x.pool(), n, 2 * kLayerNormLanes);
-  layerNormBackwardInput(x, dx.data(), dx.data(), s.x.data(), s.mean.data(), s.rstd.data(),
-                         head.lnWeight.value.data(), n, c, partial.data());
+  layerNormBackwardInput(x, dx.data(), dx.data(), s.x.data(), s.mean.data(), s.rstd.data(), head.lnWeight.value.data(),
+                         n, c, partial.data());
   return dx;
 }
 

@@ -22,8 +22,13 @@ template <class T, class X>
 class DMoe final : public DOp<T, X> {
  public:
   DMoe(X& x, const DNodeDesc<T>& d)
-      : DOp<T, X>(x), experts_(d.node.experts()), topK_(d.node.topK()), width_(d.node.moeWidth()),
-        hidden_(d.node.hidden()), capacityFactor_(d.node.capacityFactor), jitter_(d.node.jitter()),
+      : DOp<T, X>(x),
+        experts_(d.node.experts()),
+        topK_(d.node.topK()),
+        width_(d.node.moeWidth()),
+        hidden_(d.node.hidden()),
+        capacityFactor_(d.node.capacityFactor),
+        jitter_(d.node.jitter()),
         auxCoef_(d.node.auxCoef) {
     if (experts_ < 1 || topK_ < 1 || topK_ > 2 || topK_ > experts_ || width_ < 1 || hidden_ < 1)
       throw std::invalid_argument("moe: experts " + std::to_string(experts_) + ", top_k " + std::to_string(topK_) +
@@ -54,7 +59,9 @@ class DMoe final : public DOp<T, X> {
     const int64_t c = moeSlotsPerExpert(r, ne, k, capacityFactor_);
     X& x = this->x();
     auto y = this->activation(r, w);
-    auto kept = [&](int64_t rows, int64_t cols) { return ctx ? this->activation(rows, cols) : this->workspace(rows, cols); };
+    auto kept = [&](int64_t rows, int64_t cols) {
+      return ctx ? this->activation(rows, cols) : this->workspace(rows, cols);
+    };
     DTensor<T> probs = kept(r, ne), token = kept(ne, c), gate = kept(ne, c), frac = kept(1, ne);
     DTensor<T> z1 = kept(ne * c, h), act = kept(ne * c, h), z2 = kept(ne * c, w), mult;
     // 1. jitter: a = x * m, the multipliers from the op's own draw.
@@ -83,18 +90,18 @@ class DMoe final : public DOp<T, X> {
     DTensor<T> xe = this->workspace(ne * c, w);
     x.launch(xe.size(), MoeGather<T>{xe.data(), xin.data(), token.data(), w});
     for (int64_t e = 0; e < ne; ++e)
-      linearForwardRows(x, xe.data() + e * c * w, c, fc1W_[at(e)], fc1B_[at(e)], z1.data() + e * c * h,
-                        env.bf16Inputs, env.bf16Matmul);
+      linearForwardRows(x, xe.data() + e * c * w, c, fc1W_[at(e)], fc1B_[at(e)], z1.data() + e * c * h, env.bf16Inputs,
+                        env.bf16Matmul);
     GeluForward<T> gelu{act.data(), z1.data()};
     gelu.erfForm = env.erfGelu;
     x.launch(act.size(), gelu);
     for (int64_t e = 0; e < ne; ++e)
-      linearForwardRows(x, act.data() + e * c * h, c, fc2W_[at(e)], fc2B_[at(e)], z2.data() + e * c * w,
-                        env.bf16Inputs, env.bf16Matmul);
+      linearForwardRows(x, act.data() + e * c * h, c, fc2W_[at(e)], fc2B_[at(e)], z2.data() + e * c * w, env.bf16Inputs,
+                        env.bf16Matmul);
     x.launch(y.size(), MoeCombine<T>{y.data(), z2.data(), gate.data(), slotsOf.data(), w, k});
     // 5. the module state.
-    x.launch(1, MoeStateUpdate<T>{counts_.value.data(), aux_.value.data(), probs.data(), frac.data(), counts.data(),
-                                  r, ne, static_cast<T>(auxCoef_)});
+    x.launch(1, MoeStateUpdate<T>{counts_.value.data(), aux_.value.data(), probs.data(), frac.data(), counts.data(), r,
+                                  ne, static_cast<T>(auxCoef_)});
     if (ctx) {
       saveFields(*ctx, Saved{xin, probs, token, gate, frac, z1, act, z2, mult});
       ctx->draw = d;
@@ -137,7 +144,8 @@ class DMoe final : public DOp<T, X> {
       a = jittered.data();
     }
     linearBackwardRows(x, a, r, routerW_, routerB_, dl.data(), da.data(), bf16);
-    x.launch(din[0].size(), MoeAddRouterGrad<T>{din[0].data(), da.data(), s.jitter.defined() ? s.jitter.data() : nullptr});
+    x.launch(din[0].size(),
+             MoeAddRouterGrad<T>{din[0].data(), da.data(), s.jitter.defined() ? s.jitter.data() : nullptr});
   }
 
   std::vector<DParam<T>*> params() override {

@@ -15,8 +15,12 @@ template <class T, class X>
 class DTokenStem {
  public:
   DTokenStem(X& x, const DStemDesc<T>& d)
-      : x_(&x), emb_(uploadParam(x, d.emb)), pos_(uploadParam(x, d.pos)), trains_(d.trains),
-        forwardFlops_(d.forwardFlops), backwardFlops_(d.backwardFlops),
+      : x_(&x),
+        emb_(uploadParam(x, d.emb)),
+        pos_(uploadParam(x, d.pos)),
+        trains_(d.trains),
+        forwardFlops_(d.forwardFlops),
+        backwardFlops_(d.backwardFlops),
         ids_(DTensor<int>::untracked(x.pool(), 1, static_cast<int64_t>(d.tokens.size()))) {
     x.upload(ids_.data(), d.tokens.data(), ids_.size());
   }

@@ -76,10 +76,12 @@ struct LayerNormLaneSquares {
     const T* x = inp + r * cols;
     const T m = mean[r];
     T sq = 0;
-    forEachLaneColumn(cols, j % kLayerNormLanes, [x](int64_t c) { return x[c]; }, [&sq, m](int64_t, T v) {
-      const T d = v - m;
-      sq += d * d;
-    });
+    forEachLaneColumn(
+        cols, j % kLayerNormLanes, [x](int64_t c) { return x[c]; },
+        [&sq, m](int64_t, T v) {
+          const T d = v - m;
+          sq += d * d;
+        });
     partial[j] = sq;
   }
 };

@@ -21,8 +21,8 @@ namespace ckpt::gpu {
 
 // reference/ops/moe.h's moeCapacity: ceil(cf * R * k / E) in double, left to right, clamped to [1, R].
 inline int64_t moeSlotsPerExpert(int64_t rows, int64_t experts, int64_t topK, double capacityFactor) {
-  const double c = std::ceil(capacityFactor * static_cast<double>(rows) * static_cast<double>(topK) /
-                             static_cast<double>(experts));
+  const double c =
+      std::ceil(capacityFactor * static_cast<double>(rows) * static_cast<double>(topK) / static_cast<double>(experts));
   const int64_t n = static_cast<int64_t>(c);
   return n < 1 ? 1 : n > rows ? rows : n;
 }
@@ -185,7 +185,7 @@ struct MoeCombine {
 // / R)), sums left to right. Sequential. Index: 0 only.
 template <class T>
 struct MoeStateUpdate {
-  T* counts;  // (1, E)
+  T* counts;   // (1, E)
   T* auxLoss;  // (1, 1)
   const T* probs;
   const T* frac;

@@ -39,8 +39,8 @@ struct CausalSoftmaxForward {
 // dS = P (dP - rowsum(dP P)) scale, written over dP's row in place (dS is 0 wherever P is).
 template <class T>
 struct SoftmaxBackward {
-  T* dscores;      // in: dP (after the dropout mask); out: dS
-  const T* att;    // P
+  T* dscores;    // in: dP (after the dropout mask); out: dS
+  const T* att;  // P
   int64_t seq;
   T scale;
   CKPT_HD void operator()(int64_t r) const {

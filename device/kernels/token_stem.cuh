@@ -12,10 +12,10 @@ namespace ckpt::gpu {
 
 template <class T>
 struct TokenStemForward {
-  T* out;        // (rows, cols)
-  const T* emb;  // (vocab, cols)
-  const T* pos;  // (seq, cols)
-  const int* ids;  // the rows' token ids
+  T* out;            // (rows, cols)
+  const T* emb;      // (vocab, cols)
+  const T* pos;      // (seq, cols)
+  const int* ids;    // the rows' token ids
   int64_t firstRow;  // the first row's index in the batch (its position is (firstRow + r) mod seq)
   int64_t seq;
   int64_t cols;

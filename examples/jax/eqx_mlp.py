@@ -8,6 +8,7 @@ floating-point arrays are trained, its static fields and functions are not. Fact
   ineffective         a "remat" that returns the block unchanged (a wrapper left disabled): the memory finding
                       "no effect on saved activations"
 """
+
 import dataclasses
 
 import equinox as eqx
@@ -67,9 +68,14 @@ def batch(key, batch_size):
 
 
 def _setup(seed, remat):
-    return {"model": make(seed), "batch": batch, "loss": loss,
-            "checkpoint": lambda m: dataclasses.replace(m, remat=remat),
-            "optimizer": optax.adamw(1e-3), "batch_size": 8}
+    return {
+        "model": make(seed),
+        "batch": batch,
+        "loss": loss,
+        "checkpoint": lambda m: dataclasses.replace(m, remat=remat),
+        "optimizer": optax.adamw(1e-3),
+        "batch_size": 8,
+    }
 
 
 def filter_checkpoint(seed):

@@ -14,6 +14,7 @@ the model's nnx.Rngs), LM head, cross-entropy. Factories:
                 counter inside a JAX transform, which Flax refuses (TraceContextError, the class of flax issue 3997):
                 the checkpointed run raises where the plain run trained, a finding
 """
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -69,6 +70,7 @@ class ScanLM(nnx.Module):
         @nnx.vmap(in_axes=(0,), out_axes=0)
         def make(r):
             return Block(r)
+
         self.blocks = make(rngs)
         self.ln = nnx.LayerNorm(WIDTH, rngs=rngs)
         self.head = nnx.Linear(WIDTH, VOCAB, rngs=rngs)
@@ -77,6 +79,7 @@ class ScanLM(nnx.Module):
     def __call__(self, ids):
         def body(x, block):
             return block(x)
+
         if self.remat:
             body = nnx.remat(body)
         x = nnx.scan(body, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)(self.embed(ids), self.blocks)
@@ -95,8 +98,15 @@ def tokens(key, batch_size):
 def _setup(model, remat):
     def checkpoint(m):
         m.remat = remat
-    return {"model": model, "batch": tokens, "loss": lm_loss, "checkpoint": checkpoint,
-            "optimizer": optax.adam(1e-3), "batch_size": 4}
+
+    return {
+        "model": model,
+        "batch": tokens,
+        "loss": lm_loss,
+        "checkpoint": checkpoint,
+        "optimizer": optax.adam(1e-3),
+        "batch_size": 4,
+    }
 
 
 def remat(seed):
@@ -105,13 +115,15 @@ def remat(seed):
 
 def dots(seed):
     policy = jax.checkpoint_policies.dots_saveable
-    return _setup(LM(nnx.Rngs(seed, dropout=seed + 1)),
-                  lambda block, x: nnx.remat(Block.__call__, policy=policy)(block, x))
+    return _setup(
+        LM(nnx.Rngs(seed, dropout=seed + 1)), lambda block, x: nnx.remat(Block.__call__, policy=policy)(block, x)
+    )
 
 
 def batchnorm(seed):
-    return _setup(LM(nnx.Rngs(seed, dropout=seed + 1), batchnorm=True),
-                  lambda block, x: nnx.remat(Block.__call__)(block, x))
+    return _setup(
+        LM(nnx.Rngs(seed, dropout=seed + 1), batchnorm=True), lambda block, x: nnx.remat(Block.__call__)(block, x)
+    )
 
 
 def scan(seed):

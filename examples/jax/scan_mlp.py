@@ -17,6 +17,7 @@ remat choice (a static leaf the loss reads). Factories:
   segments           the parameters stored in groups of GROUP blocks, each group one jax.checkpoint around a scan
                      of its blocks (√L segments for LAYERS = GROUP²): holds
 """
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -27,11 +28,13 @@ LAYERS, WIDTH, HIDDEN, DROPOUT, GROUP = 8, 32, 128, 0.1, 4
 
 def init(seed, layers=LAYERS):
     k = jax.random.split(jax.random.PRNGKey(seed), 4)
-    return {"w1": jax.random.normal(k[0], (layers, WIDTH, HIDDEN)) / jnp.sqrt(WIDTH),
-            "b1": jnp.zeros((layers, HIDDEN)),
-            "w2": jax.random.normal(k[1], (layers, HIDDEN, WIDTH)) / jnp.sqrt(HIDDEN),
-            "b2": jnp.zeros((layers, WIDTH)),
-            "head": jax.random.normal(k[2], (WIDTH, 1)) / jnp.sqrt(WIDTH)}
+    return {
+        "w1": jax.random.normal(k[0], (layers, WIDTH, HIDDEN)) / jnp.sqrt(WIDTH),
+        "b1": jnp.zeros((layers, HIDDEN)),
+        "w2": jax.random.normal(k[1], (layers, HIDDEN, WIDTH)) / jnp.sqrt(HIDDEN),
+        "b2": jnp.zeros((layers, WIDTH)),
+        "head": jax.random.normal(k[2], (WIDTH, 1)) / jnp.sqrt(WIDTH),
+    }
 
 
 def block(p, x, key):
@@ -80,14 +83,25 @@ def _setup(seed, remat, grouped=False):
     if grouped:
         params.update({k: v.reshape((LAYERS // GROUP, GROUP) + v.shape[1:]) for k, v in layer_params(params).items()})
     model = dict(params, remat=None, dropout=True, grouped=grouped)  # the static leaves: how the blocks run
-    return {"model": model, "batch": batch, "loss": loss, "checkpoint": lambda m: dict(m, remat=remat),
-            "optimizer": optax.adam(1e-3), "batch_size": 8,
-            "deterministic": lambda m: dict(m, dropout=False)}  # dropout off, for the diagnosis's re-run
+    return {
+        "model": model,
+        "batch": batch,
+        "loss": loss,
+        "checkpoint": lambda m: dict(m, remat=remat),
+        "optimizer": optax.adam(1e-3),
+        "batch_size": 8,
+        "deterministic": lambda m: dict(m, dropout=False),
+    }  # dropout off, for the diagnosis's re-run
 
 
 def _policy(name, *args):
-    return lambda seed: _setup(seed, jax.checkpoint(block, policy=getattr(jax.checkpoint_policies, name)(*args)
-                                                    if args else getattr(jax.checkpoint_policies, name)))
+    return lambda seed: _setup(
+        seed,
+        jax.checkpoint(
+            block,
+            policy=getattr(jax.checkpoint_policies, name)(*args) if args else getattr(jax.checkpoint_policies, name),
+        ),
+    )
 
 
 nothing_saveable = _policy("nothing_saveable")
@@ -99,14 +113,18 @@ everything_saveable = _policy("everything_saveable")
 def offload_hidden(seed):
     """save_and_offload_only_these_names: the named hidden layer offloaded to host memory, the rest recomputed."""
     policy = jax.checkpoint_policies.save_and_offload_only_these_names(
-        names_which_can_be_saved=[], names_which_can_be_offloaded=["hidden"], offload_src="device",
-        offload_dst="pinned_host")
+        names_which_can_be_saved=[],
+        names_which_can_be_offloaded=["hidden"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
     return _setup(seed, jax.checkpoint(block, policy=policy))
 
 
 def _resplit_block():
     """A remat by hand: the forward keeps only the block's input, the backward recomputes the block, but with
     the key split once more, as a recompute that derives its key anew from a different split would."""
+
     @jax.custom_vjp
     def f(p, x, key):
         return block(p, x, key)
@@ -135,4 +153,3 @@ def stop_gradient(seed):
 
 def segments(seed):
     return _setup(seed, "segments", grouped=True)
-

@@ -5,6 +5,7 @@ tests/CMakeLists.txt (user_model_compiled_* tests) and listed in harness/adapter
 
 The model is the size of a test, not of a workload: three residual blocks of width 64 with dropout, batch 32, so
 that a block's activations outweigh the 5056 bytes of generator state each checkpoint region keeps."""
+
 import functools
 
 import torch
@@ -101,14 +102,18 @@ def _policy(save):
 
     def policy(ctx, op, *args, **kwargs):
         return CheckpointPolicy.MUST_SAVE if save(op) else CheckpointPolicy.PREFER_RECOMPUTE
+
     return policy
 
 
 def _sac(save):
     # allow_cache_entry_mutation: eager dropout fills a saved empty tensor in place (a policy that saves it errs
     # without it); under Inductor the policy sees the compiled graph's ops instead.
-    return {"context_fn": functools.partial(tc.create_selective_checkpoint_contexts, _policy(save),
-                                            allow_cache_entry_mutation=True)}
+    return {
+        "context_fn": functools.partial(
+            tc.create_selective_checkpoint_contexts, _policy(save), allow_cache_entry_mutation=True
+        )
+    }
 
 
 def sac_matmuls(seed):
@@ -128,8 +133,10 @@ def _budget(fraction):
         # The partitioner's knob (torch._functorch.config): recompute until the saved activations fit this
         # fraction; no explicit checkpoint. Set here, it applies to the checkpointed run only (a process each).
         import torch._functorch.config as fconfig
+
         fconfig.activation_memory_budget = fraction
         return m
+
     return apply
 
 
@@ -162,9 +169,21 @@ def gpt2_inductor(seed):
     """Hugging Face GPT-2 from a config (no download), gradient_checkpointing_enable() (non-reentrant), both
     runs compiled with Inductor."""
     from transformers import GPT2Config, GPT2LMHeadModel
+
     vocab, seq = 96, 16
-    config = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.1,
-                        embd_pdrop=0.1, attn_pdrop=0.1, bos_token_id=0, eos_token_id=0, use_cache=False)
+    config = GPT2Config(
+        vocab_size=vocab,
+        n_positions=seq,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
+        bos_token_id=0,
+        eos_token_id=0,
+        use_cache=False,
+    )
     model = GPT2LMHeadModel(config)
     return {
         "model": model,

@@ -6,6 +6,7 @@ checkpointing under DDP can fail with "Expected to mark a variable ready only on
 a crash of ckptcheck.
 Factories for `ckptcheck validate --adapter torch:module=examples/torch/ddp.py:FACTORY`; world_size scales it to
 more ranks (each one process), nnodes= and rdzv_endpoint= to more machines (USER_MODEL.md)."""
+
 import os
 import sys
 

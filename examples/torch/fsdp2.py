@@ -5,6 +5,7 @@ evenly among the ranks: FSDP2 pads its shards). ckptcheck applies the factory's 
 loss, buffers and generator, and the gradients and parameters gathered whole from their shards.
 Factories for `ckptcheck validate --adapter torch:module=examples/torch/fsdp2.py:FACTORY`; each verdict is pinned in
 tests/torch_distributed.cmake."""
+
 import functools
 import os
 import sys
@@ -63,5 +64,6 @@ def mixed_precision_bf16(seed):
     """MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): the blocks compute in bf16 from the
     unsharded bf16 parameters, in the forward and in the recompute (PyTorch issue 159359 reports the recompute
     skipping the cast)."""
-    return _fsdp2(_non_reentrant_wrapper,
-                  mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
+    return _fsdp2(
+        _non_reentrant_wrapper, mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    )

@@ -3,6 +3,7 @@
 issue 21381: reentrant checkpointing of blocks whose input does not require grad gives their parameters no
 gradient). Factories for `ckptcheck validate --adapter torch:module=examples/torch/gpt2.py:FACTORY`; `plan` (six
 layers, width 256, 64 tokens) also names its chain, the GPT2Blocks, for `ckptcheck profile` and `validate --plan`."""
+
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -10,8 +11,18 @@ VOCAB, SEQ = 96, 16
 
 
 def _gpt2(use_reentrant, freeze_embeddings=False, input_grads=True, n_layer=2, n_embd=32, n_head=2, seq=SEQ):
-    config = GPT2Config(vocab_size=VOCAB, n_positions=seq, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                        resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=seq,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     config._attn_implementation = "eager"  # attention dropout as an nn.Dropout module: its masks are probed
     model = GPT2LMHeadModel(config)
     if freeze_embeddings:

@@ -1,6 +1,7 @@
 """A small MLP with dropout (stem, four residual blocks, head) under several checkpointing setups, correct and
 broken, for `ckptcheck validate --adapter torch:module=examples/torch/mlp.py:FACTORY`. Each factory's verdict
 is pinned in tests/CMakeLists.txt (user_model_* tests)."""
+
 import functools
 
 import torch
@@ -110,8 +111,11 @@ def _wrap_blocks(model, make):
 def correct(seed):
     """torch's own apply_activation_checkpointing with non-reentrant checkpoint_wrapper on every block."""
     wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
-    return _setup(lambda m: apply_activation_checkpointing(m, checkpoint_wrapper_fn=wrapper,
-                                                           check_fn=lambda s: isinstance(s, Block)))
+    return _setup(
+        lambda m: apply_activation_checkpointing(
+            m, checkpoint_wrapper_fn=wrapper, check_fn=lambda s: isinstance(s, Block)
+        )
+    )
 
 
 def reentrant(seed):
@@ -134,28 +138,33 @@ def rng_not_preserved(seed):
 
 def autocast_bf16(seed):
     """CPU autocast to bfloat16 around a model whose blocks are checkpointed (non-reentrant), in both runs."""
-    return _setup(lambda m: _wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)),
-                  loss_context=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    return _setup(
+        lambda m: _wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)),
+        loss_context=lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    )
 
 
 def compiled_aot_eager(seed):
     """torch.compile(backend="aot_eager") of the checkpointed model, against the eager plain model."""
-    return _setup(lambda m: torch.compile(_wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)),
-                                          backend="aot_eager"))
+    return _setup(
+        lambda m: torch.compile(_wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)), backend="aot_eager")
+    )
 
 
 def compiled_eager_backend(seed):
     """torch.compile(backend="eager") of the checkpointed model (PyTorch issue 160773): a finding, the region's
     recompute redraws dropout. A forward hook on the dropout modules (ckptcheck's old mask probe) made it hold: its
     side effect broke the graph and the region ran as eager checkpoint (USER_MODEL.md)."""
-    return _setup(lambda m: torch.compile(_wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)),
-                                          backend="eager"))
+    return _setup(
+        lambda m: torch.compile(_wrap_blocks(m, lambda b: Checkpointed(b, use_reentrant=False)), backend="eager")
+    )
 
 
 def _memory_budget(m):
     # The memory-budget knob of torch._functorch.config: the partitioner recomputes activations to fit a tenth
     # of the saved bytes; no explicit checkpoint at all. Set here, it applies to the checkpointed run only.
     import torch._functorch.config as fconfig
+
     fconfig.activation_memory_budget = 0.1
 
 

@@ -4,6 +4,7 @@ full activation checkpointing). Every block is checkpointed (non-reentrant): the
 and adds the step's counts a second time, 37 -> 74 where plain has 37. ckptcheck compares the buffer with its value
 before the step and classes the finding `state-updated-twice`. Factories for
 `ckptcheck validate --adapter torch:module=examples/torch/moe_counts.py:FACTORY`, pinned in tests/CMakeLists.txt."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -21,6 +21,7 @@ plain run is the same recipe without it.
 passes in (PEFT issue 2826: the recompute of a checkpointed layer ran without them).
 
 Factories for `ckptcheck validate --adapter torch:module=examples/torch/peft_lora.py:FACTORY`."""
+
 import tempfile
 
 import torch
@@ -32,9 +33,19 @@ INVOCATION = 5  # the token that activates aLoRA's adapters; every batch carries
 
 
 def _llama():
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=SEQ,
-                         bos_token_id=0, eos_token_id=0, pad_token_id=0, use_cache=False)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=SEQ,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+        use_cache=False,
+    )
     config._attn_implementation = "eager"
     return LlamaForCausalLM(config)
 
@@ -48,8 +59,9 @@ def _batch(gen, n):
 def _quantized_llama():
     """The Llama loaded in 4 bits (NF4) from a folder it was just saved to: how a QLoRA user gets a quantized model,
     without a download."""
-    quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                      bnb_4bit_compute_dtype=torch.float32)
+    quantization = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
+    )
     with tempfile.TemporaryDirectory() as folder:
         _llama().save_pretrained(folder)
         model = LlamaForCausalLM.from_pretrained(folder, quantization_config=quantization, device_map="cpu")
@@ -59,8 +71,12 @@ def _quantized_llama():
 def _lora(use_reentrant, input_grads=True, qlora=False, alora=False):
     model = _quantized_llama() if qlora else _llama()
     extra = {"alora_invocation_tokens": [INVOCATION]} if alora else {}
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=["q_proj", "v_proj"],
-                                             task_type="CAUSAL_LM", **extra))
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            r=4, lora_alpha=8, lora_dropout=0.1, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", **extra
+        ),
+    )
 
     def checkpoint(m):
         m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": use_reentrant})

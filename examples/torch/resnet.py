@@ -4,6 +4,7 @@ torch.utils.checkpoint.checkpoint_sequential: the recompute runs BatchNorm in tr
 each checkpointed BatchNorm's running statistics (and its counter) move twice per step.
 Factory for `ckptcheck validate --adapter torch:module=examples/torch/resnet.py:FACTORY`; `plan` names its chain,
 the eight BasicBlocks, for `ckptcheck profile` and `validate --plan`, and checkpoints each stage correctly."""
+
 import contextlib
 import types
 
@@ -33,8 +34,10 @@ def _enable(model):
 def checkpoint_sequential_stages(seed):
     return {
         "model": torchvision.models.resnet18(weights=None, num_classes=CLASSES),
-        "batch": lambda gen, n: (torch.randn(n, 3, 32, 32, generator=gen),
-                                 torch.randint(0, CLASSES, (n,), generator=gen)),
+        "batch": lambda gen, n: (
+            torch.randn(n, 3, 32, 32, generator=gen),
+            torch.randint(0, CLASSES, (n,), generator=gen),
+        ),
         "loss": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
         "optimizer": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=5e-4),
         "checkpoint": _enable,
@@ -66,8 +69,9 @@ def _stage_checkpointed_forward(self, x):
     # the BatchNorm buffers (compare _checkpointed_forward above, which moves them twice).
     x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
     for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
-        x = checkpoint(stage, x, use_reentrant=False,
-                       context_fn=lambda s=stage: (contextlib.nullcontext(), _KeepBuffers(s)))
+        x = checkpoint(
+            stage, x, use_reentrant=False, context_fn=lambda s=stage: (contextlib.nullcontext(), _KeepBuffers(s))
+        )
     return self.fc(torch.flatten(self.avgpool(x), 1))
 
 

@@ -5,6 +5,7 @@ checkpointed block draws random numbers that its recompute must draw again ident
 timm's own switch, `set_grad_checkpointing(True)`: each block under torch.utils.checkpoint (timm's default,
 non-reentrant, preserve_rng_state on), or reentrant with timm's use_reentrant switch.
 Factory for `ckptcheck validate --adapter torch:module=examples/torch/timm_vit.py:FACTORY`."""
+
 import timm
 import timm.layers
 import torch
@@ -14,15 +15,27 @@ CLASSES = 10
 
 
 def _model():
-    return timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, embed_dim=64,
-                             depth=4, num_heads=2, num_classes=CLASSES, drop_path_rate=0.1, proj_drop_rate=0.1)
+    return timm.create_model(
+        "vit_tiny_patch16_224",
+        pretrained=False,
+        img_size=32,
+        patch_size=8,
+        embed_dim=64,
+        depth=4,
+        num_heads=2,
+        num_classes=CLASSES,
+        drop_path_rate=0.1,
+        proj_drop_rate=0.1,
+    )
 
 
 def _setup(checkpoint):
     return {
         "model": _model(),
-        "batch": lambda gen, n: (torch.randn(n, 3, 32, 32, generator=gen),
-                                 torch.randint(0, CLASSES, (n,), generator=gen)),
+        "batch": lambda gen, n: (
+            torch.randn(n, 3, 32, 32, generator=gen),
+            torch.randint(0, CLASSES, (n,), generator=gen),
+        ),
         "loss": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
         "optimizer": lambda ps: torch.optim.AdamW(ps, lr=1e-3),
         "checkpoint": checkpoint,

@@ -399,10 +399,8 @@ RunMeta AdapterClient::run(const std::string& caseDir, const std::string& outDir
   fs::create_directories(outDir);
   ++runs_;
   const std::string absCase = fs::absolute(caseDir).string(), absOut = fs::absolute(outDir).string();
-  if (allowServe_ && capabilities().serve)
-    runServe(absCase, absOut, mode);
-  else
-    runProcessMode(absCase, absOut, mode);
+  if (allowServe_ && capabilities().serve) runServe(absCase, absOut, mode);
+  else runProcessMode(absCase, absOut, mode);
   return readRunMeta(absOut, steps, blocks);
 }
 

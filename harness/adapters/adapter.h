@@ -81,9 +81,9 @@ Capabilities parseCapabilities(const nlohmann::json& j);
 
 struct RunMeta {
   nlohmann::json raw;
-  std::optional<std::vector<int64_t>> savedBytes;                 // per step
-  std::optional<std::vector<std::vector<int64_t>>> forwardCalls;  // per step, per block
-  std::optional<std::vector<int>> recomputedBlocks;               // blocks this mode recomputes at least once
+  std::optional<std::vector<int64_t>> savedBytes;                    // per step
+  std::optional<std::vector<std::vector<int64_t>>> forwardCalls;     // per step, per block
+  std::optional<std::vector<int>> recomputedBlocks;                  // blocks this mode recomputes at least once
   std::optional<std::vector<std::vector<int64_t>>> recomputeCounts;  // per step, per block: declared recomputes
   std::vector<double> stepSeconds;
   // The adapter's measuring pass changed its run (PROTOCOL.md, meta.json): what differed; its figures are null.

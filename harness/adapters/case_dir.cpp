@@ -25,7 +25,7 @@ nlohmann::json manifestJson(const CaseLayout& l, const CaseSpec& spec) {
     // Token ids (tokens.npy) in [0, vocab): nothing to differentiate, so requires_grad is false; whether the
     // embeddings train is the params' "trains", and "tied" repeats head.weight's "shared_with" for convenience.
     j["input"] = {{"kind", "tokens"}, {"shape", {l.rows}}, {"dtype", "int64"},
-                  {"vocab", l.vocab}, {"tied", l.tied}, {"requires_grad", false}};
+                  {"vocab", l.vocab}, {"tied", l.tied},    {"requires_grad", false}};
   } else {
     j["input"] = {{"shape", {l.rows, l.width}}, {"requires_grad", l.inputGrad}};
   }
@@ -42,10 +42,8 @@ nlohmann::json manifestJson(const CaseLayout& l, const CaseSpec& spec) {
   j["blocks"] = blocks;
   j["rrelu_range"] = {spec.rreluLower, spec.rreluUpper};
   j["compute"] = bf16Compute(spec) ? "bf16" : "exact";
-  if (spec.loss == LossKind::kCrossEntropy)
-    j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
-  else
-    j["target"] = {{"shape", {l.rows, l.width}}};
+  if (spec.loss == LossKind::kCrossEntropy) j["labels"] = {{"shape", {l.rows}}, {"dtype", "int64"}};
+  else j["target"] = {{"shape", {l.rows, l.width}}};
   return j;
 }
 

@@ -84,7 +84,11 @@ CaseLayout caseLayout(Chain<T>& chain) {
         const bool counter = s->name.find("num_batches_tracked") != std::string::npos;
         TensorLayout t{s->name,
                        counter ? std::vector<int64_t>{} : std::vector<int64_t>{s->value.rows() * s->value.cols()},
-                       s->value.rows(), s->value.cols(), counter, "", false};
+                       s->value.rows(),
+                       s->value.cols(),
+                       counter,
+                       "",
+                       false};
         l.state.push_back(t);
       }
     }
@@ -198,12 +202,12 @@ std::vector<StepResult<T>> readRunResults(const std::string& outDir, const CaseL
     const std::set<std::string> missing = readMissingGrads((d / "missing_grads.json").string());
     for (const auto& t : layout.params)
       if (t.trains)
-        r.grads.push_back({t.name, missing.count(t.name) ? Mat<T>() :
-                                   readTensor<T>((d / "grads" / (t.name + ".npy")).string(), t.shape, t.rows,
-                                                 t.cols, false)});
+        r.grads.push_back({t.name, missing.count(t.name) ? Mat<T>()
+                                                         : readTensor<T>((d / "grads" / (t.name + ".npy")).string(),
+                                                                         t.shape, t.rows, t.cols, false)});
     if (layout.inputGrad && !missing.count("input_grad"))
-      r.inputGrad = readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows,
-                                  layout.width, false);
+      r.inputGrad =
+          readTensor<T>((d / "input_grad.npy").string(), {layout.rows, layout.width}, layout.rows, layout.width, false);
     for (const auto& t : layout.state)
       r.state.push_back(
           {t.name, readTensor<T>((d / "state" / (t.name + ".npy")).string(), t.shape, t.rows, t.cols, true)});

@@ -46,8 +46,8 @@ ProcessResult PythonForkServer::run(const std::vector<std::string>& preloadArgs,
     }
     preload_ = preloadArgs;
   }
-  const json request = {{"argv", scriptArgv}, {"stdout", stdoutPath}, {"stderr", stderrPath},
-                        {"timeout", timeoutSeconds}};
+  const json request = {
+      {"argv", scriptArgv}, {"stdout", stdoutPath}, {"stderr", stderrPath}, {"timeout", timeoutSeconds}};
   std::string reply;
   ProcessResult r;
   // The server may still be importing (a first request): its margin covers that, and the run's own time and

@@ -135,10 +135,8 @@ const TypeInfo& info(NpyType t) {
 std::optional<NpyType> typeFromDescr(std::string d) {
   if (d.size() != 3) return std::nullopt;
   // Byte order is irrelevant for one-byte types; '=' (native) is little-endian on every host this builds on.
-  if (d[2] == '1')
-    d[0] = '|';
-  else if (d[0] == '=')
-    d[0] = '<';
+  if (d[2] == '1') d[0] = '|';
+  else if (d[0] == '=') d[0] = '<';
   for (const auto& ti : kTypes)
     if (d == ti.descr) return ti.type;
   return std::nullopt;

@@ -31,10 +31,8 @@ std::string shapeText(const std::vector<int64_t>& shape);  // "(2, 3)", "(4,)", 
 
 template <class T>
 constexpr NpyType npyTypeOf() {
-  if constexpr (sizeof(T) == 4)
-    return NpyType::kFloat32;
-  else
-    return NpyType::kFloat64;
+  if constexpr (sizeof(T) == 4) return NpyType::kFloat32;
+  else return NpyType::kFloat64;
 }
 
 void writeNpy(const std::string& path, NpyType type, const std::vector<int64_t>& shape, const void* data);

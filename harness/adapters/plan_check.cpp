@@ -118,8 +118,9 @@ PlacementFile parsePlacementFile(const json& j, const std::string& path) {
     if (!g.is_object()) bad(path, f, "must be an object");
     const int64_t first = count(path, g, "first", f + ".first"), last = count(path, g, "last", f + ".last");
     if (first != next || last < first || last >= static_cast<int64_t>(p.blocks.size()))
-      bad(path, f, "must start at block " + std::to_string(next) + " and end within the " +
-                       std::to_string(p.blocks.size()) + " blocks (segments cover the chain in order)");
+      bad(path, f,
+          "must start at block " + std::to_string(next) + " and end within the " + std::to_string(p.blocks.size()) +
+              " blocks (segments cover the chain in order)");
     if (!g.contains("recompute") || !g["recompute"].is_boolean()) bad(path, f + ".recompute", "must be true or false");
     recomputed.resize(static_cast<size_t>(last) + 1, g["recompute"].get<bool>());
     next = static_cast<int>(last) + 1;
@@ -152,8 +153,8 @@ PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain
   const std::vector<int64_t> byBlock = m.at("saved_bytes_by_block").get<std::vector<int64_t>>();
   const std::vector<int64_t> calls = m.at("forward_calls").get<std::vector<int64_t>>();
   if (byBlock.size() != p.blocks.size() || calls.size() != p.blocks.size())
-    throw std::runtime_error("the driver's plan record has " + std::to_string(byBlock.size()) + " blocks, the placement " +
-                             std::to_string(p.blocks.size()));
+    throw std::runtime_error("the driver's plan record has " + std::to_string(byBlock.size()) +
+                             " blocks, the placement " + std::to_string(p.blocks.size()));
   auto diverge = [&](const std::string& where, int64_t predicted, int64_t measured) {
     o.finding = true;
     o.why = "saved activation bytes differ from the plan first at " + where + ": predicted " +

@@ -27,8 +27,8 @@ struct RefError {
   std::string describe(double tol) const {
     std::ostringstream s;
     s.precision(3);
-    s << "step " << step << " " << tensor << ": max |adapter - reference| = " << diff << ", allowed " << allowed
-      << " (" << basis << ", tolerance " << tol << ")";
+    s << "step " << step << " " << tensor << ": max |adapter - reference| = " << diff << ", allowed " << allowed << " ("
+      << basis << ", tolerance " << tol << ")";
     return s.str();
   }
 };
@@ -84,7 +84,8 @@ inline std::string blockGroup(const std::string& name) {
 }
 
 template <class T>
-void addFloatRounding(FloatConditioning& c, const std::vector<StepResult<T>>& f, const std::vector<StepResult<double>>& d) {
+void addFloatRounding(FloatConditioning& c, const std::vector<StepResult<T>>& f,
+                      const std::vector<StepResult<double>>& d) {
   if (f.empty() || d.empty()) return;
   auto see = [&](const std::string& name, double v) {
     double& g = c.rounding[blockGroup(name)];
@@ -109,8 +110,8 @@ FloatConditioning floatConditioning(const CaseSpec& spec);
 //     than any parameter gradient;
 //   else, when every tensor of its kind is exactly zero (a dead ReLU chain), the loss's magnitude.
 template <class T>
-RefError compareWithReference(const std::vector<StepResult<T>>& ref, const std::vector<StepResult<T>>& got,
-                              double tol, double floor = kReferenceFloor, const FloatConditioning* cond = nullptr) {
+RefError compareWithReference(const std::vector<StepResult<T>>& ref, const std::vector<StepResult<T>>& got, double tol,
+                              double floor = kReferenceFloor, const FloatConditioning* cond = nullptr) {
   RefError e;
   // The block a "bK.…" parameter belongs to; -1 for other names.
   auto blockOf = [](const std::string& name) {
@@ -150,7 +151,8 @@ RefError compareWithReference(const std::vector<StepResult<T>>& ref, const std::
                 " x the largest " + kind + " of the step, " + refNum(kindScale);
       } else {
         scale = lossScale;
-        basis = "every reference " + kind + " of the step is exactly zero, so relative to the loss " + refNum(lossScale);
+        basis =
+            "every reference " + kind + " of the step is exactly zero, so relative to the loss " + refNum(lossScale);
       }
       double allowed = tol * scale;
       if (cond && s == 0) {

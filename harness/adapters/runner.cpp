@@ -63,10 +63,8 @@ void killGroup(pid_t pid, int& status, double grace) {
 }
 
 void fillResult(ProcessResult& r, int status) {
-  if (WIFEXITED(status))
-    r.exitCode = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
-    r.signal = WTERMSIG(status);
+  if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
 }
 
 // The children ckptcheck started and still owns (runProcess's while it runs, each running ServeProcess); every
@@ -150,10 +148,8 @@ struct SpawnSetup {
     return rc;
   }
   void output(int fd, const std::string& path) {
-    if (path.empty())
-      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0);
-    else
-      posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (path.empty()) posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0);
+    else posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   }
 };
 
@@ -350,10 +346,8 @@ void ServeProcess::stop(double graceSeconds) {
   toChild_ = -1;
   if (pid_ > 0) {
     int status = 0;
-    if (!waitUntil(pid_, status, Clock::now() + toDuration(graceSeconds)))
-      killGroup(pid_, status, 1.0);
-    else
-      kill(-pid_, SIGKILL);
+    if (!waitUntil(pid_, status, Clock::now() + toDuration(graceSeconds))) killGroup(pid_, status, 1.0);
+    else kill(-pid_, SIGKILL);
     disown(pid_);
   }
   pid_ = -1;

@@ -24,8 +24,8 @@ Schedule perBlockCheckpointSchedule(const std::vector<bool>& recomputed) {
   add(InstrKind::kLoss, 0, false);
   for (int i = n - 1; i >= 0; --i) {
     if (recomputed[static_cast<size_t>(i)]) {
-      add(InstrKind::kForward, i, true);   // the recompute, from the held x_i
-      add(InstrKind::kFree, i, false);     // now shared by the tape
+      add(InstrKind::kForward, i, true);    // the recompute, from the held x_i
+      add(InstrKind::kFree, i, false);      // now shared by the tape
       add(InstrKind::kFree, i + 1, false);  // rebuilt, but the backward needs g_{i+1}, not x_{i+1}
     }
     add(InstrKind::kBackward, i, false);

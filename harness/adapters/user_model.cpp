@@ -100,7 +100,7 @@ class Checker {
     if (!plan_) checkMemory(r);
     if (!checkPlacement(plain, savedCkpt, r)) return r;
     r.status = r.bitwiseFinding() || r.memoryFinding || r.planFinding() ? SeedOutcome::Status::kFinding
-                                                                         : SeedOutcome::Status::kHolds;
+                                                                        : SeedOutcome::Status::kHolds;
     return r;
   }
 
@@ -177,8 +177,8 @@ class Checker {
       const DumpComparison self = compareDumps(plain, again);
       if (!self.differences.empty()) {
         r.status = SeedOutcome::Status::kFault;
-        r.error = "the model is not deterministic: two plain runs of seed " + std::to_string(r.seed) +
-                  " differ (" + toText(self.differences.front()) + "); no finding can be trusted";
+        r.error = "the model is not deterministic: two plain runs of seed " + std::to_string(r.seed) + " differ (" +
+                  toText(self.differences.front()) + "); no finding can be trusted";
         return false;
       }
       r.differences = std::move(c.differences);
@@ -223,7 +223,8 @@ class Checker {
     const std::optional<int64_t> c = profiled ? r.memoryCheckpoint->activationBytes : r.savedCheckpoint;
     if (!p || !c || *p <= 0) return;
     const std::string what = profiled ? "activation memory (bytes the forward leaves for the backward, "
-                                        "torch.profiler)" : "saved activations";
+                                        "torch.profiler)"
+                                      : "saved activations";
     const std::string figures = " (plain " + std::to_string(*p) + " bytes, checkpointed " + std::to_string(*c) + ")";
     const double plain = static_cast<double>(*p), ckpt = static_cast<double>(*c);
     if (ckpt >= plain) {
@@ -271,7 +272,7 @@ class Checker {
   const PlacementFile* plan_;
   int runs_ = 0;
   std::array<std::optional<RunDump>, 2> measured_;  // the check in progress: its saved-bytes passes
-  bool zero_ = false;  // the batch values of the check in progress
+  bool zero_ = false;                               // the batch values of the check in progress
 };
 
 // Shrinks a bitwise finding: the smallest batch (halving), its values (floating tensors zeroed), the steps up
@@ -359,10 +360,8 @@ int runUserModelValidate(const UserModelOptions& o, std::ostream& out, std::ostr
     err << "ckptcheck: " << escapeControl(rep.firstError()) << "\n";
     return code;
   }
-  if (o.json)
-    out << userModelJson(rep).dump(2) << "\n";
-  else
-    out << userModelSummary(rep);
+  if (o.json) out << userModelJson(rep).dump(2) << "\n";
+  else out << userModelSummary(rep);
   if (code == kExitInfra) err << "ckptcheck: " << escapeControl(rep.firstError()) << "\n";
   return code;
 }

@@ -28,10 +28,10 @@ struct UserModelOptions {
   int seeds = 2;                     // seeds firstSeed, firstSeed+1, ...
   int firstSeed = 1;
   int steps = 2;
-  int batchSize = 0;  // 0: the factory's batch_size
+  int batchSize = 0;       // 0: the factory's batch_size
   bool zeroBatch = false;  // floating batch tensors zeroed (what shrinking the batch's values tries)
   double minSaving = kDefaultMinSaving;
-  uint64_t ulp = 0;  // accept differences within this many ULP (rounding-level), reported as such
+  uint64_t ulp = 0;       // accept differences within this many ULP (rounding-level), reported as such
   bool ulpGiven = false;  // --ulp was given (else a JAX model gets kJaxDefaultUlp, user_model_jax.h)
   bool shrink = true;
   std::string outDir = "validate-out";

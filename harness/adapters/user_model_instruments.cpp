@@ -58,8 +58,7 @@ std::string InstrumentCheck::describe() const {
   if (!changed) return std::string(instrumentName(instrument)) + " changed nothing in " + run;
   std::string what = changed->tensor;
   if (changed->tensor.rfind("the pass itself", 0) != 0)
-    what += " differs at step " + std::to_string(changed->step) + ", " + std::to_string(changed->count) +
-            " element(s)";
+    what += " differs at step " + std::to_string(changed->step) + ", " + std::to_string(changed->count) + " element(s)";
   return std::string(instrumentName(instrument)) + " changes what " + run + " computes (" + what +
          "): its evidence is dropped; the verdict is the uninstrumented runs'";
 }

@@ -21,8 +21,8 @@ namespace ckpt {
 
 // One run's step under torch.profiler's memory timeline (harness/adapters/torch/peak_memory.py).
 struct StepMemory {
-  int64_t peakBytes = 0;        // the most the step held at once above its start (forward and backward)
-  int64_t activationBytes = 0;  // what the forward left allocated when the backward began
+  int64_t peakBytes = 0;                // the most the step held at once above its start (forward and backward)
+  int64_t activationBytes = 0;          // what the forward left allocated when the backward began
   int64_t profilerActivationBytes = 0;  // the profiler's own ACTIVATION category (0 under torch.compile)
   // A distributed run (harness/adapters/torch/distributed.py): every rank's activation and peak bytes, by rank;
   // the figures above are rank 0's.
@@ -33,8 +33,8 @@ struct StepMemory {
 
 // One instrument's pass of one mode, against the compared run of that mode.
 struct InstrumentCheck {
-  std::string instrument;  // masks, saved, memory
-  std::string mode;        // plain, checkpoint
+  std::string instrument;             // masks, saved, memory
+  std::string mode;                   // plain, checkpoint
   std::optional<Difference> changed;  // the first tensor the instrumented pass got otherwise
 
   std::string describe() const;  // one line: "the dropout-mask probe changed the checkpointed run: ..."
@@ -45,9 +45,9 @@ using PassRunner =
     std::function<RunDump(const std::string& mode, const std::string& dir, const std::string& instruments)>;
 
 struct MeasuringPasses {
-  std::vector<InstrumentCheck> checks;     // every pass run, changed or not
-  std::array<std::optional<RunDump>, 2> saved;        // plain, checkpoint: kept only when unchanged
-  std::array<std::optional<StepMemory>, 2> memory;    // plain, checkpoint: kept only when unchanged
+  std::vector<InstrumentCheck> checks;              // every pass run, changed or not
+  std::array<std::optional<RunDump>, 2> saved;      // plain, checkpoint: kept only when unchanged
+  std::array<std::optional<StepMemory>, 2> memory;  // plain, checkpoint: kept only when unchanged
   std::string fault;  // a pass that could not run (the profiler records no memory): one line; empty otherwise
 };
 

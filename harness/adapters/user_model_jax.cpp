@@ -11,10 +11,8 @@ std::optional<Diagnosis> gradientsWithinScale(const std::vector<TensorEvidence>&
   std::vector<TensorEvidence> judged;
   double paramUlp = 0;
   for (const auto& t : differing) {
-    if (t.kind == TensorKind::kParameter)
-      paramUlp = std::max(paramUlp, scaledUlp(t));
-    else
-      judged.push_back(t);
+    if (t.kind == TensorKind::kParameter) paramUlp = std::max(paramUlp, scaledUlp(t));
+    else judged.push_back(t);
   }
   Diagnosis d = diagnose(judged, ulp);
   if (d.cls != FindingClass::kRoundingLevel) return std::nullopt;

@@ -20,10 +20,14 @@ constexpr size_t kListedDifferences = 20;
 
 const char* statusName(SeedOutcome::Status s) {
   switch (s) {
-    case SeedOutcome::Status::kHolds: return "holds";
-    case SeedOutcome::Status::kFinding: return "finding";
-    case SeedOutcome::Status::kFault: return "fault";
-    case SeedOutcome::Status::kBadInput: return "bad-input";
+    case SeedOutcome::Status::kHolds:
+      return "holds";
+    case SeedOutcome::Status::kFinding:
+      return "finding";
+    case SeedOutcome::Status::kFault:
+      return "fault";
+    case SeedOutcome::Status::kBadInput:
+      return "bad-input";
   }
   return "fault";
 }
@@ -85,8 +89,9 @@ double saving(const SeedOutcome& s) {
 }
 
 std::vector<std::string> replayArgs(const UserModelReport& r, const SeedOutcome& s) {
-  std::vector<std::string> a = {"ckptcheck", "validate", "--adapter", r.spec.label, "--seed", std::to_string(s.seed),
-                                "--seeds",   "1",        "--steps",   std::to_string(s.steps)};
+  std::vector<std::string> a = {
+      "ckptcheck", "validate", "--adapter", r.spec.label,           "--seed", std::to_string(s.seed),
+      "--seeds",   "1",        "--steps",   std::to_string(s.steps)};
   if (s.batchSize > 0) {
     a.push_back("--batch-size");
     a.push_back(std::to_string(s.batchSize));
@@ -100,9 +105,13 @@ std::vector<std::string> replayArgs(const UserModelReport& r, const SeedOutcome&
 }
 
 json seedJson(const UserModelReport& r, const SeedOutcome& s) {
-  json j = {{"seed", s.seed}, {"steps", s.steps}, {"batch_size", s.batchSize}, {"zero_batch", s.zeroBatch},
+  json j = {{"seed", s.seed},
+            {"steps", s.steps},
+            {"batch_size", s.batchSize},
+            {"zero_batch", s.zeroBatch},
             {"status", statusName(s.status)},
-            {"bitwise", bitwiseResult(s)}, {"dir", s.dir}};
+            {"bitwise", bitwiseResult(s)},
+            {"dir", s.dir}};
   if (!s.error.empty()) j["error"] = s.error;
   if (!s.differences.empty()) {
     j["first_difference"] = toJson(s.differences.front());
@@ -115,7 +124,8 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
   if ((s.savedPlain && s.savedCheckpoint) || (s.memoryPlain && s.memoryCheckpoint)) {
     j["memory"] = {{"result", s.memoryFinding ? "finding" : "holds"}};
     if (s.savedPlain && s.savedCheckpoint)  // the saved-tensor hooks' figure, beside the profiler's
-      j["memory"].update({{"plain_bytes", *s.savedPlain}, {"checkpoint_bytes", *s.savedCheckpoint},
+      j["memory"].update({{"plain_bytes", *s.savedPlain},
+                          {"checkpoint_bytes", *s.savedCheckpoint},
                           {"saving", *s.savedPlain > 0 ? saving(s) : 0.0}});
     if (s.memoryPlain && s.memoryCheckpoint) j["memory"]["profiler"] = toJson(*s.memoryPlain, *s.memoryCheckpoint);
     if (s.placementBytes) {
@@ -142,10 +152,14 @@ json seedJson(const UserModelReport& r, const SeedOutcome& s) {
 
 std::string resultName(int code) {
   switch (code) {
-    case kExitOk: return "holds";
-    case kExitFinding: return "finding";
-    case kExitBadInput: return "bad-input";
-    default: return "fault";
+    case kExitOk:
+      return "holds";
+    case kExitFinding:
+      return "finding";
+    case kExitBadInput:
+      return "bad-input";
+    default:
+      return "fault";
   }
 }
 
@@ -163,8 +177,7 @@ std::string memoryLine(const SeedOutcome& s) {
   if (profiled) m += " " + toText(*s.memoryPlain, *s.memoryCheckpoint) + ";";
   if (s.savedPlain && s.savedCheckpoint)
     m += std::string(s.compiledPlain ? " saved residual bytes" : " saved-tensor bytes") + " plain " +  // JAX's
-         std::to_string(*s.savedPlain) + " B, checkpointed " +
-         std::to_string(*s.savedCheckpoint) + " B";
+         std::to_string(*s.savedPlain) + " B, checkpointed " + std::to_string(*s.savedCheckpoint) + " B";
   if (s.savedPlain && s.savedCheckpoint && *s.savedPlain > 0) m += " (" + fixed(100.0 * saving(s), 1) + "% saved)";
   if (s.placementBytes)
     m += ", placement bound " + std::to_string(*s.placementBytes) + " B (" + std::to_string(s.recomputed.size()) +
@@ -201,10 +214,17 @@ std::string UserModelReport::firstError() const {
 
 json userModelJson(const UserModelReport& r) {
   const UserModelOptions& o = *r.options;
-  json j = {{"kind", "user-model"},          {"adapter", r.spec.label},      {"module", r.spec.module},
-            {"factory", r.spec.factory},     {"steps", o.steps},             {"min_saving", o.minSaving},
-            {"ulp", o.ulp},                  {"rounding_level_ulp", std::max(o.ulp, kRoundingLevelUlp)},
-            {"driver_runs", r.driverRuns},   {"exit_code", r.exitCode()},    {"result", resultName(r.exitCode())}};
+  json j = {{"kind", "user-model"},
+            {"adapter", r.spec.label},
+            {"module", r.spec.module},
+            {"factory", r.spec.factory},
+            {"steps", o.steps},
+            {"min_saving", o.minSaving},
+            {"ulp", o.ulp},
+            {"rounding_level_ulp", std::max(o.ulp, kRoundingLevelUlp)},
+            {"driver_runs", r.driverRuns},
+            {"exit_code", r.exitCode()},
+            {"result", resultName(r.exitCode())}};
   j["seeds"] = json::array();
   j["findings"] = json::array();
   for (const auto& s : r.seeds) {
@@ -231,8 +251,8 @@ json userModelJson(const UserModelReport& r) {
 std::string userModelSummary(const UserModelReport& r) {
   const UserModelOptions& o = *r.options;
   std::ostringstream s;
-  s << "validate " << r.spec.label << ": " << r.seeds.size() << " seed(s) x " << o.steps << " step(s), "
-    << r.driverRuns << " runs\n";
+  s << "validate " << r.spec.label << ": " << r.seeds.size() << " seed(s) x " << o.steps << " step(s), " << r.driverRuns
+    << " runs\n";
   for (const auto& x : r.seeds) {
     s << "  seed " << x.seed;
     if (x.batchSize > 0) s << " (batch " << x.batchSize << ")";
@@ -256,9 +276,8 @@ std::string userModelSummary(const UserModelReport& r) {
   if (r.shrunk) {
     const auto& x = *r.shrunk;
     s << "  shrunk: seed " << x.seed << ", batch " << x.batchSize << (x.zeroBatch ? " (values zeroed)" : "") << ", "
-      << x.steps
-      << " step(s): " << differenceLine(x)
-      << "\n    runs in " << x.dir << "\n    replay: " << shellJoin(replayArgs(r, x)) << "\n";
+      << x.steps << " step(s): " << differenceLine(x) << "\n    runs in " << x.dir
+      << "\n    replay: " << shellJoin(replayArgs(r, x)) << "\n";
   }
   if (o.ulp > 0)
     s << "  --ulp " << o.ulp << ": rounding-level differences within " << o.ulp
@@ -274,8 +293,7 @@ std::string userModelMarkdown(const UserModelReport& r) {
     << r.exitCode() << "); " << r.options->steps << " step(s) per seed; min saving "
     << fixed(100.0 * r.options->minSaving, 0) << "%";
   if (r.options->ulp > 0)
-    s << "; differences within " << r.options->ulp << " ULP of their tensor's scale accepted (" << ulpSource(r)
-      << ")";
+    s << "; differences within " << r.options->ulp << " ULP of their tensor's scale accepted (" << ulpSource(r) << ")";
   s << ".\n\n| seed | batch | bitwise | first difference | class | saved plain (B) | saved checkpointed (B) | "
        "memory | step plain (ms) | step checkpointed (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& x : r.seeds) {
@@ -289,8 +307,7 @@ std::string userModelMarkdown(const UserModelReport& r) {
       << (x.secondsCheckpoint > 0 ? fixed(1e3 * x.secondsCheckpoint, 2) : "") << " |\n";
   }
   for (const auto& x : r.seeds)
-    if (x.compiledPlain && x.compiledCheckpoint)
-      s << "\nSeed " << x.seed << ": " << memoryLine(x) << ".\n";
+    if (x.compiledPlain && x.compiledCheckpoint) s << "\nSeed " << x.seed << ": " << memoryLine(x) << ".\n";
   if (r.shrunk)
     s << "\nShrunk: seed " << r.shrunk->seed << ", batch " << r.shrunk->batchSize << ", " << r.shrunk->steps
       << " step(s): " << differenceLine(*r.shrunk) << ". Replay: `" << shellJoin(replayArgs(r, *r.shrunk)) << "`\n";

@@ -88,7 +88,8 @@ UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<s
         throw InputError("adapter option 'rdzv_endpoint=" + value + "': expected HOST:PORT, a port from 1 to 65535");
       s.rdzvEndpoint = value;
     } else {
-      throw InputError("adapter option '" + key + "': not available with module= (a user model takes its settings "
+      throw InputError("adapter option '" + key +
+                       "': not available with module= (a user model takes its settings "
                        "from its factory; torch also takes nnodes= and rdzv_endpoint=)");
     }
   }
@@ -113,9 +114,19 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   fs::remove_all(d.dir);
   fs::create_directories(d.dir);
   const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / spec.framework / "user_model.py";
-  std::vector<std::string> argv = {script.string(), "--module", spec.module, "--factory",
-                                   spec.factory, "--seed", std::to_string(req.seed), "--steps",
-                                   std::to_string(req.steps), "--mode", req.mode, "--out", d.dir};
+  std::vector<std::string> argv = {script.string(),
+                                   "--module",
+                                   spec.module,
+                                   "--factory",
+                                   spec.factory,
+                                   "--seed",
+                                   std::to_string(req.seed),
+                                   "--steps",
+                                   std::to_string(req.steps),
+                                   "--mode",
+                                   req.mode,
+                                   "--out",
+                                   d.dir};
   if (req.batchSize > 0) {
     argv.push_back("--batch-size");
     argv.push_back(std::to_string(req.batchSize));
@@ -140,10 +151,9 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
   }
   const std::string err = (fs::path(d.dir) / "driver.stderr").string();
   // Forked from an interpreter that imported the driver's and the module's imports once (fork_server.h).
-  const ProcessResult r = pythonForkServer().run({"--preload-script", script.string(), "--preload-imports-of",
-                                                  spec.module}, argv,
-                                                 (fs::path(d.dir) / "driver.stdout").string(), err,
-                                                 req.timeoutSeconds);
+  const ProcessResult r =
+      pythonForkServer().run({"--preload-script", script.string(), "--preload-imports-of", spec.module}, argv,
+                             (fs::path(d.dir) / "driver.stdout").string(), err, req.timeoutSeconds);
   json j;
   std::ifstream in(fs::path(d.dir) / "index.json");
   const bool haveIndex = static_cast<bool>(in);
@@ -154,9 +164,9 @@ RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req) {
       j = json();
     }
   }
-  const bool known = r.started && !r.timedOut && r.signal == 0 &&
-                     (r.exitCode == 0 || r.exitCode == kDriverBadFactory || r.exitCode == kDriverRaised ||
-                      r.exitCode == kDriverInfra);
+  const bool known =
+      r.started && !r.timedOut && r.signal == 0 &&
+      (r.exitCode == 0 || r.exitCode == kDriverBadFactory || r.exitCode == kDriverRaised || r.exitCode == kDriverInfra);
   if (!known || !j.is_object()) {
     d.status = RunDump::Status::kCrashed;
     const std::string tail = oneLine(fileTail(err, 300));
@@ -319,8 +329,8 @@ std::optional<Difference> compareOne(const DumpedTensor& t, const Loaded& x, con
   }
   if (!x.present) return std::nullopt;
   if (x.a.type != y.a.type || x.a.shape != y.a.shape) {
-    shape.shape = std::string(npyDescr(x.a.type)) + shapeText(x.a.shape) + " vs " + npyDescr(y.a.type) +
-                  shapeText(y.a.shape);
+    shape.shape =
+        std::string(npyDescr(x.a.type)) + shapeText(x.a.shape) + " vs " + npyDescr(y.a.type) + shapeText(y.a.shape);
     shape.count = std::max(x.a.count(), y.a.count());
     return shape;
   }

@@ -16,9 +16,9 @@
 namespace ckpt {
 
 struct UserModelSpec {
-  std::string module;   // absolute path of the user's .py file
-  std::string factory;  // the function in it
-  std::string label;    // as given: "torch:module=examples/torch/gpt2.py:reentrant"
+  std::string module;               // absolute path of the user's .py file
+  std::string factory;              // the function in it
+  std::string label;                // as given: "torch:module=examples/torch/gpt2.py:reentrant"
   std::string framework = "torch";  // torch | jax: which driver trains it
   // A distributed factory's ranks over several machines (torch only; USER_MODEL.md): this machine is node 0 of
   // `nnodes`, and the other nodes' torchrun joins the rendezvous at `rdzvEndpoint` (HOST:PORT).
@@ -34,7 +34,7 @@ bool isUserModelSpec(const std::string& adapter, const std::vector<std::string>&
 UserModelSpec parseUserModelSpec(const std::string& adapter, const std::vector<std::string>& options);
 
 struct DumpedTensor {
-  int step = 0;  // -1: before training (initial buffers)
+  int step = 0;      // -1: before training (initial buffers)
   std::string kind;  // loss, grad, buffer, param, rng, mask
   std::string name;  // module path: "layer1.0.bn1.running_mean"
   std::string file;  // relative to the run directory; "" when absent (a parameter without gradient)
@@ -56,21 +56,21 @@ struct Placement {
 struct RunDump {
   std::string dir;
   enum class Status { kOk, kBadFactory, kRaised, kCrashed } status = Status::kOk;
-  std::string error;  // one line when not kOk
-  std::string phase;  // where it stopped: "factory", "checkpoint transform", "step 1"
+  std::string error;                  // one line when not kOk
+  std::string phase;                  // where it stopped: "factory", "checkpoint transform", "step 1"
   std::optional<int64_t> savedBytes;  // step 0's saved activation bytes
   std::vector<double> stepSeconds;
   int batchSize = 0;
-  int64_t zeroedTensors = 0;              // with --zero-batch: floating batch tensors zeroed (0: nothing to zero)
-  std::map<std::string, double> momenta;  // running buffer -> its module's momentum
-  std::optional<Placement> placement;     // absent under torch.compile
-  std::optional<nlohmann::json> planRecord;  // with --plan: what the applied placement saved and ran (user_model.py)
+  int64_t zeroedTensors = 0;                   // with --zero-batch: floating batch tensors zeroed (0: nothing to zero)
+  std::map<std::string, double> momenta;       // running buffer -> its module's momentum
+  std::optional<Placement> placement;          // absent under torch.compile
+  std::optional<nlohmann::json> planRecord;    // with --plan: what the applied placement saved and ran (user_model.py)
   std::optional<nlohmann::json> memoryRecord;  // the memory pass: its profiled step (peak_memory.py)
   // FSDP2 (distributed.py shard_rows): parameter -> (rows, rows per rank) of its row shards, so a difference in a
   // gathered gradient or parameter names the rank whose shard holds its first differing element.
   std::map<std::string, std::pair<int64_t, int64_t>> shardRows;
   nlohmann::json ranks = nlohmann::json::array();  // a distributed run: each rank's record (distributed.py launch)
-  std::vector<DumpedTensor> tensors;      // in comparison order
+  std::vector<DumpedTensor> tensors;               // in comparison order
   // JAX (harness/adapters/jax/residuals.py): XLA's compiled memory analysis of the step ({"temp": B, "argument":
   // B, "output": B, "alias": B, "hlo_ops": {...}}) and the largest saved residuals by source ([{"bytes": B,
   // "source": "..."}]).
@@ -86,12 +86,12 @@ inline constexpr int kPlanTimingPairs = 12;
 struct DriverRequest {
   int seed = 1;
   int steps = 2;
-  int batchSize = 0;  // 0: the factory's
-  bool zeroBatch = false;  // floating batch tensors set to zero (shrinking the batch's values)
-  std::string mode;   // plain | checkpoint
-  std::string dir;    // created empty
-  std::string plan;   // a placement file applied instead of the factory's checkpoint (checkpoint mode)
-  std::string instruments;  // a measuring pass (user_model_instruments.h); empty: a compared run
+  int batchSize = 0;           // 0: the factory's
+  bool zeroBatch = false;      // floating batch tensors set to zero (shrinking the batch's values)
+  std::string mode;            // plain | checkpoint
+  std::string dir;             // created empty
+  std::string plan;            // a placement file applied instead of the factory's checkpoint (checkpoint mode)
+  std::string instruments;     // a measuring pass (user_model_instruments.h); empty: a compared run
   bool randomnessOff = false;  // JAX: every dropout off (the diagnosis's randomness-off twin, never a verdict)
   double timeoutSeconds = 300;
 };
@@ -100,8 +100,8 @@ struct DriverRequest {
 RunDump runDriver(const UserModelSpec& spec, const DriverRequest& req);
 
 struct DumpComparison {
-  std::vector<Difference> differences;  // compared tensors (loss, grad, buffer, param, rng) in order
-  std::optional<int> firstStep;         // the first step with a difference
+  std::vector<Difference> differences;   // compared tensors (loss, grad, buffer, param, rng) in order
+  std::optional<int> firstStep;          // the first step with a difference
   std::vector<TensorEvidence> evidence;  // that step's differing tensors, masks included, for diagnose()
 };
 

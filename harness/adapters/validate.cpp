@@ -18,6 +18,7 @@
 #include "harness/adapters/reference_check.h"
 #include "harness/adapters/tolerance.h"
 #include "harness/adapters/validate_case.h"
+#include "harness/adapters/validate_cases.h"
 #include "harness/adapters/validate_report.h"
 #include "harness/adapters/work_dir.h"
 #include "harness/atomic_file.h"
@@ -35,108 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace validate_detail;
-
-
-// A small case with every block kind the adapter runs, for a first run that catches a broken adapter or a bad
-// option before any random case (whose failure would otherwise be shrunk as if it were a finding).
-CaseSpec smokeCase(const GenLimits& lim) {
-  CaseSpec c;
-  c.name = "smoke";
-  c.batch = 2;
-  c.seq = 4;
-  c.width = 8;
-  for (BlockKind k : blockKinds())
-    if (lim.allows(k)) c.blocks.push_back(blockOf(k, k->smoke));
-  c.dtype = lim.doubleType ? DType::kDouble : DType::kFloat;
-  c.rng = lim.statefulRng ? RngModel::kStateful : RngModel::kCounter;
-  c.dropout = lim.dropout ? 0.1 : 0.0;
-  c.steps = 2;
-  c.seed = 3;
-  c.lr = 0.05;
-  return c;
-}
-
-// Simpler variants of a failing case, in the directions cases/generators.h orders its choices (first element
-// simplest). The RapidCheck this builds with does not shrink gen::elementOf / gen::element choices (block kind,
-// activation, heads, dropout, loss, dtype, generator model), so a shrunk counterexample can still carry, say, a
-// transformer block where an mlp block fails the same way; this pass tries those simplifications one at a time,
-// the block kinds' own from their records (BlockKindDef::standIns and simpler).
-std::vector<CaseSpec> simplerCases(const CaseSpec& c, const GenLimits& lim) {
-  std::vector<CaseSpec> out;
-  auto with = [&](auto&& change) {
-    CaseSpec d = c;
-    change(d);
-    makeValid(d);  // e.g. seq 1 with batch 1 leaves a residual-bn block a single row: batch 2 then
-    if (!(d == c)) out.push_back(d);
-  };
-  // Every random draw off at once (cases/stochastic_layers.h), then each source alone: dropout, drop-path, RReLU
-  // (back to relu, the simplest activation); and bf16 compute back to exact.
-  with([](CaseSpec& d) {
-    const CaseSpec off = randomnessOff(d);
-    const double lower = d.rreluLower, upper = d.rreluUpper;
-    d = off;
-    if (!anyRrelu(d)) {  // no RReLU: its range means nothing, so it stays as it was
-      d.rreluLower = lower;
-      d.rreluUpper = upper;
-    }
-  });
-  with([](CaseSpec& d) { d.dropout = 0; });
-  with([](CaseSpec& d) {
-    for (BlockSpec& b : d.blocks) b.dropPath = 0;
-  });
-  with([](CaseSpec& d) {
-    for (BlockSpec& b : d.blocks)
-      if (b.activation == Activation::kRrelu) b.activation = Activation::kRelu;
-  });
-  with([](CaseSpec& d) { d.compute = Compute::kExact; });
-  if (!anyRrelu(c))
-    with([](CaseSpec& d) {  // an RReLU range left by a simplification, back to its default (not printed)
-      d.rreluLower = CaseSpec().rreluLower;
-      d.rreluUpper = CaseSpec().rreluUpper;
-    });
-  const auto& kinds = blockKinds();
-  const auto simplest = std::find_if(kinds.begin(), kinds.end(), [&](BlockKind k) { return lim.allows(k); });
-  for (size_t i = 0; i < c.blocks.size(); ++i) {
-    with([&](CaseSpec& d) { eraseBlock(d, i); });
-    if (c.blocks[i].frozen && c.blocks[i].share < 0)
-      with([&](CaseSpec& d) { d.blocks[i].frozen = false; });
-    if (c.blocks[i].share >= 0) with([&](CaseSpec& d) { d.blocks[i].share = -1; });
-    // A block of another kind becomes one of the simplest kind's stand-ins. A stand-in (an mlp block) has fewer
-    // dropout sites than, say, a transformer block, and the search has already shrunk the dropout probability to
-    // the least at which this block shows the finding, so the stand-in runs with at least the first case's 0.1.
-    if (simplest != kinds.end() && c.blocks[i].kind != *simplest)
-      for (const BlockSetter& set : (*simplest)->standIns)
-        with([&](CaseSpec& d) {
-          d.blocks[i] = blockOf(*simplest, set);
-          if (d.dropout > 0) d.dropout = std::max(d.dropout, 0.1);
-        });
-    for (const BlockSetter& set : c.blocks[i].kind->simpler) with([&](CaseSpec& d) { set(d.blocks[i]); });
-  }
-  with([](CaseSpec& d) { d.inputGrad = true; });  // a token case: the embedding trains again
-  // A language-model case (cases/lm_case.h): an untied head, then the smallest vocabulary. It stays a token case
-  // (finalize keeps what a finding on one shows); its drawn ids follow the new vocabulary.
-  if (isLanguageModel(c)) {
-    with([](CaseSpec& d) { d.tieEmbeddings = false; });
-    if (c.vocab > 2)
-      with([](CaseSpec& d) {
-        d.vocab = 2;
-        d.tokens.clear();
-      });
-  }
-  with([](CaseSpec& d) { d.microBatches = 1; });
-  if (c.microBatches > 2) with([](CaseSpec& d) { d.microBatches = 2; });  // makeValid turns it off where 2 does not divide
-  with([](CaseSpec& d) { d.steps = 1; });
-  with([](CaseSpec& d) { d.seq = 1; });
-  with([](CaseSpec& d) { d.batch = 2; });
-  with([](CaseSpec& d) { d.width = 2; });
-  with([](CaseSpec& d) { d.lr = 0.05; });
-  with([](CaseSpec& d) { d.loss = LossKind::kCrossEntropy; });
-  if (lim.statefulRng) with([](CaseSpec& d) { d.rng = RngModel::kStateful; });
-  if (lim.doubleType) with([](CaseSpec& d) { d.dtype = DType::kDouble; });
-  with([](CaseSpec& d) { d.seed = 0; });
-  std::erase_if(out, [](const CaseSpec& d) { return d.blocks.empty(); });
-  return out;
-}
 
 std::string verdictName(Verdict v) {
   switch (v) {
@@ -168,8 +67,13 @@ struct Failing {
 class ValidateRun {
  public:
   ValidateRun(const ValidateOptions& o, std::ostream& out, std::ostream& err)
-      : o_(o), out_(out), err_(err), spec_(adapterSpec(o)), outDir_(fs::absolute(o.outDir)),
-        workDir_(outDir_, o.keepWork), work_(workDir_.path()),
+      : o_(o),
+        out_(out),
+        err_(err),
+        spec_(adapterSpec(o)),
+        outDir_(fs::absolute(o.outDir)),
+        workDir_(outDir_, o.keepWork),
+        work_(workDir_.path()),
         client_(spec_, o.timeoutSeconds, (outDir_ / "logs").string(), !o.noServe),
         replayBase_("ckptcheck validate " + shellJoin(spec_.replayArgs)) {
     report_ = initialReport();
@@ -251,15 +155,19 @@ class ValidateRun {
       if (lim.allows(k)) kinds.push_back(k->name);
     }
     if (kinds.empty())
-      throw InputError("validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
+      throw InputError(
+          "validate: no block kind left to generate (the adapter's capabilities and --blocks exclude all)");
     if (o_.params) {
-      const std::vector<std::string> known = {"frozen", "shared", "no_input_grad", "micro_batches", "tokens",
-                                              "drop_path", "rrelu", "bf16", "moe", "none"};
+      const std::vector<std::string> known = {"frozen",    "shared", "no_input_grad", "micro_batches", "tokens",
+                                              "drop_path", "rrelu",  "bf16",          "moe",           "none"};
       for (const auto& f : *o_.params)
         if (std::find(known.begin(), known.end(), f) == known.end())
-          throw InputError("validate --params: unknown feature '" + f +
-                           "' (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, rrelu, bf16, moe, none)");
-      auto wants = [&](const char* f) { return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end(); };
+          throw InputError(
+              "validate --params: unknown feature '" + f +
+              "' (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, rrelu, bf16, moe, none)");
+      auto wants = [&](const char* f) {
+        return std::find(o_.params->begin(), o_.params->end(), f) != o_.params->end();
+      };
       lim.frozen = lim.frozen && wants("frozen");
       lim.share = lim.share && wants("shared");
       lim.noInputGrad = lim.noInputGrad && wants("no_input_grad");
@@ -279,14 +187,22 @@ class ValidateRun {
     }
     if ((!lim.floatType && !lim.doubleType) || (!lim.statefulRng && !lim.counterRng))
       throw InputError("validate: the adapter's capabilities leave no dtype or no generator model");
-    report_["limits"] = {{"max_blocks", lim.maxBlocks},   {"max_steps", lim.maxSteps},
-                         {"blocks", kinds},                {"dropout", lim.dropout},
-                         {"float", lim.floatType},         {"double", lim.doubleType},
-                         {"stateful_rng", lim.statefulRng}, {"counter_rng", lim.counterRng},
-                         {"frozen", lim.frozen},           {"shared", lim.share},
-                         {"no_input_grad", lim.noInputGrad}, {"micro_batches", lim.microBatches},
-                         {"tokens", lim.tokens},           {"drop_path", lim.dropPath},
-                         {"rrelu", lim.rrelu},             {"bf16", lim.bf16},
+    report_["limits"] = {{"max_blocks", lim.maxBlocks},
+                         {"max_steps", lim.maxSteps},
+                         {"blocks", kinds},
+                         {"dropout", lim.dropout},
+                         {"float", lim.floatType},
+                         {"double", lim.doubleType},
+                         {"stateful_rng", lim.statefulRng},
+                         {"counter_rng", lim.counterRng},
+                         {"frozen", lim.frozen},
+                         {"shared", lim.share},
+                         {"no_input_grad", lim.noInputGrad},
+                         {"micro_batches", lim.microBatches},
+                         {"tokens", lim.tokens},
+                         {"drop_path", lim.dropPath},
+                         {"rrelu", lim.rrelu},
+                         {"bf16", lim.bf16},
                          {"moe", lim.moe}};
     return lim;
   }
@@ -368,7 +284,8 @@ class ValidateRun {
     stats();
     if (first) {
       const bool fault = first->signature.rfind(kReference, 0) == 0 || first->signature == kAdapter;
-      finalize(first->tree, where(first->index) + " (" + first->signature + ")", outDir_ / (fault ? "fault" : "finding"));
+      finalize(first->tree, where(first->index) + " (" + first->signature + ")",
+               outDir_ / (fault ? "fault" : "finding"));
     }
     if (smokeOutcome.verdict == Verdict::kFinding)
       finalize(rc::shrinkable::just(smoke), "the fixed first case (" + smokeOutcome.check + ")",
@@ -423,7 +340,8 @@ class ValidateRun {
     if (oc.verdict == Verdict::kHolds) {
       oc.verdict = Verdict::kFault;
       oc.check = kAdapter;
-      oc.message = "the adapter is not deterministic: " + foundIn + " failed during the search but passed when run again";
+      oc.message =
+          "the adapter is not deterministic: " + foundIn + " failed during the search but passed when run again";
       record(found, oc, dir, foundIn);
       return;
     }
@@ -459,17 +377,15 @@ class ValidateRun {
     f["case_file"] = caseFile.string();
     f["case_summary"] = caseSummary(c);
     f["blocks"] = c.blocks.size();
-    f["replay"] = replayBase_ + " --case " + shellQuote(caseFile.string()) + " --out " +
-                  shellQuote((dir / "replay").string());
+    f["replay"] =
+        replayBase_ + " --case " + shellQuote(caseFile.string()) + " --out " + shellQuote((dir / "replay").string());
     f["summary"] = oc.first ? oc.first->tensor + " differs" : oc.check;
     if (oc.first) f["first_difference"] = toJson(*oc.first);
     if (!oc.differences.empty()) f["differences"] = oc.differences;
     addDiagnosis(f, oc);
     f["run_dir"] = dir.string();
-    if (oc.verdict == Verdict::kFinding)
-      report_["findings"].push_back(f);
-    else
-      report_["fault"] = f;
+    if (oc.verdict == Verdict::kFinding) report_["findings"].push_back(f);
+    else report_["fault"] = f;
     failures_.push_back(oc);
   }
 

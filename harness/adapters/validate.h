@@ -5,8 +5,8 @@
 //   check 3  forward calls per block match the mode; checkpoint saves no more     -> finding (exit 1)
 // Cases are drawn and shrunk by harness/random_search.h, verify's driver (the RapidCheck shrink tree, then a
 // greedy pass over what that tree does not shrink: block kinds, activations, dropout); a case where only state
-// differs is set aside and shrunk as a second finding. Each shrunk case is re-run once into OUT/finding*/ and reported (JSON, Markdown, optionally JUnit)
-// with a replay command. PROTOCOL.md describes the whole procedure.
+// differs is set aside and shrunk as a second finding. Each shrunk case is re-run once into OUT/finding*/ and reported
+// (JSON, Markdown, optionally JUnit) with a replay command. PROTOCOL.md describes the whole procedure.
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -22,13 +22,13 @@ struct ValidateOptions {
   std::vector<std::string> options;  // extra k=v options for either
   int cases = 25;
   std::optional<uint64_t> seed;  // random case i of seed S depends on (S, i) alone; random (and reported) when absent
-  int maxBlocks = 24;  // long enough for >= 5 segments under round(sqrt(L)) checkpointing
+  int maxBlocks = 24;            // long enough for >= 5 segments under round(sqrt(L)) checkpointing
   int maxSteps = 2;
   std::vector<std::string> blocks;  // restrict block kinds further (e.g. {"mlp", "transformer"})
   // Restrict the parameter features random cases draw (frozen, shared, no_input_grad; "none"); unset: all the
   // adapter builds.
   std::optional<std::vector<std::string>> params;
-  std::string casePath;             // check exactly this case instead of random ones (replay)
+  std::string casePath;  // check exactly this case instead of random ones (replay)
   std::string outDir = "validate-out";
   bool json = false;
   std::string junitPath;

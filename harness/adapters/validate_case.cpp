@@ -131,8 +131,8 @@ std::optional<std::string> savedBytesAgainstPlan(Session& s, const CaseSpec& spe
   const int64_t plain = pm.savedBytes->front(), ck = cm.savedBytes->front();
   if (s.opt.verbose)
     s.err << "validate:   saved bytes plain " << plain << ", checkpointed " << ck << " ("
-          << fmt(plain > 0 ? 1.0 * ck / plain : 0) << "); planned " << plan.storeAll << " / " << plan.checkpointed << " (" << fmt(plan.ratio()) << ")"
-          << (partial ? ", partial" : "") << "\n";
+          << fmt(plain > 0 ? 1.0 * ck / plain : 0) << "); planned " << plan.storeAll << " / " << plan.checkpointed
+          << " (" << fmt(plan.ratio()) << ")" << (partial ? ", partial" : "") << "\n";
   return savedBytesViolation(plain, ck, plan, partial);
 }
 

@@ -83,7 +83,6 @@ struct Session {
   InstrumentsChanged instruments;
 };
 
-
 std::string fmt(double v);
 // Runs the case plain and checkpointed through the adapter and applies checks 2, 1 and 3, in that order.
 CaseOutcome evaluate(Session& s, const CaseSpec& spec, const fs::path& dir);

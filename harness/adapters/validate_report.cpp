@@ -29,7 +29,8 @@ std::string instrumentsChangedText(const json& r) {
   const json& c = r["instruments_changed"];
   return std::to_string(c["runs"].get<int>()) +
          " run(s) whose measuring pass changed what it computes: its figures are dropped, the verdict is the "
-         "compared runs'. First: " + c["first"].get<std::string>();
+         "compared runs'. First: " +
+         c["first"].get<std::string>();
 }
 
 }  // namespace
@@ -39,8 +40,10 @@ std::string validateJunit(const json& r) {
   for (const auto& c : r["checks"]) {  // one test case per check
     const std::string st = c["status"];
     using S = JunitCase::Status;
-    const S status = st == "holds" ? S::kPassed : st == "finding" ? S::kFailure : st == "adapter-fault" ? S::kError
-                                                                                                          : S::kSkipped;
+    const S status = st == "holds"           ? S::kPassed
+                     : st == "finding"       ? S::kFailure
+                     : st == "adapter-fault" ? S::kError
+                                             : S::kSkipped;
     suite.cases.push_back({"validate", c["name"].get<std::string>(), status,
                            status == S::kPassed ? "" : c["detail"].get<std::string>(), "", "", ""});
   }
@@ -82,8 +85,8 @@ std::string validateMarkdown(const json& r) {
         md << "\n";
       }
       if (f.contains("diagnosis"))
-        md << "- class: **" << f["diagnosis"]["class"].get<std::string>() << "**: "
-           << f["diagnosis"]["why"].get<std::string>() << "\n";
+        md << "- class: **" << f["diagnosis"]["class"].get<std::string>()
+           << "**: " << f["diagnosis"]["why"].get<std::string>() << "\n";
       if (f.contains("differences") && f["differences"].size() > 1) {
         md << "\n| step | tensor | elements differ | first index | ULP |\n|---|---|---|---|---|\n";
         for (const auto& d : f["differences"])
@@ -120,31 +123,30 @@ std::string validateMarkdown(const json& r) {
 
 std::string validateSummaryText(const json& r, const std::string& markdownPath) {
   std::ostringstream out;
-    out << "validate " << r["adapter"]["label"].get<std::string>() << " (" << r["adapter"]["framework"].get<std::string>() << " "
-        << r["adapter"]["version"].get<std::string>() << "): " << r["result"].get<std::string>() << "\n";
-    for (const auto& c : r["checks"])
-      out << "  " << c["name"].get<std::string>() << ": " << c["status"].get<std::string>() << " - "
-          << c["detail"].get<std::string>() << "\n";
-    for (const auto& f : r["findings"]) {
-      out << "finding (" << f["check"].get<std::string>() << "): " << f["message"].get<std::string>() << "\n"
-          << "  shrunk case: " << f["case_file"].get<std::string>() << " (" << f["case_summary"].get<std::string>()
-          << ")\n"
-          << "  found in: " << f.value("found_in", std::string("?")) << "\n"
+  out << "validate " << r["adapter"]["label"].get<std::string>() << " (" << r["adapter"]["framework"].get<std::string>()
+      << " " << r["adapter"]["version"].get<std::string>() << "): " << r["result"].get<std::string>() << "\n";
+  for (const auto& c : r["checks"])
+    out << "  " << c["name"].get<std::string>() << ": " << c["status"].get<std::string>() << " - "
+        << c["detail"].get<std::string>() << "\n";
+  for (const auto& f : r["findings"]) {
+    out << "finding (" << f["check"].get<std::string>() << "): " << f["message"].get<std::string>() << "\n"
+        << "  shrunk case: " << f["case_file"].get<std::string>() << " (" << f["case_summary"].get<std::string>()
+        << ")\n"
+        << "  found in: " << f.value("found_in", std::string("?")) << "\n"
         << "  replay: " << f["replay"].get<std::string>() << "\n";
-    }
-    if (!r["fault"].is_null()) out << "adapter fault: " << r["fault"]["message"].get<std::string>() << "\n";
-    if (const std::string changed = instrumentsChangedText(r); !changed.empty())
-      out << "instruments: " << changed << "\n";
-    for (const auto& t : r["timing"])
-      out << "timing " << t["case"].get<std::string>() << " (" << t["blocks"] << " blocks, " << t["segments"]
-          << " segments): " << t["framework"]["name"].get<std::string>() << " plain "
-          << fmt(t["framework"]["plain_step_ms"].get<double>()) << " ms, checkpoint "
-          << fmt(t["framework"]["checkpoint_step_ms"].get<double>()) << " ms (+"
-          << fmt(100 * t["framework"]["overhead"].get<double>()) << " %); ckptcheck store-all "
-          << fmt(t["ckptcheck"]["plain_step_ms"].get<double>()) << " ms, "
-          << t["ckptcheck"]["policy"].get<std::string>() << " "
-          << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " ms (+"
-          << fmt(100 * t["ckptcheck"]["overhead"].get<double>()) << " %)\n";
+  }
+  if (!r["fault"].is_null()) out << "adapter fault: " << r["fault"]["message"].get<std::string>() << "\n";
+  if (const std::string changed = instrumentsChangedText(r); !changed.empty())
+    out << "instruments: " << changed << "\n";
+  for (const auto& t : r["timing"])
+    out << "timing " << t["case"].get<std::string>() << " (" << t["blocks"] << " blocks, " << t["segments"]
+        << " segments): " << t["framework"]["name"].get<std::string>() << " plain "
+        << fmt(t["framework"]["plain_step_ms"].get<double>()) << " ms, checkpoint "
+        << fmt(t["framework"]["checkpoint_step_ms"].get<double>()) << " ms (+"
+        << fmt(100 * t["framework"]["overhead"].get<double>()) << " %); ckptcheck store-all "
+        << fmt(t["ckptcheck"]["plain_step_ms"].get<double>()) << " ms, " << t["ckptcheck"]["policy"].get<std::string>()
+        << " " << fmt(t["ckptcheck"]["checkpoint_step_ms"].get<double>()) << " ms (+"
+        << fmt(100 * t["ckptcheck"]["overhead"].get<double>()) << " %)\n";
   out << coverageText(r);
   out << "report: " << markdownPath << "\n";
   return out.str();

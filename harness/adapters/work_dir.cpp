@@ -36,7 +36,7 @@ fs::path makeUnder(const fs::path& root) {
 constexpr uint64_t kLeastFreeTmpfsBytes = uint64_t{512} << 20;
 
 bool isRoomyWritableTmpfs(const char* dir) {
-  struct statfs s {};
+  struct statfs s{};
   return statfs(dir, &s) == 0 && s.f_type == TMPFS_MAGIC && access(dir, W_OK | X_OK) == 0 &&
          static_cast<uint64_t>(s.f_bavail) * static_cast<uint64_t>(s.f_bsize) >= kLeastFreeTmpfsBytes;
 }
@@ -45,10 +45,8 @@ bool isRoomyWritableTmpfs(const char* dir) {
 
 WorkDir::WorkDir(const fs::path& outDir, bool keep) : keep_(keep) {
   if (!keep) {
-    if (const char* env = std::getenv("CKPT_SCRATCH"); env && *env)
-      path_ = makeUnder(env);
-    else if (isRoomyWritableTmpfs("/dev/shm"))
-      path_ = makeUnder("/dev/shm");
+    if (const char* env = std::getenv("CKPT_SCRATCH"); env && *env) path_ = makeUnder(env);
+    else if (isRoomyWritableTmpfs("/dev/shm")) path_ = makeUnder("/dev/shm");
   }
   if (path_.empty()) path_ = outDir / "work";
 }

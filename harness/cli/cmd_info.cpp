@@ -28,10 +28,10 @@ void addInfo(CLI::App& app, int& exitCode) {
     j["cpu_arch"] = kCpuArch;
     j["cpu_arch_flags"] = kCpuArchFlags;
     j["eigen_simd"] = Eigen::SimdInstructionSetsInUse();  // what this binary's Eigen was compiled to use
-    useOneGemmThread();  // as every run of a model does, so that "threads" is what runs use
+    useOneGemmThread();                // as every run of a model does, so that "threads" is what runs use
     const GemmInfo gemm = gemmInfo();  // who computes the matrix products (CKPT_GEMM, cmake/gemm.cmake)
-    j["gemm"] = {{"library", gemm.library}, {"config", gemm.config}, {"kernels", gemm.kernels},
-                 {"threads", gemm.threads}};
+    j["gemm"] = {
+        {"library", gemm.library}, {"config", gemm.config}, {"kernels", gemm.kernels}, {"threads", gemm.threads}};
     j["cuda_backend"] = kCudaBackend;
     int curandVersion = 0;
 #if defined(CKPT_HAVE_CURAND)

@@ -12,7 +12,8 @@ namespace ckpt::cli {
 
 void addMutants(CLI::App& app, int& exitCode) {
   auto json = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand("mutants", "List the mutant catalogue: broken engines modelled on real checkpointing bugs");
+  auto* cmd =
+      app.add_subcommand("mutants", "List the mutant catalogue: broken engines modelled on real checkpointing bugs");
   cmd->add_flag("--json", *json, "Machine-readable output");
   cmd->callback([json, &exitCode] {
     if (*json) {

@@ -44,8 +44,13 @@ CaseSpec homogeneousSpec(const Options& o) {
       if (std::string(f.name) == "heads") block["heads"] = o.heads;
   if (o.heads != 1 && !block.contains("heads"))
     throw InputError("--heads " + std::to_string(o.heads) + ": --kind " + o.kind + " takes no heads");
-  nlohmann::json j = {{"name", "homogeneous-" + o.kind}, {"dtype", o.dtype}, {"batch", o.batch}, {"seq", o.seq},
-                      {"width", o.width}, {"dropout", o.dropout}, {"blocks", nlohmann::json::array({block})}};
+  nlohmann::json j = {{"name", "homogeneous-" + o.kind},
+                      {"dtype", o.dtype},
+                      {"batch", o.batch},
+                      {"seq", o.seq},
+                      {"width", o.width},
+                      {"dropout", o.dropout},
+                      {"blocks", nlohmann::json::array({block})}};
   return parseCase(j);
 }
 
@@ -84,8 +89,9 @@ void planCosts(const Options& o) {
     rows.push_back(planCostsPolicy(costs, cost, o.policy));
     chosen = &rows.back();
     if (budget && chosen->plan.peakActivationBytes > *budget)
-      throw InputError("plan: policy '" + chosen->policy + "' peaks at " + std::to_string(chosen->plan.peakActivationBytes) +
-                       " bytes, over --budget " + std::to_string(*budget));
+      throw InputError("plan: policy '" + chosen->policy + "' peaks at " +
+                       std::to_string(chosen->plan.peakActivationBytes) + " bytes, over --budget " +
+                       std::to_string(*budget));
   } else {
     const int64_t least = costsMinBudget(cost);
     if (*budget < least)
@@ -110,7 +116,8 @@ void planCosts(const Options& o) {
   if (budget) {
     j["budget"] = *budget;
     if (o.policy.empty())
-      if (const CostsPlanRow* any = cheapestUnder(rows, *budget, false); any && any != chosen) j["cheapest_any"] = any->policy;
+      if (const CostsPlanRow* any = cheapestUnder(rows, *budget, false); any && any != chosen)
+        j["cheapest_any"] = any->policy;
   }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
@@ -126,9 +133,11 @@ void planCosts(const Options& o) {
             << "  FLOP overhead          " << chosen->plan.flopOverhead() << "\n"
             << "  time overhead          "
             << (chosen->timeOverhead ? std::to_string(*chosen->timeOverhead) + " (predicted)" : "n/a") << "\n";
-  if (chosen->saved) std::cout << "  saved bytes            " << chosen->saved->total << " (predicted, as PyTorch counts them)\n";
+  if (chosen->saved)
+    std::cout << "  saved bytes            " << chosen->saved->total << " (predicted, as PyTorch counts them)\n";
   else std::cout << "  placement              not expressible: " << chosen->whyNot << "\n";
-  if (j.contains("cheapest_any")) std::cout << "  cheapest of any form   " << j["cheapest_any"].get<std::string>() << "\n";
+  if (j.contains("cheapest_any"))
+    std::cout << "  cheapest of any form   " << j["cheapest_any"].get<std::string>() << "\n";
   if (!o.placementPath.empty()) std::cout << "  placement written to   " << o.placementPath << "\n";
 }
 
@@ -143,15 +152,18 @@ void addPlan(CLI::App& app, int& exitCode) {
   caseOpt->excludes(layersOpt);
   auto* costsOpt = cmd->add_option("--costs", o->costsPath, "A profiled model's chain costs (ckptcheck profile)");
   costsOpt->excludes(caseOpt)->excludes(layersOpt);
-  cmd->add_option("--budget", o->budget, "With --costs: the activation budget in bytes (alone: the cheapest policy under it)")
+  cmd->add_option("--budget", o->budget,
+                  "With --costs: the activation budget in bytes (alone: the cheapest policy under it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 62))
       ->needs(costsOpt);
-  cmd->add_option("--placement", o->placementPath, "With --costs: write the plan as a placement file (harness/engine/COSTS.md)")
+  cmd->add_option("--placement", o->placementPath,
+                  "With --costs: write the plan as a placement file (harness/engine/COSTS.md)")
       ->needs(costsOpt);
   cmd->add_option("--width", o->width, "Homogeneous chain: width (default 256)")->needs(layersOpt);
   cmd->add_option("--batch", o->batch, "Homogeneous chain: batch (default 32)")->needs(layersOpt);
   cmd->add_option("--seq", o->seq, "Homogeneous chain: tokens per sequence (default 1)")->needs(layersOpt);
-  cmd->add_option("--heads", o->heads, "Homogeneous chain: attention heads, transformer only (default 1)")->needs(layersOpt);
+  cmd->add_option("--heads", o->heads, "Homogeneous chain: attention heads, transformer only (default 1)")
+      ->needs(layersOpt);
   cmd->add_option("--dropout", o->dropout, "Homogeneous chain: dropout probability (default 0.1)")->needs(layersOpt);
   cmd->add_option("--kind", o->kind, "Homogeneous chain: block kind (default mlp)")
       ->check(CLI::IsMember(kindNames()))
@@ -185,7 +197,9 @@ void addPlan(CLI::App& app, int& exitCode) {
     } else {
       const FlopCounts f = p.stepFlops();
       std::cout << "policy " << s.policy << " on " << cost.layers() << " layers"
-                << (p.passes > 1 ? ", " + std::to_string(p.passes) + " micro-batches (peak: one micro-batch's; the rest: the step's)" : "")
+                << (p.passes > 1 ? ", " + std::to_string(p.passes) +
+                                       " micro-batches (peak: one micro-batch's; the rest: the step's)"
+                                 : "")
                 << "\n"
                 << "  peak activation bytes  " << p.peakActivationBytes << "\n"
                 << "  forward evaluations    " << p.stepForwardEvals() << "\n"

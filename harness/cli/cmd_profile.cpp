@@ -50,22 +50,25 @@ int profile(const Options& o) {
   if (!out.has_filename() || fs::is_directory(out)) throw InputError("--out '" + o.out + "': give a file name");
   if (!fs::is_directory(out.parent_path())) throw InputError("--out '" + o.out + "': no such directory");
   const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "chain_profile.py";
-  std::vector<std::string> argv = {adapterPython(), script.string(), "--module", spec.module, "--factory",
-                                   spec.factory, "--out", out.string(), "--steps", std::to_string(o.steps),
-                                   "--seed", std::to_string(o.seed), "--label", spec.label};
+  std::vector<std::string> argv = {adapterPython(), script.string(),
+                                   "--module",      spec.module,
+                                   "--factory",     spec.factory,
+                                   "--out",         out.string(),
+                                   "--steps",       std::to_string(o.steps),
+                                   "--seed",        std::to_string(o.seed),
+                                   "--label",       spec.label};
   if (o.batchSize > 0) {
     argv.push_back("--batch-size");
     argv.push_back(std::to_string(o.batchSize));
   }
   const std::string err = out.string() + ".stderr";
   const ProcessResult r = runProcess(argv, "", err, o.timeoutSeconds);
-  if (r.started && !r.timedOut && r.signal == 0 && r.exitCode == kProfileBadFactory)
-    throw InputError(lastLine(err));
+  if (r.started && !r.timedOut && r.signal == 0 && r.exitCode == kProfileBadFactory) throw InputError(lastLine(err));
   if (!r.ok()) {
     std::cerr << "ckptcheck: "
               << escapeControl("profile of " + spec.label + " failed (" +
-                               (r.exitCode == kProfileRaised ? "the model raised" : r.describe()) + "): " +
-                               lastLine(err) + " (stderr in " + err + ")")
+                               (r.exitCode == kProfileRaised ? "the model raised" : r.describe()) +
+                               "): " + lastLine(err) + " (stderr in " + err + ")")
               << "\n";
     return kExitInfra;
   }
@@ -95,7 +98,8 @@ void addProfile(CLI::App& app, int& exitCode) {
   cmd->add_option("--batch-size", o->batchSize, "Batch size (default: the factory's)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--steps", o->steps, "Training steps: the first measured under hooks, the rest timed (default 4)")
       ->check(CLI::Range(3, 1000));
-  cmd->add_option("--seed", o->seed, "The seed of the model and its batches (default 1)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--seed", o->seed, "The seed of the model and its batches (default 1)")
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--adapter-timeout", o->timeoutSeconds, "Seconds before the profiler is stopped (default 600)")
       ->check(finiteIn(0, kMaxTimeoutSeconds, true));
   cmd->callback([o, &exitCode] { exitCode = profile(*o); });

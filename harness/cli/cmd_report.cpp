@@ -115,7 +115,8 @@ int runScript(const std::vector<std::string>& args, const fs::path& root) {
 
 // --costs FILE: every policy planned on the profiled model, written beside the report as
 // costs-plans-N.json (harness/engine/costs_plans.h) for the script's --costs-plans.
-std::string writeCostsPlans(const std::string& costsPath, std::optional<int64_t> budget, const fs::path& out, size_t n) {
+std::string writeCostsPlans(const std::string& costsPath, std::optional<int64_t> budget, const fs::path& out,
+                            size_t n) {
   const ChainCosts c = loadChainCosts(costsPath);
   const ChainCost cost = chainCostOf(c);
   if (budget) {
@@ -136,7 +137,8 @@ void addReport(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("report", "Write the overhead report (Markdown and self-contained HTML with plots)");
   cmd->add_option("--bench", o->bench, "bench_engine JSON (--benchmark_out_format=json); repeatable");
-  cmd->add_option("--costs", o->costs, "A profiled model's chain costs (ckptcheck profile): its policies planned; repeatable");
+  cmd->add_option("--costs", o->costs,
+                  "A profiled model's chain costs (ckptcheck profile): its policies planned; repeatable");
   cmd->add_option("--plan-loop", o->planLoops,
                   "With --costs: a model's placements applied and checked (tests/adapters/check_plan_loop.py's "
                   "plan-loop.json); repeatable");
@@ -186,8 +188,8 @@ void addReport(CLI::App& app, int& exitCode) {
     if (!o->costs.empty()) fs::create_directories(o->out);
     for (size_t i = 0; i < o->costs.size(); ++i) {
       args.push_back("--costs-plans");
-      args.push_back(writeCostsPlans(o->costs[i], o->budget > 0 ? std::optional<int64_t>(o->budget) : std::nullopt,
-                                     o->out, i));
+      args.push_back(
+          writeCostsPlans(o->costs[i], o->budget > 0 ? std::optional<int64_t>(o->budget) : std::nullopt, o->out, i));
     }
     for (const auto& p : o->planLoops) {
       if (!fs::is_regular_file(p)) throw InputError("report: --plan-loop '" + p + "': no such file");

@@ -48,7 +48,8 @@ template <class T>
 nlohmann::json planMismatches(const Plan& plan, const std::vector<StepResult<T>>& rs) {
   nlohmann::json out = nlohmann::json::array();
   auto check = [&](int step, const char* field, int64_t planned, int64_t measured) {
-    if (planned != measured) out.push_back({{"step", step}, {"field", field}, {"planned", planned}, {"measured", measured}});
+    if (planned != measured)
+      out.push_back({{"step", step}, {"field", field}, {"planned", planned}, {"measured", measured}});
   };
   for (size_t s = 0; s < rs.size(); ++s) {
     const int step = static_cast<int>(s);
@@ -71,7 +72,8 @@ Millis millis(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = processCpuMs();
   f();
-  return {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), processCpuMs() - c0};
+  return {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+          processCpuMs() - c0};
 }
 
 template <class T>
@@ -92,7 +94,8 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
     std::vector<StepResult<T>> a, b;
     ExecutorTimes times;
     const bool cpu = device == Device::kCpu;
-    const Millis ra = millis([&] { a = cpu ? trainReference(refChain, steps) : deviceSteps<T>(device, spec, storeAll, steps); });
+    const Millis ra =
+        millis([&] { a = cpu ? trainReference(refChain, steps) : deviceSteps<T>(device, spec, storeAll, steps); });
     const Millis rb = millis([&] {
       b = cpu ? executeSteps(engChain, schedule, steps, engine, &times)
               : deviceSteps<T>(device, spec, schedule, steps, engine);
@@ -144,16 +147,17 @@ nlohmann::json runJson(const CaseSpec& spec, const PolicySpec& policy, int steps
   j["flop_overhead"] = plan.flopOverhead();
   // policy = the reference's work + recompute + the engine's bookkeeping. engine_tax is the last relative to the
   // reference, from CPU times (wall times move with whatever else shares the cores).
-  j["wall_ms"] = {{"reference", refTime.wall}, {"policy", engTime.wall}, {"policy_recompute", engRecompute.recomputeMs}};
-  j["cpu_ms"] = {{"reference", refTime.cpu}, {"policy", engTime.cpu}, {"policy_recompute", engRecompute.recomputeCpuMs}};
+  j["wall_ms"] = {
+      {"reference", refTime.wall}, {"policy", engTime.wall}, {"policy_recompute", engRecompute.recomputeMs}};
+  j["cpu_ms"] = {
+      {"reference", refTime.cpu}, {"policy", engTime.cpu}, {"policy_recompute", engRecompute.recomputeCpuMs}};
   j["time_ratio"] = refTime.wall > 0 ? engTime.wall / refTime.wall : 0.0;
   j["cpu_ratio"] = refTime.cpu > 0 ? engTime.cpu / refTime.cpu : 0.0;
   // On a device the recompute is not timed separately (kernels run asynchronously to the host code around them,
   // so a host clock there would mislead), so the tax is not known (null).
   if (device == Device::kCpu)
     j["engine_tax"] = refTime.cpu > 0 ? (engTime.cpu - engRecompute.recomputeCpuMs - refTime.cpu) / refTime.cpu : 0.0;
-  else
-    j["engine_tax"] = nullptr;
+  else j["engine_tax"] = nullptr;
   return j;
 }
 
@@ -161,12 +165,12 @@ void printText(const nlohmann::json& j) {
   std::cout << "case " << j["case"].get<std::string>() << " (" << j["dtype"].get<std::string>() << ", "
             << j["rng"].get<std::string>() << " rng, " << j["layers"] << " blocks), policy "
             << j["policy"].get<std::string>() << ", " << j["steps"] << " steps"
-            << (j["device"] == "cpu" ? "" : ", on " + j["device"].get<std::string>() + " against its own store-all") << "\n";
+            << (j["device"] == "cpu" ? "" : ", on " + j["device"].get<std::string>() + " against its own store-all")
+            << "\n";
   if (j["not_finite"].is_string())
     std::cout << "bitwise equal to the reference: not judged, the reference is not finite ("
               << j["not_finite"].get<std::string>() << ")\n";
-  else
-    std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
+  else std::cout << "bitwise equal to the reference: " << (j["bitwise_equal"].get<bool>() ? "yes" : "NO") << "\n";
   int shown = 0;
   for (const auto& d : j["differences"]) {
     if (shown++ == 20) {
@@ -196,9 +200,10 @@ void printText(const nlohmann::json& j) {
               << ", measured " << mm["measured"] << "\n";
   std::cout << "FLOP overhead " << j["flop_overhead"].get<double>() << "; wall ms reference "
             << j["wall_ms"]["reference"].get<double>() << ", policy " << j["wall_ms"]["policy"].get<double>()
-            << " (ratio " << j["time_ratio"].get<double>() << "); CPU ms reference " << j["cpu_ms"]["reference"].get<double>()
-            << ", policy " << j["cpu_ms"]["policy"].get<double>() << " of which recompute "
-            << j["cpu_ms"]["policy_recompute"].get<double>() << " (ratio " << j["cpu_ratio"].get<double>();
+            << " (ratio " << j["time_ratio"].get<double>() << "); CPU ms reference "
+            << j["cpu_ms"]["reference"].get<double>() << ", policy " << j["cpu_ms"]["policy"].get<double>()
+            << " of which recompute " << j["cpu_ms"]["policy_recompute"].get<double>() << " (ratio "
+            << j["cpu_ratio"].get<double>();
   if (j["engine_tax"].is_number()) std::cout << ", engine tax " << j["engine_tax"].get<double>();
   std::cout << ")\n";
 }
@@ -209,7 +214,8 @@ void addRun(CLI::App& app, int& exitCode) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("run", "Run a policy against the reference: bitwise equality and planned == measured");
   cmd->add_option("--case", o->casePath, "Case JSON file (cases/SCHEMA.md)")->required();
-  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE")->required();
+  cmd->add_option("--policy", o->policy, "Policy string, e.g. uniform:k=8, uniform+selective or schedule:FILE")
+      ->required();
   cmd->add_option("--steps", o->steps, "Training steps (default: the case's)")->check(CLI::Range(1, 10000));
   cmd->add_option("--rng", o->rng, "Override the case's generator model: counter or stateful")
       ->check(CLI::IsMember({"counter", "stateful"}));
@@ -242,8 +248,8 @@ void addRun(CLI::App& app, int& exitCode) {
     exitCode = j["bitwise_equal"].get<bool>() && j["planned_equals_measured"].get<bool>() ? kExitOk : kExitFinding;
     if (j["not_finite"].is_string()) {  // not judged: neither holds nor a finding
       std::cerr << "ckptcheck: "
-                << escapeControl("the reference run of case '" + spec.name + "' is not finite: " +
-                                 j["not_finite"].get<std::string>() + "; " + kNotJudged)
+                << escapeControl("the reference run of case '" + spec.name +
+                                 "' is not finite: " + j["not_finite"].get<std::string>() + "; " + kNotJudged)
                 << "\n";
       exitCode = kExitInfra;
     }

@@ -52,18 +52,19 @@ nlohmann::json trainRefJson(const CaseSpec& spec, int steps) {
 }
 
 void printText(const nlohmann::json& j) {
-  std::cout << "case " << j["case"].get<std::string>() << " (" << j["dtype"].get<std::string>() << ", "
-            << j["layers"] << " blocks)\n";
+  std::cout << "case " << j["case"].get<std::string>() << " (" << j["dtype"].get<std::string>() << ", " << j["layers"]
+            << " blocks)\n";
   for (const auto& s : j["steps"]) {
     std::cout << "step " << s["step"] << ": loss " << std::setprecision(9) << s["loss"].get<double>()
-              << ", peak activation bytes " << s["peak_activation_bytes"] << ", FLOPs forward "
-              << s["flops"]["forward"] << " backward " << s["flops"]["backward"] << ", "
-              << std::setprecision(3) << s["time_ms"].get<double>() << " ms\n";
+              << ", peak activation bytes " << s["peak_activation_bytes"] << ", FLOPs forward " << s["flops"]["forward"]
+              << " backward " << s["flops"]["backward"] << ", " << std::setprecision(3) << s["time_ms"].get<double>()
+              << " ms\n";
   }
   const auto& last = j["steps"].back();
   std::cout << "gradient norms after step " << last["step"] << ":\n";
   for (auto it = last["grad_norms"].begin(); it != last["grad_norms"].end(); ++it)
-    std::cout << "  " << std::left << std::setw(24) << it.key() << std::setprecision(6) << it.value().get<double>() << "\n";
+    std::cout << "  " << std::left << std::setw(24) << it.key() << std::setprecision(6) << it.value().get<double>()
+              << "\n";
 }
 
 }  // namespace

@@ -40,13 +40,14 @@ void addValidate(CLI::App& app, int& exitCode) {
       ->check(CLI::Range(0, 100000));
   auto* s = cmd->add_option("--seed", *seed, "RapidCheck seed (default: random, printed in the report)")
                 ->check(unsignedAtMost(UINT64_MAX));
-  cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 24: five segments under round(sqrt(L)))")->check(CLI::Range(1, 40));
+  cmd->add_option("--max-blocks", o->maxBlocks, "Largest random chain (default 24: five segments under round(sqrt(L)))")
+      ->check(CLI::Range(1, 40));
   cmd->add_option("--max-steps", o->maxSteps, "Most training steps of a random case (default 2)")
       ->check(CLI::Range(1, 10));
-  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (" + blockKindNames() + ")")
-      ->delimiter(',');
+  cmd->add_option("--blocks", o->blocks, "Generate only these block kinds (" + blockKindNames() + ")")->delimiter(',');
   cmd->add_option("--params", o->params,
-                  "Draw only these model and training features (frozen, shared, no_input_grad, micro_batches, tokens, drop_path, "
+                  "Draw only these model and training features (frozen, shared, no_input_grad, micro_batches, tokens, "
+                  "drop_path, "
                   "rrelu, bf16, moe; none: plain cases only)")
       ->delimiter(',');
   cmd->add_option("--case", o->casePath, "Check exactly this case file instead of random ones (replay a finding)");
@@ -86,8 +87,8 @@ void addValidate(CLI::App& app, int& exitCode) {
   auto* timeout = cmd->get_option("--adapter-timeout");
   // Options of the random-case search, which a user model has no use for: refused rather than ignored.
   std::vector<CLI::Option*> casesOnly;
-  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--params", "--case", "--junit", "--no-serve",
-                        "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
+  for (const char* n : {"--cases", "--max-blocks", "--max-steps", "--blocks", "--params", "--case", "--junit",
+                        "--no-serve", "--keep-work", "--verbose", "--timing-case", "--timing-steps"})
     casesOnly.push_back(cmd->get_option(n));
   auto* ulpOpt = cmd->get_option("--ulp");
   cmd->callback([o, u, noShrink, seed, s, timeout, ulpOpt, userOnly, casesOnly, &exitCode] {

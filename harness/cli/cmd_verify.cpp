@@ -97,8 +97,9 @@ void checkScheduleFits(const VerifyOptions& o) {
     if (item.find(':') == std::string::npos || parsePolicy(item).name != "schedule") continue;
     const Schedule s = readScheduleFile(parsePolicy(item).params.at("file"));
     const std::string n = std::to_string(s.layers);
-    const std::string runInstead = "; check it with `ckptcheck run --case CASE --policy " + item + "` on a case of " + n +
-                                   " blocks, or verify --cases 0 --catalogue-dir DIR with cases of " + n + " blocks";
+    const std::string runInstead = "; check it with `ckptcheck run --case CASE --policy " + item + "` on a case of " +
+                                   n + " blocks, or verify --cases 0 --catalogue-dir DIR with cases of " + n +
+                                   " blocks";
     if (o.cases > 0 || !o.reproduce.empty())
       throw InputError("verify --policies " + item + ": the schedule is for " + n +
                        " blocks only, and random cases have other lengths" + runInstead);
@@ -131,13 +132,18 @@ void addVerify(CLI::App& app, int& exitCode) {
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--junit", a->junit, "Write a JUnit XML report (one test case per property) to FILE");
   cmd->add_option("--out", a->out, "Where a finding's shrunk case is written (default $TMPDIR/ckptcheck-findings)");
-  cmd->add_option("--threads", a->o.threads, "Worker threads (default: one per hardware thread); results do not depend on it")
+  cmd->add_option("--threads", a->o.threads,
+                  "Worker threads (default: one per hardware thread); results do not depend on it")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--no-catalogue", a->noCatalogue, "Random cases only, not the named cases of cases/catalog");
-  cmd->add_option("--catalogue-dir", a->o.catalogueDir, "The catalogue directory (default: found from CKPT_SOURCE_DIR or the build)");
-  cmd->add_option("--reproduce", a->o.reproduce, "Check only the case of a finding's reproduce token SEED:INDEX[:PATH]");
-  cmd->add_option("--max-blocks", a->o.limits.maxBlocks, "Longest random chain (default 40)")->check(CLI::Range(1, 200));
-  cmd->add_option("--max-steps", a->o.limits.maxSteps, "Most training steps of a random case (default 3)")->check(CLI::Range(1, 10));
+  cmd->add_option("--catalogue-dir", a->o.catalogueDir,
+                  "The catalogue directory (default: found from CKPT_SOURCE_DIR or the build)");
+  cmd->add_option("--reproduce", a->o.reproduce,
+                  "Check only the case of a finding's reproduce token SEED:INDEX[:PATH]");
+  cmd->add_option("--max-blocks", a->o.limits.maxBlocks, "Longest random chain (default 40)")
+      ->check(CLI::Range(1, 200));
+  cmd->add_option("--max-steps", a->o.limits.maxSteps, "Most training steps of a random case (default 3)")
+      ->check(CLI::Range(1, 10));
   cmd->add_option("--shrink-trials", a->o.maxShrinkTrials, "Most cases tried while shrinking (default 2000)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--shard", a->shard,

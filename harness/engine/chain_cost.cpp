@@ -17,9 +17,9 @@ ChainCost withoutBlocks(const CaseSpec& spec) {
   // A loss's metadata depends on shapes (and the micro-batch divisor) only, so empty labels/targets suffice.
   setStemFlops(cc, spec);
   if (isLanguageModel(spec))
-    cc.loss.meta = LmHeadLoss<T>(std::make_shared<LmHeadParams<T>>(spec.vocab, 1), {},
-                                 headWeightTrains(spec), spec.microBatches)
-                       .meta(x);
+    cc.loss.meta =
+        LmHeadLoss<T>(std::make_shared<LmHeadParams<T>>(spec.vocab, 1), {}, headWeightTrains(spec), spec.microBatches)
+            .meta(x);
   else if (spec.loss == LossKind::kCrossEntropy) cc.loss.meta = CrossEntropyLoss<T>({}, spec.microBatches).meta(x);
   else cc.loss.meta = MseLoss<T>(Mat<T>(), spec.microBatches).meta(x);
   return cc;

@@ -11,9 +11,8 @@ namespace {
 bool references(const SimTape& tape, int buffer) {
   if (tape.input == buffer) return true;
   if (std::find(tape.kept.begin(), tape.kept.end(), buffer) != tape.kept.end()) return true;
-  return std::any_of(tape.contexts.begin(), tape.contexts.end(), [&](const SimContext& ctx) {
-    return std::find(ctx.begin(), ctx.end(), buffer) != ctx.end();
-  });
+  return std::any_of(tape.contexts.begin(), tape.contexts.end(),
+                     [&](const SimContext& ctx) { return std::find(ctx.begin(), ctx.end(), buffer) != ctx.end(); });
 }
 
 // One program's block: its tape walked over a pool of its own; node k is op k with its FLOPs, and the bytes the

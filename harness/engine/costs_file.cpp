@@ -38,7 +38,8 @@ struct Reader {
   int64_t summed(int64_t& total, const char* kind, const json& v, const std::string& field) {
     const int64_t x = bounded(v, field);
     if (x > kMaxCostsCount - total)
-      fail(field, std::string("the file's ") + kind + " add up to more than 2^53 (" + std::to_string(kMaxCostsCount) + ")");
+      fail(field,
+           std::string("the file's ") + kind + " add up to more than 2^53 (" + std::to_string(kMaxCostsCount) + ")");
     total += x;
     return x;
   }
@@ -156,7 +157,8 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
   c.framework = r.text(j, "framework", "framework");
   c.batchSize = r.count(j, "batch_size", "batch_size");
   if (c.batchSize < 1 || c.batchSize > kMaxCostsBatch)
-    r.fail("batch_size", "must be between 1 and " + std::to_string(kMaxCostsBatch) + " (got " + std::to_string(c.batchSize) + ")");
+    r.fail("batch_size",
+           "must be between 1 and " + std::to_string(kMaxCostsBatch) + " (got " + std::to_string(c.batchSize) + ")");
   c.stepSeconds = r.seconds(j, "step_seconds", "step_seconds");
   const json& blocks = r.array(j, "blocks", "blocks");
   if (blocks.empty()) r.fail("blocks", "must hold at least one block");

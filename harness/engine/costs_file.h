@@ -63,7 +63,7 @@ inline constexpr int kCostsVersion = 1;
 inline constexpr int64_t kMaxCostsCount = int64_t{1} << 53;
 inline constexpr double kMaxCostsSeconds = 1e9;
 inline constexpr int64_t kMaxCostsBatch = int64_t{1} << 20;  // as profile's and validate's --batch-size
-inline constexpr int kMaxCostsBlocks = 2000;  // segments' own bound, kSegmentsMaxBlocks (policy.h)
+inline constexpr int kMaxCostsBlocks = 2000;                 // segments' own bound, kSegmentsMaxBlocks (policy.h)
 
 // Throws InputError of one line naming the file and the field: "costs.json: blocks[3].forward_flops: must be a
 // non-negative integer".

@@ -22,9 +22,12 @@ Device parseDevice(const std::string& text) {
 
 const char* deviceName(Device d) {
   switch (d) {
-    case Device::kCpu: return "cpu";
-    case Device::kCuda: return "cuda";
-    case Device::kCudaEmulated: return "cuda-emulated";
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+    case Device::kCudaEmulated:
+      return "cuda-emulated";
   }
   return "?";
 }
@@ -115,9 +118,8 @@ std::vector<StepResult<T>> deviceSteps(Device d, const CaseSpec& spec, const Sch
     const int64_t before = runner.memory().liveBytes;
     rs.push_back(runner.step(schedule, s, variant));
     if (runner.memory().liveBytes != before)
-      throw std::invalid_argument("device executor: step " + std::to_string(s) + " of '" + schedule.policy +
-                                  "' left " + std::to_string(runner.memory().liveBytes - before) +
-                                  " activation bytes allocated");
+      throw std::invalid_argument("device executor: step " + std::to_string(s) + " of '" + schedule.policy + "' left " +
+                                  std::to_string(runner.memory().liveBytes - before) + " activation bytes allocated");
   }
   return rs;
 }

@@ -3,7 +3,8 @@
 
 namespace ckpt {
 
-template StepResult<float> executeStep<float>(Chain<float>&, const Schedule&, int, const EngineVariant&, ExecutorTimes*);
+template StepResult<float> executeStep<float>(Chain<float>&, const Schedule&, int, const EngineVariant&,
+                                              ExecutorTimes*);
 template StepResult<double> executeStep<double>(Chain<double>&, const Schedule&, int, const EngineVariant&,
                                                 ExecutorTimes*);
 template std::vector<StepResult<float>> executeSteps<float>(Chain<float>&, const Schedule&, int, const EngineVariant&,

@@ -78,8 +78,19 @@ class StepRunner final : public StepView {
   using Tape = typename B::Tape;
 
   StepRunner(B& b, const Schedule& s, int step, const EngineVariant& v, ExecutorTimes* times)
-      : b_(b), s_(s), step_(step), v_(v), times_(times), n_(b.layers()), x_(at(n_) + 1), checkpoint_(at(n_) + 1, 0),
-        g_(at(n_) + 1), tapes_(at(n_)), tapeRecomputed_(at(n_), 0), forwarded_(at(n_), 0), rngAtFirst_(at(n_)) {}
+      : b_(b),
+        s_(s),
+        step_(step),
+        v_(v),
+        times_(times),
+        n_(b.layers()),
+        x_(at(n_) + 1),
+        checkpoint_(at(n_) + 1, 0),
+        g_(at(n_) + 1),
+        tapes_(at(n_)),
+        tapeRecomputed_(at(n_), 0),
+        forwarded_(at(n_), 0),
+        rngAtFirst_(at(n_)) {}
 
   // Runs the step: the schedule once per micro-batch (cases/micro_batches.h), each pass from fresh boundaries,
   // tapes and zero gradients, its gradients, loss and dx then taken into the step's sums by the backend. The
@@ -94,10 +105,19 @@ class StepRunner final : public StepView {
         startPass(m);
         for (const Instr& in : s_.instrs) {
           switch (in.kind) {
-            case InstrKind::kForward: forward(in.block, in.tape); break;
-            case InstrKind::kFree: x_[at(in.block)].reset(); checkpoint_[at(in.block)] = 0; break;
-            case InstrKind::kLoss: runLoss(); break;
-            case InstrKind::kBackward: backward(in.block); break;
+            case InstrKind::kForward:
+              forward(in.block, in.tape);
+              break;
+            case InstrKind::kFree:
+              x_[at(in.block)].reset();
+              checkpoint_[at(in.block)] = 0;
+              break;
+            case InstrKind::kLoss:
+              runLoss();
+              break;
+            case InstrKind::kBackward:
+              backward(in.block);
+              break;
           }
         }
         dx = std::move(g_[0]);
@@ -231,20 +251,20 @@ class StepRunner final : public StepView {
   B& b_;
   const Schedule& s_;
   int step_;
-  int micro_ = 0;     // the micro-batch of the pass running
-  int passStep_ = 0;  // its step as the counter-based generator keys it (microStep)
+  int micro_ = 0;                 // the micro-batch of the pass running
+  int passStep_ = 0;              // its step as the counter-based generator keys it (microStep)
   bool firstRecomputed_ = false;  // block 0 ran a recompute forward in this pass
   const EngineVariant& v_;
   ExecutorTimes* times_;
   int n_;
   ActivationMeter* meter_ = nullptr;
-  std::vector<Act> x_;                      // boundaries x_0..x_L
-  std::vector<char> checkpoint_;            // x_i came from a first forward (or is x_0)
-  std::vector<Act> g_;                      // gradients g_0..g_L
+  std::vector<Act> x_;            // boundaries x_0..x_L
+  std::vector<char> checkpoint_;  // x_i came from a first forward (or is x_0)
+  std::vector<Act> g_;            // gradients g_0..g_L
   std::vector<std::optional<Tape>> tapes_;
-  std::vector<char> tapeRecomputed_;        // the live tape came from a recompute forward
-  std::vector<char> forwarded_;             // the block's first forward of the step has run
-  std::vector<RngState> rngAtFirst_;        // the generator where that first forward started
+  std::vector<char> tapeRecomputed_;  // the live tape came from a recompute forward
+  std::vector<char> forwarded_;       // the block's first forward of the step has run
+  std::vector<RngState> rngAtFirst_;  // the generator where that first forward started
 };
 
 }  // namespace detail

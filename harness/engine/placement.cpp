@@ -34,8 +34,9 @@ std::optional<std::vector<Segment>> placementOrWhy(const Schedule& s, std::strin
     return std::nullopt;
   };
   if (dropsContexts(s))
-    return no("its tapes drop op-level contexts (selective): that is PyTorch's selective activation checkpointing, "
-              "not a per-module placement");
+    return no(
+        "its tapes drop op-level contexts (selective): that is PyTorch's selective activation checkpointing, "
+        "not a per-module placement");
   const int n = s.layers;
   std::vector<Runs> runs(static_cast<size_t>(n));
   std::vector<int> recomputeRunOf(static_cast<size_t>(n), -1);
@@ -195,7 +196,8 @@ nlohmann::json placementJson(const ChainCosts& c, const ChainCost& cost, const S
   j["blocks"] = nlohmann::json::array();
   for (const ProfiledBlock& b : c.blocks) j["blocks"].push_back(b.name);
   j["segments"] = nlohmann::json::array();
-  for (const Segment& g : segs) j["segments"].push_back({{"first", g.first}, {"last", g.last}, {"recompute", g.recompute}});
+  for (const Segment& g : segs)
+    j["segments"].push_back({{"first", g.first}, {"last", g.last}, {"recompute", g.recompute}});
   const SavedPrediction saved = predictSaved(c, segs);
   const Plan plan = planSchedule(s, cost);
   const auto time = predictedTimeOverhead(c, s);

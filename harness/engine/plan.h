@@ -15,12 +15,12 @@ namespace ckpt {
 // every pass of the step repeats. A step's peak is one pass's (nothing stays live from one to the next); its
 // forward evaluations and FLOPs are `passes` times one pass's (step*()), which is what the executor measures.
 struct Plan {
-  std::vector<int64_t> liveAfter;  // live activation bytes after each instruction
-  int64_t peakActivationBytes = 0; // high-water mark, transients inside instructions included
-  int64_t forwardEvals = 0;        // block forward runs, initial + recompute
-  FlopCounts flops;                // forward, recompute, backward (the loss counts as forward/backward)
-  int64_t passes = 1;              // micro-batches per step
-  double flopOverhead() const;     // recompute / (forward + backward)
+  std::vector<int64_t> liveAfter;   // live activation bytes after each instruction
+  int64_t peakActivationBytes = 0;  // high-water mark, transients inside instructions included
+  int64_t forwardEvals = 0;         // block forward runs, initial + recompute
+  FlopCounts flops;                 // forward, recompute, backward (the loss counts as forward/backward)
+  int64_t passes = 1;               // micro-batches per step
+  double flopOverhead() const;      // recompute / (forward + backward)
   int64_t stepForwardEvals() const { return forwardEvals * passes; }
   FlopCounts stepFlops() const { return {flops.forward * passes, flops.recompute * passes, flops.backward * passes}; }
 };

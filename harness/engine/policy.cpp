@@ -64,9 +64,11 @@ class Parser {
       for (size_t f = 1; f < fields.size(); ++f) {
         const size_t eq = fields[f].find('=');
         const std::string key = fields[f].substr(0, eq);
-        const auto pr = std::find_if(rule->params.begin(), rule->params.end(), [&](const ParamRule& r) { return r.key == key; });
+        const auto pr =
+            std::find_if(rule->params.begin(), rule->params.end(), [&](const ParamRule& r) { return r.key == key; });
         if (pr == rule->params.end())
-          fail(name + (rule->params.empty() ? " takes no parameters" : " has no parameter '" + key + "' (it takes " + helpOf(*rule) + ")"));
+          fail(name + (rule->params.empty() ? " takes no parameters"
+                                            : " has no parameter '" + key + "' (it takes " + helpOf(*rule) + ")"));
         if (eq == std::string::npos || eq + 1 == fields[f].size()) fail("needs " + pr->help);
         if (params.count(key)) fail(name + ": " + key + " given twice");
         params[key] = fields[f].substr(eq + 1);
@@ -85,7 +87,8 @@ class Parser {
           const auto v = positive(value);
           const bool small = key != "budget";  // counts of layers or slots fit an int
           if (!v || (small && *v > (int64_t{1} << 30)))
-            fail(name + ": " + key + " must be an integer >= 1" + (small ? " and <= 2^30" : "") + " (got '" + value + "')");
+            fail(name + ": " + key + " must be an integer >= 1" + (small ? " and <= 2^30" : "") + " (got '" + value +
+                 "')");
           p.params[key] = std::to_string(*v);
         }
       }

@@ -19,9 +19,9 @@ struct PolicySpec {
   std::string name;                           // store-all, uniform, recursive, revolve, optimal
   std::map<std::string, std::string> params;  // k, slots, budget, file
   bool selective = false;
-  bool blockGiven = true;                     // false for "selective" alone (store-all with op-level masks)
-  std::vector<std::string> recomputeKinds;    // selective: op kinds to drop (default: every non-matmul op)
-  std::string text;                           // canonical string
+  bool blockGiven = true;                   // false for "selective" alone (store-all with op-level masks)
+  std::vector<std::string> recomputeKinds;  // selective: op kinds to drop (default: every non-matmul op)
+  std::string text;                         // canonical string
 };
 
 // Throws InputError naming the bad part: "policy 'revolve': needs slots=C (C >= 1)".
@@ -52,8 +52,8 @@ std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::
 // chain length and passes validateSchedule; its policy string is "schedule:FILE". All three throw InputError
 // naming the file and the first bad field or instruction.
 Schedule fileSchedule(const std::string& path, const ChainCost& c);
-Schedule readScheduleFile(const std::string& path);        // read and parsed, not checked against a chain
-Schedule scheduleFromJson(const nlohmann::json& doc);      // a schedule object, or plan --schedule --json's output
+Schedule readScheduleFile(const std::string& path);    // read and parsed, not checked against a chain
+Schedule scheduleFromJson(const nlohmann::json& doc);  // a schedule object, or plan --schedule --json's output
 // The op kinds selective:recompute=... accepts.
 const std::vector<std::string>& selectableOpKinds();
 

@@ -52,8 +52,8 @@ struct PolicyRule {
   bool quadraticDefault = false;
   // verify's random draw: the policy string for a draw on a chain; `keep` gives the masks of the selective part
   // it is composed with (empty when alone). Null: verify does not draw the policy as a family of its own.
-  std::string (*draw)(const PolicyDraw& d, const ChainCost& c, const std::function<std::vector<KeepMask>()>& keep) =
-      nullptr;
+  std::string (*draw)(const PolicyDraw& d, const ChainCost& c,
+                      const std::function<std::vector<KeepMask>()>& keep) = nullptr;
   // Whether verify also draws it composed with selective ("NAME+selective", and among "composed"). store-all is
   // not: store-all+selective is selective alone.
   bool drawComposed = false;

@@ -51,7 +51,8 @@ std::string limitText(const MemoryLimit& l) {
 int64_t cgroupLimit() {
   std::ifstream in("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
   std::string s;
-  if (!(in >> s) || s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+  if (!(in >> s) || s.empty() ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
     return std::numeric_limits<int64_t>::max();
   try {
     return std::stoll(s);
@@ -178,8 +179,9 @@ void guardPlanning(const CaseSpec& c) {
   const Real bytes = 2 * params * scalar;
   const Real limit = static_cast<Real>(machineMemoryBytes() / 2);
   if (bytes > limit)
-    throw InputError("case '" + c.name + "': planning builds one block of each kind, whose parameters and gradients take " +
-                     figure(bytes) + ", over half of this machine's memory " + figure(limit));
+    throw InputError("case '" + c.name +
+                     "': planning builds one block of each kind, whose parameters and gradients take " + figure(bytes) +
+                     ", over half of this machine's memory " + figure(limit));
 }
 
 void guardCase(const CaseSpec& c, const std::vector<PolicySpec>& policies, const MemoryLimit& limit) {

@@ -5,10 +5,14 @@ namespace {
 
 const char* kindName(InstrKind k) {
   switch (k) {
-    case InstrKind::kForward: return "forward";
-    case InstrKind::kFree: return "free";
-    case InstrKind::kLoss: return "loss";
-    case InstrKind::kBackward: return "backward";
+    case InstrKind::kForward:
+      return "forward";
+    case InstrKind::kFree:
+      return "free";
+    case InstrKind::kLoss:
+      return "loss";
+    case InstrKind::kBackward:
+      return "backward";
   }
   return "?";
 }
@@ -23,10 +27,14 @@ std::string maskText(const KeepMask& m) {
 
 std::string toText(const Instr& i) {
   switch (i.kind) {
-    case InstrKind::kForward: return "forward " + std::to_string(i.block) + (i.tape ? " tape" : "");
-    case InstrKind::kFree: return "free x " + std::to_string(i.block);
-    case InstrKind::kLoss: return "loss";
-    case InstrKind::kBackward: return "backward " + std::to_string(i.block);
+    case InstrKind::kForward:
+      return "forward " + std::to_string(i.block) + (i.tape ? " tape" : "");
+    case InstrKind::kFree:
+      return "free x " + std::to_string(i.block);
+    case InstrKind::kLoss:
+      return "loss";
+    case InstrKind::kBackward:
+      return "backward " + std::to_string(i.block);
   }
   return "?";
 }

@@ -49,12 +49,14 @@ void validateSchedule(const Schedule& s, const ChainCost& c) {
         if (i < 0 || i >= n) reject(k, in, "block " + std::to_string(i) + " is outside [0, " + std::to_string(n) + ")");
         if (!held[i]) reject(k, in, "its input " + x(i) + " is not held");
         if (held[i + 1]) reject(k, in, "its output " + x(i + 1) + " is already held (free it first)");
-        if (in.tape && tape[i]) reject(k, in, "block " + std::to_string(i) + "'s tape is still live and would be overwritten");
+        if (in.tape && tape[i])
+          reject(k, in, "block " + std::to_string(i) + "'s tape is still live and would be overwritten");
         held[i + 1] = 1;
         if (in.tape) tape[i] = 1;
         break;
       case InstrKind::kFree:
-        if (i < 0 || i > n) reject(k, in, "boundary " + std::to_string(i) + " is outside [0, " + std::to_string(n) + "]");
+        if (i < 0 || i > n)
+          reject(k, in, "boundary " + std::to_string(i) + " is outside [0, " + std::to_string(n) + "]");
         if (!held[i]) reject(k, in, x(i) + " is not held (freed twice, or never produced)");
         held[i] = 0;
         break;

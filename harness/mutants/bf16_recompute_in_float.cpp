@@ -21,14 +21,12 @@ class Bf16RecomputeInFloat final : public EngineVariant {
 }  // namespace
 
 Mutant bf16RecomputeInFloat() {
-  return {"bf16-recompute-in-float",
-          "recompute of a bf16-autocast forward runs its matrix products in float",
+  return {"bf16-recompute-in-float", "recompute of a bf16-autocast forward runs its matrix products in float",
           "fairscale issue 1199 (recompute outside the forward's autocast); PyTorch issues 141896, 159359",
           "compute bf16, a block with a Linear recomputed (block-level, or a linear dropped by selective)",
           // Class semantic: a float recompute of a bf16 forward: up to a bf16 ULP (2^-8 relative) apart, far beyond
           // rounding-level's 64 float ULPs.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<Bf16RecomputeInFloat>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<Bf16RecomputeInFloat>(); }};
 }
 
 }  // namespace ckpt::mutants

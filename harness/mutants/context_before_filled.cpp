@@ -29,8 +29,7 @@ Mutant contextBeforeFilled() {
           "dropout > 0 and a block with dropout recomputed with its tape",
           // Class missing-gradient: the recomputed tape keeps the dropout mask as allocated (zeros), so the gradients
           // through that dropout are all zero while the generator stays in sync: missing, not redrawn.
-          "bitwise-equal", FindingClass::kMissingGradient,
-          [] { return std::make_unique<ContextBeforeFilled>(); }};
+          "bitwise-equal", FindingClass::kMissingGradient, [] { return std::make_unique<ContextBeforeFilled>(); }};
 }
 
 }  // namespace ckpt::mutants

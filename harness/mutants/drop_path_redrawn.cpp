@@ -23,14 +23,12 @@ class DropPathRedrawn final : public EngineVariant {
 }  // namespace
 
 Mutant dropPathRedrawn() {
-  return {"drop-path-redrawn",
-          "recompute redraws the drop-path decisions from a generator it does not restore",
+  return {"drop-path-redrawn", "recompute redraws the drop-path decisions from a generator it does not restore",
           "allenai/OLMo-core PR 828 (recomputed stochastic layers drew fresh decisions)",
           "a block with drop_path > 0 recomputed (block-level, or its drop_path dropped by selective)",
           // Class rng-desync: the redrawn decisions send gradient through other branches; with the draws off
           // (randomnessOff: no drop-path node) the runs agree bit for bit.
-          "bitwise-equal", FindingClass::kRngDesync,
-          [] { return std::make_unique<DropPathRedrawn>(); }};
+          "bitwise-equal", FindingClass::kRngDesync, [] { return std::make_unique<DropPathRedrawn>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -21,8 +21,7 @@ Mutant frozenParamsUpdated() {
           "optimisers over every parameter with a gradient buffer (DeepSpeed issue 2615)",
           "a frozen block and two or more steps",
           // Class semantic: frozen weights moved by the first step: the second step computes another function.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<FrozenParamsUpdated>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<FrozenParamsUpdated>(); }};
 }
 
 }  // namespace ckpt::mutants

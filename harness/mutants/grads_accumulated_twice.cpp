@@ -25,8 +25,7 @@ Mutant gradsAccumulatedTwice() {
           "a block with parameters whose tape was recomputed (block-level or op-level)",
           // Class semantic: every gradient doubled: none of the narrower classes (none is "scaled") explains a factor
           // of two.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<GradsAccumulatedTwice>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<GradsAccumulatedTwice>(); }};
 }
 
 }  // namespace ckpt::mutants

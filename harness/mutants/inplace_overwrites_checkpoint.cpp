@@ -30,8 +30,7 @@ Mutant inplaceOverwritesCheckpoint() {
           // Class semantic: recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the
           // backward differentiates another function, and gradients are off by far more than rounding (infinitely
           // many ULPs of a zero scale).
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<InplaceOverwritesCheckpoint>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<InplaceOverwritesCheckpoint>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -20,12 +20,10 @@ class InputGradDropped final : public EngineVariant {
 Mutant inputGradDropped() {
   return {"input-grad-dropped",
           "the input gradient is dropped because the input does not require grad (reentrant checkpoint)",
-          "PyTorch issue 7617 (reentrant checkpoint: no gradient when the inputs do not require grad)",
-          "every case",
+          "PyTorch issue 7617 (reentrant checkpoint: no gradient when the inputs do not require grad)", "every case",
           // Class missing-gradient: the gradient of the chain's input is never written (absent, even where the plain
           // one is zero).
-          "bitwise-equal", FindingClass::kMissingGradient,
-          [] { return std::make_unique<InputGradDropped>(); }};
+          "bitwise-equal", FindingClass::kMissingGradient, [] { return std::make_unique<InputGradDropped>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -27,8 +27,7 @@ Mutant microBatchGradsZeroed() {
           "micro-batches and a recomputed block",
           // Class semantic: the earlier micro-batches' share of a recomputed block's gradient is lost: what is left
           // is another gradient, not a scaled or a rounded one (the micro-batches' gradients differ).
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<MicroBatchGradsZeroed>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<MicroBatchGradsZeroed>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -29,8 +29,7 @@ Mutant moeAuxLossRecordedTwice() {
           // Class semantic: the expert counts and the aux-loss tracker moved again by the recompute: the loss that
           // reads the tracker differs too, and counts that move by whole tokens per expert are no momentum update, so
           // no narrower class than semantic fits (the report still names the loss and the buffers that differ).
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<MoeAuxLossRecordedTwice>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<MoeAuxLossRecordedTwice>(); }};
 }
 
 }  // namespace ckpt::mutants

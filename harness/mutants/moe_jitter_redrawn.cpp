@@ -22,14 +22,12 @@ class MoeJitterRedrawn final : public EngineVariant {
 }  // namespace
 
 Mutant moeJitterRedrawn() {
-  return {"moe-jitter-redrawn",
-          "recompute redraws the MoE router's input jitter from a generator it does not restore",
+  return {"moe-jitter-redrawn", "recompute redraws the MoE router's input jitter from a generator it does not restore",
           "allenai/OLMo-core PR 828 (router jitter redrawn under activation checkpointing)",
           "an moe block with router_jitter > 0 recomputed (block-level, or its moe node dropped by selective)",
           // Class rng-desync: other jitter in the recompute routes tokens differently; with the jitter off
           // (randomnessOff) the runs agree.
-          "bitwise-equal", FindingClass::kRngDesync,
-          [] { return std::make_unique<MoeJitterRedrawn>(); }};
+          "bitwise-equal", FindingClass::kRngDesync, [] { return std::make_unique<MoeJitterRedrawn>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -27,8 +27,7 @@ Mutant noGradInputSegment() {
           "an input without gradient (and frozen blocks below) feeding a recomputed block with parameters",
           // Class missing-gradient: the parameter gradients of a recomputed block whose input needs no gradient are
           // zeroed.
-          "bitwise-equal", FindingClass::kMissingGradient,
-          [] { return std::make_unique<NoGradInputSegment>(); }};
+          "bitwise-equal", FindingClass::kMissingGradient, [] { return std::make_unique<NoGradInputSegment>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -28,8 +28,7 @@ Mutant recomputeLowPrecision() {
           "a Linear recomputed (block-level, or linear dropped by selective)",
           // Class semantic: products rounded to bfloat16 in the recompute of a float64 model: 8 significand bits,
           // about 4e12 ULPs of the scale; rounding-level is for differences within 64 ULPs, not for a lost precision.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<RecomputeLowPrecision>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<RecomputeLowPrecision>(); }};
 }
 
 }  // namespace ckpt::mutants

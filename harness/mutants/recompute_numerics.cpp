@@ -30,8 +30,7 @@ Mutant recomputeNumerics() {
           // Class semantic: exact-erf GELU in the recompute where the forward used the tanh approximation: the two
           // differ by about 1e-4 relative (7e11 ULPs of the tensor's scale in double), another function, not a
           // summation order.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<RecomputeNumerics>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<RecomputeNumerics>(); }};
 }
 
 }  // namespace ckpt::mutants

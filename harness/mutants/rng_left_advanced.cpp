@@ -23,8 +23,7 @@ Mutant rngLeftAdvanced() {
           "PyTorch PR 14253 (RNG state advanced by re-running a segment; preserve_rng_state's fork and restore)",
           "stateful generator, dropout > 0, a block with dropout recomputed (state after the step, or a second step)",
           // Class rng-desync: the generator after the step is where the recompute's draws left it.
-          "bitwise-equal", FindingClass::kRngDesync,
-          [] { return std::make_unique<RngLeftAdvanced>(); }};
+          "bitwise-equal", FindingClass::kRngDesync, [] { return std::make_unique<RngLeftAdvanced>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -24,8 +24,7 @@ Mutant rngNotRestored() {
           "stateful generator, dropout > 0, a block with dropout recomputed",
           // Class rng-desync: the recompute draws other dropout masks and puts the generator back, so no generator
           // state shows it; with dropout off the runs agree bit for bit (validate's re-run, worthDropoutOffRerun).
-          "bitwise-equal", FindingClass::kRngDesync,
-          [] { return std::make_unique<RngNotRestored>(); }};
+          "bitwise-equal", FindingClass::kRngDesync, [] { return std::make_unique<RngNotRestored>(); }};
 }
 
 }  // namespace ckpt::mutants

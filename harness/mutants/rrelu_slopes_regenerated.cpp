@@ -27,8 +27,7 @@ Mutant rreluSlopesRegenerated() {
           "an mlp block with rrelu recomputed (block-level, or its rrelu dropped by selective)",
           // Class rng-desync: other slopes in the recompute; with RReLU's range collapsed (randomnessOff) the runs
           // agree bit for bit.
-          "bitwise-equal", FindingClass::kRngDesync,
-          [] { return std::make_unique<RreluSlopesRegenerated>(); }};
+          "bitwise-equal", FindingClass::kRngDesync, [] { return std::make_unique<RreluSlopesRegenerated>(); }};
 }
 
 }  // namespace ckpt::mutants

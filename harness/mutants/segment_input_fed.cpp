@@ -22,15 +22,13 @@ class SegmentInputFed final : public EngineVariant {
 }  // namespace
 
 Mutant segmentInputFed() {
-  return {"segment-input-fed",
-          "every recomputed block is fed the segment's input instead of its predecessor's output",
+  return {"segment-input-fed", "every recomputed block is fed the segment's input instead of its predecessor's output",
           "Megatron-LM PR 290 (uniform recompute passed the original hidden states to every layer of a chunk)",
           "a recomputed segment of two or more blocks",
           // Class semantic: recomputed blocks fed the wrong input, or a stale or overwritten saved tensor: the
           // backward differentiates another function, and gradients are off by far more than rounding (infinitely
           // many ULPs of a zero scale).
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<SegmentInputFed>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<SegmentInputFed>(); }};
 }
 
 }  // namespace ckpt::mutants

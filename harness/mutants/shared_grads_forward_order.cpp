@@ -31,8 +31,7 @@ Mutant sharedGradsForwardOrder() {
           "parameters shared by three or more blocks",
           // Class rounding-level: a shared parameter's uses added in another order: the sums differ by an ULP or two
           // of their scale, which is what a summation order does and all it does.
-          "bitwise-equal", FindingClass::kRoundingLevel,
-          [] { return std::make_unique<SharedGradsForwardOrder>(); }};
+          "bitwise-equal", FindingClass::kRoundingLevel, [] { return std::make_unique<SharedGradsForwardOrder>(); }};
 }
 
 }  // namespace ckpt::mutants

@@ -23,8 +23,7 @@ Mutant stateUpdatedTwice() {
           "a residual-bn block recomputed (block-level, or its batchnorm dropped by selective)",
           // Class state-updated-twice: BatchNorm's running statistics and counter moved one more momentum update by
           // the recompute.
-          "bitwise-equal", FindingClass::kStateUpdatedTwice,
-          [] { return std::make_unique<StateUpdatedTwice>(); }};
+          "bitwise-equal", FindingClass::kStateUpdatedTwice, [] { return std::make_unique<StateUpdatedTwice>(); }};
 }
 
 }  // namespace ckpt::mutants

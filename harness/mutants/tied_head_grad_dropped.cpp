@@ -20,14 +20,12 @@ class TiedHeadGradDropped final : public EngineVariant {
 }  // namespace
 
 Mutant tiedHeadGradDropped() {
-  return {"tied-head-grad-dropped",
-          "the LM head's gradient on the tied embedding is lost when block 0 was recomputed",
+  return {"tied-head-grad-dropped", "the LM head's gradient on the tied embedding is lost when block 0 was recomputed",
           "a per-use gradient hook on a tied weight fired again by the recompute (one reduction kept)",
           "a language-model case with a tied head whose first block is recomputed",
           // Class semantic: the token embedding's gradient loses the tied head's share: what is left is another
           // gradient, not a scaled or a rounded one.
-          "bitwise-equal", FindingClass::kSemantic,
-          [] { return std::make_unique<TiedHeadGradDropped>(); }};
+          "bitwise-equal", FindingClass::kSemantic, [] { return std::make_unique<TiedHeadGradDropped>(); }};
 }
 
 }  // namespace ckpt::mutants

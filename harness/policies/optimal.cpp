@@ -137,7 +137,9 @@ class Writer {
         nodes.push_back({});
       }
       switch (c.move) {
-        case Move::kTurn: w_.turn(s); break;
+        case Move::kTurn:
+          w_.turn(s);
+          break;
         case Move::kTape:
           w_.tape(s);
           todo.push_back({Task::kBackward, task.u, 0, -1});
@@ -180,18 +182,19 @@ struct Picked {
 std::string policyText(int64_t budget) { return "optimal:budget=" + std::to_string(budget); }
 
 // Table sizes: a grid finer than o.levels only within the cheap caps, and never beyond the larger ones.
-constexpr int64_t kCheapCells = int64_t{1} << 25;      // 256 MiB of doubles
-constexpr int64_t kCheapWork = int64_t{400000000};     // cell updates, a second or two
-constexpr int64_t kMaxCells = int64_t{1} << 27;        // 1 GiB
-constexpr int64_t kMaxWork = int64_t{12000000000};     // about a minute
-constexpr int64_t kFewestLevels = 16;                  // a coarser grid than this is refused
-constexpr int64_t kDenseLevels = 1000;                 // a heterogeneous chain's grid tabulated densely up to this
+constexpr int64_t kCheapCells = int64_t{1} << 25;   // 256 MiB of doubles
+constexpr int64_t kCheapWork = int64_t{400000000};  // cell updates, a second or two
+constexpr int64_t kMaxCells = int64_t{1} << 27;     // 1 GiB
+constexpr int64_t kMaxWork = int64_t{12000000000};  // about a minute
+constexpr int64_t kFewestLevels = 16;               // a coarser grid than this is refused
+constexpr int64_t kDenseLevels = 1000;              // a heterogeneous chain's grid tabulated densely up to this
 
 void refuseTooLong(const ChainModel& model, const Family& family, const std::string& policy) {
   if (std::min(kMaxCells / family.rows(), kMaxWork / family.moveCount()) - 1 < kFewestLevels)
-    throw InputError("policy '" + policy + "': a chain of " + std::to_string(model.layers) +
-                     (model.homogeneous() ? " identical" : " heterogeneous") +
-                     " blocks is too long for the optimal DP (O(L^3 x levels), O(L^2 x levels) when all blocks are alike)");
+    throw InputError(
+        "policy '" + policy + "': a chain of " + std::to_string(model.layers) +
+        (model.homogeneous() ? " identical" : " heterogeneous") +
+        " blocks is too long for the optimal DP (O(L^3 x levels), O(L^2 x levels) when all blocks are alike)");
 }
 
 // The plan from a filled table: the schedule of the first move (in choices() order) that reproduces each table
@@ -275,8 +278,7 @@ OptimalPlan solve(const ChainModel& model, int64_t budget, const OptimalOptions&
     planOnGrid(model, family, least, HomogeneousDp(family, model, plan.unitBytes, plan.levels), budget, o, plan);
   else if (plan.levels <= kDenseLevels)
     planOnGrid(model, family, least, LevelDp(family, plan.unitBytes, plan.levels), budget, o, plan);
-  else
-    planOnGrid(model, family, least, FrontierDp(family, plan.unitBytes, plan.levels), budget, o, plan);
+  else planOnGrid(model, family, least, FrontierDp(family, plan.unitBytes, plan.levels), budget, o, plan);
   int64_t once = 0;
   for (int i = 0; i < n; ++i) once += model[i].flops;
   plan.recomputeFlops = plan.forwardFlops - once;

@@ -22,12 +22,12 @@ struct OptimalOptions {
 
 struct OptimalPlan {
   Schedule schedule;
-  int64_t peakBytes = 0;       // the model's peak for the schedule (planSchedule's, or above it: see optimal.cpp)
-  int64_t forwardFlops = 0;    // every block forward the schedule runs, first and recomputed
-  int64_t recomputeFlops = 0;  // forwardFlops minus one forward of every block
-  int64_t unitBytes = 0;       // the grid's level size
-  int64_t levels = 0;          // levels tabulated (budget / unitBytes)
-  bool exactGrid = false;      // unitBytes divides every size of the model: no rounding
+  int64_t peakBytes = 0;         // the model's peak for the schedule (planSchedule's, or above it: see optimal.cpp)
+  int64_t forwardFlops = 0;      // every block forward the schedule runs, first and recomputed
+  int64_t recomputeFlops = 0;    // forwardFlops minus one forward of every block
+  int64_t unitBytes = 0;         // the grid's level size
+  int64_t levels = 0;            // levels tabulated (budget / unitBytes)
+  bool exactGrid = false;        // unitBytes divides every size of the model: no rounding
   bool minPeakFallback = false;  // the grid found nothing (rounding) and the least-peak schedule was used
 };
 

@@ -43,7 +43,8 @@ struct ChainModel {
   int64_t gcdBytes() const {
     int64_t g = std::gcd(lossPeak, lastTurnPeak);
     for (const auto& m : models)
-      for (int64_t v : {m.in, m.out, m.advancePeak, m.tapePeak, m.tapeBytes, m.backPeak, m.turnPeak}) g = std::gcd(g, v);
+      for (int64_t v : {m.in, m.out, m.advancePeak, m.tapePeak, m.tapeBytes, m.backPeak, m.turnPeak})
+        g = std::gcd(g, v);
     return std::max<int64_t>(g, 1);
   }
 };
@@ -66,7 +67,7 @@ struct Choice {
   int64_t flops = 0;  // forward FLOPs the move runs itself
   Sub a;              // solved first, with `held` more bytes held than at the sub-problem's start
   int64_t held = 0;
-  Sub b;              // solved second
+  Sub b;  // solved second
 };
 
 class Family {
@@ -107,7 +108,8 @@ class Family {
     if (s == t) {
       f(Choice{Move::kTurn, 0, u.pre ? m_.lastTurnPeak : bs.turnPeak, bs.flops, {}, 0, {}});
     } else {
-      f(Choice{Move::kTape, 0, std::max(g + bs.tapePeak, bs.backPeak), bs.flops, Sub{s + 1, t, u.pre}, bs.tapeBytes, {}});
+      f(Choice{
+          Move::kTape, 0, std::max(g + bs.tapePeak, bs.backPeak), bs.flops, Sub{s + 1, t, u.pre}, bs.tapeBytes, {}});
     }
     int64_t flops = bs.flops;  // blocks s..s'-1
     int64_t interior = 0;      // advance high-water of blocks s+1..s'-1, x_s held besides

@@ -7,7 +7,10 @@
 namespace ckpt::optimal_detail {
 
 FrontierDp::FrontierDp(const Family& f, int64_t unit, int64_t levels)
-    : f_(f), unit_(unit), top_(levels), spans_(static_cast<size_t>(f.rows())),
+    : f_(f),
+      unit_(unit),
+      top_(levels),
+      spans_(static_cast<size_t>(f.rows())),
       best_(static_cast<size_t>(levels + 1), kInf) {
   f_.states([&](const Sub& u) {
     lo_ = top_ + 1;

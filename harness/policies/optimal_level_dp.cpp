@@ -14,8 +14,12 @@ namespace ckpt::optimal_detail {
 // Row by row, each of a long chain's rows read every shorter row whole, several MB beyond the caches (the DP ran
 // at memory speed, 40% of `verify`); a block's slices of all the rows fit in L2.
 LevelDp::LevelDp(const Family& f, int64_t unit, int64_t levels)
-    : f_(f), unit_(unit), width_(levels + 1), table_(static_cast<size_t>(f.rows() * width_), kInf),
-      first_(static_cast<size_t>(f.rows()), width_), allTaped_(static_cast<size_t>(f.rows()), 0),
+    : f_(f),
+      unit_(unit),
+      width_(levels + 1),
+      table_(static_cast<size_t>(f.rows() * width_), kInf),
+      first_(static_cast<size_t>(f.rows()), width_),
+      allTaped_(static_cast<size_t>(f.rows()), 0),
       settled_(static_cast<size_t>(f.rows()), 0) {
   // Which levels each row relaxes depends on the sub-problems' first finite levels only, not on their values.
   f_.states([&](const Sub& u) {

@@ -55,7 +55,8 @@ int64_t revolveSplit(int64_t l, int64_t c) {
 
 Schedule revolveSchedule(const ChainCost& c, int slots) {
   if (slots < 1)
-    throw InputError("policy 'revolve:slots=" + std::to_string(slots) + "': slots must be >= 1 (the chain input takes one)");
+    throw InputError("policy 'revolve:slots=" + std::to_string(slots) +
+                     "': slots must be >= 1 (the chain input takes one)");
   const int n = c.layers();
   Schedule s;
   s.policy = "revolve:slots=" + std::to_string(slots);
@@ -75,8 +76,8 @@ Schedule revolveSchedule(const ChainCost& c, int slots) {
     }
     const int m = static_cast<int>(revolveSplit(r.length, r.slots));
     w.advance(r.start, r.start + m);
-    todo.push_back({r.start, m, r.slots});                                            // reversed second
-    todo.push_back({r.start + m, r.length - m, std::max(r.slots - 1, 1)});            // reversed first
+    todo.push_back({r.start, m, r.slots});                                  // reversed second
+    todo.push_back({r.start + m, r.length - m, std::max(r.slots - 1, 1)});  // reversed first
   }
   return s;
 }

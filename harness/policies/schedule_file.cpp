@@ -43,7 +43,8 @@ int intField(const nlohmann::json& j, const char* key, const std::string& where)
 
 Instr instrFrom(const nlohmann::json& j, size_t k) {
   const std::string where = "instruction " + std::to_string(k);
-  if (!j.is_object()) bad(where + ": must be an object like {\"op\": \"forward\", \"index\": 0} (got " + clipped(j) + ")");
+  if (!j.is_object())
+    bad(where + ": must be an object like {\"op\": \"forward\", \"index\": 0} (got " + clipped(j) + ")");
   if (!j.contains("op") || !j.at("op").is_string()) bad(where + ": needs \"op\": forward, free, loss or backward");
   const std::string op = j.at("op").get<std::string>();
   Instr in;
@@ -71,10 +72,12 @@ Instr instrFrom(const nlohmann::json& j, size_t k) {
 
 KeepMask maskFrom(const nlohmann::json& j, size_t b) {
   const std::string where = "keep mask " + std::to_string(b);
-  if (!j.is_string()) bad(where + ": must be a string of 0s and 1s, one per node of the block (got " + clipped(j) + ")");
+  if (!j.is_string())
+    bad(where + ": must be a string of 0s and 1s, one per node of the block (got " + clipped(j) + ")");
   KeepMask m;
   for (char ch : j.get<std::string>()) {
-    if (ch != '0' && ch != '1') bad(where + ": '" + clipped(j.get<std::string>()) + "' holds a character other than 0 or 1");
+    if (ch != '0' && ch != '1')
+      bad(where + ": '" + clipped(j.get<std::string>()) + "' holds a character other than 0 or 1");
     m.push_back(ch == '1');
   }
   return m;

@@ -206,7 +206,8 @@ Schedule segmentsSchedule(const ChainCost& c, int64_t budget) {
   std::optional<Schedule> best = programmeSchedule(c, figuresOf(c), budget, policy);
   int64_t least = 0;
   if (std::optional<Schedule> split = splitSchedule(c, budget, policy, least)) {
-    if (!best || planSchedule(*split, c).flops.recompute < planSchedule(*best, c).flops.recompute) best = std::move(split);
+    if (!best || planSchedule(*split, c).flops.recompute < planSchedule(*best, c).flops.recompute)
+      best = std::move(split);
   }
   if (best) return *best;
   throw InputError("policy '" + policy + "': infeasible; the smallest feasible budget is " +

@@ -16,8 +16,8 @@ KeepMask maskFor(const BlockProgram& p, const std::vector<std::string>& kinds) {
   KeepMask keep(static_cast<size_t>(p.size()), true);
   for (int k = 0; k < p.size(); ++k) {
     const NodeCost& node = p.nodes[static_cast<size_t>(k)];
-    const bool drop = kinds.empty() ? !node.meta.isMatmul
-                                    : std::find(kinds.begin(), kinds.end(), node.kind) != kinds.end();
+    const bool drop =
+        kinds.empty() ? !node.meta.isMatmul : std::find(kinds.begin(), kinds.end(), node.kind) != kinds.end();
     keep[static_cast<size_t>(k)] = !drop;
   }
   return keep;
@@ -37,7 +37,8 @@ std::vector<KeepMask> selectiveMasks(const ChainCost& c, const std::vector<std::
   for (const BlockProgram& p : c.programs) perProgram.push_back(maskFor(p, recomputeKinds));
   std::vector<KeepMask> masks;
   masks.reserve(static_cast<size_t>(c.layers()));
-  for (int i = 0; i < c.layers(); ++i) masks.push_back(perProgram[static_cast<size_t>(c.programOf[static_cast<size_t>(i)])]);
+  for (int i = 0; i < c.layers(); ++i)
+    masks.push_back(perProgram[static_cast<size_t>(c.programOf[static_cast<size_t>(i)])]);
   return masks;
 }
 

@@ -33,8 +33,8 @@ PolicyRule storeAllRule() {
   r.bound = [](const BoundCheck& b) -> std::string {
     const int n = b.cost.layers();
     if (b.policy.selective || (b.recomputeFlops == 0 && b.forwardEvals == n)) return "";
-    return "store-all recomputed: " + std::to_string(b.forwardEvals) + " forward evaluations for " +
-           std::to_string(n) + " blocks, " + std::to_string(b.recomputeFlops) + " recompute FLOPs";
+    return "store-all recomputed: " + std::to_string(b.forwardEvals) + " forward evaluations for " + std::to_string(n) +
+           " blocks, " + std::to_string(b.recomputeFlops) + " recompute FLOPs";
   };
   return r;
 }

@@ -15,7 +15,8 @@ PolicyRule scheduleFileRule();
 
 const std::vector<PolicyRule>& policyRules() {
   static const std::vector<PolicyRule> table = {
-      storeAllRule(), uniformRule(), recursiveRule(), revolveRule(), optimalRule(), segmentsRule(), selectiveRule(), scheduleFileRule(),
+      storeAllRule(), uniformRule(),  recursiveRule(), revolveRule(),
+      optimalRule(),  segmentsRule(), selectiveRule(), scheduleFileRule(),
   };
   return table;
 }

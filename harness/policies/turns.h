@@ -25,8 +25,8 @@ inline int64_t scheduleLength(int64_t forwards, int64_t layers, const std::strin
                      std::to_string(layers) + " layers; a schedule over 2^28 instructions (3 GiB) is not built");
   const int64_t n = 2 * forwards + layers + 1;
   if (n > kMost)
-    throw InputError("policy '" + policy + "': " + std::to_string(n) + " instructions over " +
-                     std::to_string(layers) + " layers; a schedule over 2^28 instructions (3 GiB) is not built");
+    throw InputError("policy '" + policy + "': " + std::to_string(n) + " instructions over " + std::to_string(layers) +
+                     " layers; a schedule over 2^28 instructions (3 GiB) is not built");
   return n;
 }
 

@@ -39,7 +39,9 @@ class DrawsReplayed final : public EngineVariant {
   void afterForward(int block, bool recompute, StepView& v) const override { e_.afterForward(block, recompute, v); }
   void afterBackward(int block, bool recomputed, StepView& v) const override { e_.afterBackward(block, recomputed, v); }
   bool reportInputGradient() const override { return e_.reportInputGradient(); }
-  std::vector<int> sharedGradOrder(std::vector<int> users) const override { return e_.sharedGradOrder(std::move(users)); }
+  std::vector<int> sharedGradOrder(std::vector<int> users) const override {
+    return e_.sharedGradOrder(std::move(users));
+  }
   bool tiedHeadGradKept(bool firstBlockRecomputed) const override { return e_.tiedHeadGradKept(firstBlockRecomputed); }
   bool updatesFrozen() const override { return e_.updatesFrozen(); }
 

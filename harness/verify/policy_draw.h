@@ -32,18 +32,18 @@ inline uint32_t selectiveKindsEnd() { return uint32_t{1} << selectableOpKinds().
 inline rc::Gen<PolicyDraw> genPolicyDraw() {
   const uint32_t kindsEnd = selectiveKindsEnd();
   // Fixed size: every fraction of the range is as likely at any RapidCheck size (inRange scales with size).
-  return rc::gen::resize(
-      100, rc::gen::build<PolicyDraw>(rc::gen::set(&PolicyDraw::uniformK, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::revolveSlots, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::optimalBudget, genPermilleWithEnds()),
-                                      rc::gen::set(&PolicyDraw::selectiveKinds, rc::gen::inRange<uint32_t>(0, kindsEnd)),
-                                      rc::gen::set(&PolicyDraw::composedWith, rc::gen::inRange(0, 4)),
-                                      rc::gen::set(&PolicyDraw::optimalRival, rc::gen::inRange(0, 64)),
-                                      rc::gen::set(&PolicyDraw::longLayers, rc::gen::map(genPermille(), longLayersFrom)),
-                                      rc::gen::set(&PolicyDraw::longBudget, genPermilleWithEnds()),
-                                      // Last: a field added later takes the last split of the draw's generator, so
-                                      // every earlier field draws what it drew before (rc::gen::tuple splits in order).
-                                      rc::gen::set(&PolicyDraw::segmentsBudget, genPermilleWithEnds())));
+  return rc::gen::resize(100, rc::gen::build<PolicyDraw>(
+                                  rc::gen::set(&PolicyDraw::uniformK, genPermilleWithEnds()),
+                                  rc::gen::set(&PolicyDraw::revolveSlots, genPermilleWithEnds()),
+                                  rc::gen::set(&PolicyDraw::optimalBudget, genPermilleWithEnds()),
+                                  rc::gen::set(&PolicyDraw::selectiveKinds, rc::gen::inRange<uint32_t>(0, kindsEnd)),
+                                  rc::gen::set(&PolicyDraw::composedWith, rc::gen::inRange(0, 4)),
+                                  rc::gen::set(&PolicyDraw::optimalRival, rc::gen::inRange(0, 64)),
+                                  rc::gen::set(&PolicyDraw::longLayers, rc::gen::map(genPermille(), longLayersFrom)),
+                                  rc::gen::set(&PolicyDraw::longBudget, genPermilleWithEnds()),
+                                  // Last: a field added later takes the last split of the draw's generator, so
+                                  // every earlier field draws what it drew before (rc::gen::tuple splits in order).
+                                  rc::gen::set(&PolicyDraw::segmentsBudget, genPermilleWithEnds())));
 }
 
 // What `verify --policies` accepts: store-all, uniform, recursive, revolve, optimal, selective, composed (the

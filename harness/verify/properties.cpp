@@ -53,8 +53,8 @@ std::vector<NamedMat<T>> initialBuffers(Chain<T>& c) {
 // The run once more with its draws replayed (draws_replayed.h: the engine's own hooks but for its generator
 // handling in recomputes), against the same reference: equal bit for bit? A run that throws explains nothing.
 template <class T, class Train>
-bool equalWithDrawsReplayed(const std::vector<StepResult<T>>& reference, const Schedule& s,
-                            const EngineVariant& engine, Train&& train) {
+bool equalWithDrawsReplayed(const std::vector<StepResult<T>>& reference, const Schedule& s, const EngineVariant& engine,
+                            Train&& train) {
   const DrawsReplayed replayed(engine);
   try {
     return compareSteps(reference, train(s, replayed)).bitwiseEqual;
@@ -100,10 +100,9 @@ void runOnDevice(Trial& t, const EngineVariant& engine, Device device) {
   const int steps = t.spec.steps;
   const auto reference = deviceSteps<T>(device, t.spec, storeAllSchedule(t.cost), steps);
   Chain<T> host = buildChain<T>(t.spec);  // the device chain is built from the same spec: the same buffers
-  recordRuns<std::logic_error>(t, reference, initialBuffers(host), engine,
-                               [&](const Schedule& s, const EngineVariant& e) {
-                                 return deviceSteps<T>(device, t.spec, s, steps, e);
-                               });
+  recordRuns<std::logic_error>(
+      t, reference, initialBuffers(host), engine,
+      [&](const Schedule& s, const EngineVariant& e) { return deviceSteps<T>(device, t.spec, s, steps, e); });
 }
 
 template <class T>
@@ -186,12 +185,11 @@ namespace {
 std::optional<Violation> bitwiseEqualToReference(const Trial& t) {
   for (const PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;  // nothing ran: property 3's finding
-    if (!r.engineError.empty())
-      return violation(r, "the engine failed mid-step: " + r.engineError);
+    if (!r.engineError.empty()) return violation(r, "the engine failed mid-step: " + r.engineError);
     if (!r.comparison.bitwiseEqual) {
       const Difference& d = r.comparison.differences.front();
-      Violation v = violation(r,
-                              std::to_string(r.comparison.differences.size()) + " tensor(s) differ; first: " + toText(d));
+      Violation v =
+          violation(r, std::to_string(r.comparison.differences.size()) + " tensor(s) differ; first: " + toText(d));
       v.difference = d;
       v.diagnosis = r.diagnosis;
       return v;
@@ -208,9 +206,8 @@ std::optional<Violation> plannedEqualsMeasured(const Trial& t) {
       const Plan& p = r.plan;
       auto check = [&](const char* what, int64_t planned, int64_t measured) -> std::optional<Violation> {
         if (planned == measured) return std::nullopt;
-        return violation(r,
-                         "step " + std::to_string(s) + " " + what + ": planned " + std::to_string(planned) +
-                             ", measured " + std::to_string(measured));
+        return violation(r, "step " + std::to_string(s) + " " + what + ": planned " + std::to_string(planned) +
+                                ", measured " + std::to_string(measured));
       };
       // A step runs the schedule once per micro-batch: the plan is one pass's.
       const FlopCounts f = p.stepFlops();
@@ -259,21 +256,18 @@ std::optional<Violation> withinBounds(const Trial& t) {
     try {
       best = optimalPlan(t.cost, c.peakActivationBytes, OptimalOptions{.keep = r.schedule.keep});
     } catch (const std::exception& e) {
-      return violation(r,
-                       "optimal refused this policy's own peak " + std::to_string(c.peakActivationBytes) +
-                           " bytes as its budget: " + e.what());
+      return violation(r, "optimal refused this policy's own peak " + std::to_string(c.peakActivationBytes) +
+                              " bytes as its budget: " + e.what());
     }
     if (!best.exactGrid) continue;  // a rounded grid promises feasibility only
     const Plan bestPlan = planSchedule(best.schedule, t.cost);
     if (bestPlan.flops.recompute > c.flops.recompute)
-      return violation(r,
-                       "optimal:budget=" + std::to_string(c.peakActivationBytes) + " recomputes " +
-                           std::to_string(bestPlan.flops.recompute) + " FLOPs, more than this policy's " +
-                           std::to_string(c.flops.recompute) + " at the same peak");
+      return violation(r, "optimal:budget=" + std::to_string(c.peakActivationBytes) + " recomputes " +
+                              std::to_string(bestPlan.flops.recompute) + " FLOPs, more than this policy's " +
+                              std::to_string(c.flops.recompute) + " at the same peak");
   }
   return std::nullopt;
 }
-
 
 // One plan of the DP checked against the planner; empty when they agree and the plan fits.
 std::string optimalPlanMismatch(const Trial& t, const ChainCost& c, int64_t budget, const OptimalOptions& options) {
@@ -324,7 +318,6 @@ ChainCost homogeneousChain(const ChainCost& c, int layers) {
   return longChain;
 }
 
-
 std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   for (const PolicyRun& r : t.runs) {
     if (!r.scheduleError.empty()) continue;
@@ -342,8 +335,7 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
     // grid, which the planner would pick as the budget allows, would cost up to 400 million cell updates here).
     const std::string why = optimalPlanMismatch(t, c, budget, {.refine = false, .keep = {}});
     if (!why.empty())
-      return Violation{nullptr,
-                       "optimal:budget=" + std::to_string(budget),
+      return Violation{nullptr, "optimal:budget=" + std::to_string(budget),
                        "on a long chain of " + std::to_string(t.longLayers) + " blocks like block 0 (budget " +
                            std::to_string(t.longBudget) + "/1000 of [" + std::to_string(least) + ", " +
                            std::to_string(full) + "]): " + why,
@@ -351,7 +343,6 @@ std::optional<Violation> optimalPlansConsistent(const Trial& t) {
   }
   return std::nullopt;
 }
-
 
 // The planner's live bytes when the forward pass ends: after the instruction before the loss.
 int64_t liveAtLoss(const Schedule& s, const Plan& p) {
@@ -387,7 +378,6 @@ std::string placementMismatch(const Trial& t, const PolicyRun& r, const std::vec
   return "";
 }
 
-
 std::optional<Violation> placementsRoundTrip(const Trial& t) {
   std::optional<ChainCosts> costs;
   for (const PolicyRun& r : t.runs) {
@@ -399,8 +389,7 @@ std::optional<Violation> placementsRoundTrip(const Trial& t) {
         return violation(r, "segments' schedule is no per-module placement: " + why);
       continue;
     }
-    if (const std::string bad = placementMismatch(t, r, *segs, costs); !bad.empty())
-      return violation(r, bad);
+    if (const std::string bad = placementMismatch(t, r, *segs, costs); !bad.empty()) return violation(r, bad);
   }
   return std::nullopt;
 }
@@ -414,10 +403,10 @@ const std::vector<PropertyDef>& properties() {
       {"planned-equals-measured", "measured peak bytes, forward evaluations and FLOPs per phase equal the plan",
        plannedEqualsMeasured},
       {"schedules-valid", "every policy emits a schedule that passes the validator", schedulesAreValid},
-      {"bounds", "store-all, uniform, recursive, revolve, optimal and segments stay within their bounds",
-       withinBounds},
+      {"bounds", "store-all, uniform, recursive, revolve, optimal and segments stay within their bounds", withinBounds},
       {"optimal-plan-consistent",
-       "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long chains",
+       "the optimal DP's predicted peak and recompute FLOPs match the planner's, within budget, on short and long "
+       "chains",
        optimalPlansConsistent},
       {"placement-round-trip",
        "a placement's schedule reads back as it and plans as the policy's; its predicted saved bytes are the planner's",

@@ -59,13 +59,13 @@ struct StepCost {
 
 // One policy of a trial: its schedule and plan, and what the engine did with it.
 struct PolicyRun {
-  std::string policy;              // as given
-  std::string scheduleError;       // the policy emitted no schedule, or validateSchedule refused it
-  Schedule schedule;               // when scheduleError is empty
+  std::string policy;         // as given
+  std::string scheduleError;  // the policy emitted no schedule, or validateSchedule refused it
+  Schedule schedule;          // when scheduleError is empty
   Plan plan;
-  bool ran = false;                // the engine ran every step
-  std::string engineError;         // the engine threw mid-step
-  Comparison comparison;           // against the reference, every step
+  bool ran = false;         // the engine ran every step
+  std::string engineError;  // the engine threw mid-step
+  Comparison comparison;    // against the reference, every step
   // When the comparison differs: its class (harness/diagnose.h), computed from both runs' tensors by
   // diagnoseSteps while they exist (the trial keeps no tensors).
   std::optional<Diagnosis> diagnosis;

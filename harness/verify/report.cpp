@@ -85,8 +85,8 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   for (const PropertyDef& def : properties()) {
     const Property p = &def;
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
-    s << "  " << propertyNumber(p) << " " << p->id << ": " << (c.violated ? "VIOLATED" : "holds") << " ("
-      << c.checked << " case(s))\n";
+    s << "  " << propertyNumber(p) << " " << p->id << ": " << (c.violated ? "VIOLATED" : "holds") << " (" << c.checked
+      << " case(s))\n";
   }
   s << familiesText(r) << r.coverage.toText();
   if (!r.finding) {
@@ -95,8 +95,8 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
   }
   const Finding& f = *r.finding;
   const Violation& v = f.violation;
-  s << "\nFINDING: property " << propertyNumber(v.property) << " (" << v.property->id << ") violated: "
-    << v.property->title << "\n";
+  s << "\nFINDING: property " << propertyNumber(v.property) << " (" << v.property->id
+    << ") violated: " << v.property->title << "\n";
   s << "  policy      " << v.policy << "\n";
   s << "  violation   " << v.message << "\n";
   if (v.difference) {
@@ -107,11 +107,10 @@ std::string toText(const VerifyReport& r, const FindingReplay* replay) {
       s << "[" << d.firstIndex << "]: expected " << d.expected << ", got " << d.actual << ", " << d.ulpDistance
         << " ulp apart; " << d.count << " element(s) differ\n";
   }
-  if (v.diagnosis)
-    s << "  class       " << findingClassName(v.diagnosis->cls) << ": " << v.diagnosis->why << "\n";
+  if (v.diagnosis) s << "  class       " << findingClassName(v.diagnosis->cls) << ": " << v.diagnosis->why << "\n";
   s << "  found in    " << f.origin << ": " << caseSummary(f.original.spec) << "\n";
-  s << "  shrunk to   " << caseSummary(f.shrunk.spec) << " (" << f.shrinkSteps << " shrink step(s), "
-    << f.shrinkTrials << " case(s) tried)\n";
+  s << "  shrunk to   " << caseSummary(f.shrunk.spec) << " (" << f.shrinkSteps << " shrink step(s), " << f.shrinkTrials
+    << " case(s) tried)\n";
   s << "  policies    ";
   for (size_t i = 0; i < f.policies.size(); ++i) s << (i ? ", " : "") << f.policies[i];
   s << "\n";
@@ -199,7 +198,11 @@ std::string toJUnit(const VerifyReport& r, const FindingReplay* replay) {
     const PropertyCount& c = r.perProperty[static_cast<size_t>(propertyNumber(p) - 1)];
     JunitCase jc{"ckptcheck.verify",
                  std::to_string(propertyNumber(p)) + " " + p->id + ": " + p->title,
-                 JunitCase::Status::kPassed, "", "", "", std::to_string(c.checked) + " case(s) checked"};
+                 JunitCase::Status::kPassed,
+                 "",
+                 "",
+                 "",
+                 std::to_string(c.checked) + " case(s) checked"};
     if (r.finding && r.finding->violation.property == p) {
       jc.status = JunitCase::Status::kFailure;
       const Violation& v = r.finding->violation;

@@ -82,7 +82,7 @@ std::string catalogueDirectory() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    roots.push_back(self.parent_path());         // an install: share/ckptcheck next to bin/ is not assumed
+    roots.push_back(self.parent_path());  // an install: share/ckptcheck next to bin/ is not assumed
     roots.push_back(self.parent_path().parent_path());
     roots.push_back(self.parent_path().parent_path().parent_path());  // build/bin -> source tree
   }
@@ -141,7 +141,8 @@ Outcome evaluate(const VerifyCase& c, const std::vector<std::string>& families, 
     ++o.policyRuns;
     o.families |= familyBit(policyFamily(parsePolicy(r.policy)));
   }
-  for (const PropertyDef& p : properties()) o.violations[static_cast<size_t>(propertyNumber(&p) - 1)] = checkProperty(&p, t);
+  for (const PropertyDef& p : properties())
+    o.violations[static_cast<size_t>(propertyNumber(&p) - 1)] = checkProperty(&p, t);
   return o;
 }
 
@@ -179,7 +180,9 @@ std::vector<VerifyCase> catalogueShrinks(const VerifyCase& c) {
   };
   with([](CaseSpec& d) { d.steps = 1; });
   with([](CaseSpec& d) { d.dropout = 0; });
-  with([](CaseSpec& d) { for (BlockSpec& b : d.blocks) b.dropPath = 0; });
+  with([](CaseSpec& d) {
+    for (BlockSpec& b : d.blocks) b.dropPath = 0;
+  });
   with([](CaseSpec& d) { d.compute = Compute::kExact; });
   with([](CaseSpec& d) {
     for (BlockSpec& b : d.blocks)
@@ -388,8 +391,7 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
       },
       [&](int64_t i) { return summaries[static_cast<size_t>(i)].violated != 0; },
       [&](int64_t i) { return "random case " + std::to_string(i) + " (seed " + std::to_string(o.seed) + ")"; });
-  const std::optional<int64_t> fail =
-      failures.empty() ? std::nullopt : std::optional<int64_t>(failures.begin()->first);
+  const std::optional<int64_t> fail = failures.empty() ? std::nullopt : std::optional<int64_t>(failures.begin()->first);
   const int64_t last = fail ? *fail + 1 : o.cases;
   for (int64_t i = 0; i < last; ++i) {
     if (!inShard(i)) continue;
@@ -411,7 +413,8 @@ std::optional<int64_t> searchRandom(const VerifyOptions& o, const Subject& subje
 // Every catalogue case (in this shard) in parallel; the finding is the first failing one in name order.
 void checkCatalogue(const VerifyOptions& o, const Subject& subject, const MemoryLimit& memory, VerifyReport& r) {
   const std::string dir = o.catalogueDir.empty() ? catalogueDirectory() : o.catalogueDir;
-  if (dir.empty()) throw std::runtime_error("cases/catalog not found: set CKPT_SOURCE_DIR to the ckptcheck source tree");
+  if (dir.empty())
+    throw std::runtime_error("cases/catalog not found: set CKPT_SOURCE_DIR to the ckptcheck source tree");
   std::vector<std::filesystem::path> all, files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".json") all.push_back(e.path());
@@ -426,7 +429,9 @@ void checkCatalogue(const VerifyOptions& o, const Subject& subject, const Memory
   std::vector<std::optional<Outcome>> outcomes(cases.size());
   forEachIndex(
       static_cast<int64_t>(cases.size()), r.threads,
-      [&](int64_t k) { outcomes[static_cast<size_t>(k)] = evaluate(cases[static_cast<size_t>(k)], o.policies, subject); },
+      [&](int64_t k) {
+        outcomes[static_cast<size_t>(k)] = evaluate(cases[static_cast<size_t>(k)], o.policies, subject);
+      },
       [](int64_t) { return false; },
       [&](int64_t k) { return "catalogue case " + files[static_cast<size_t>(k)].stem().string(); });
   for (size_t k = 0; k < cases.size(); ++k) {

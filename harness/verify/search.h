@@ -33,59 +33,59 @@ rc::Gen<VerifyCase> genVerifyCase(const GenLimits& limits = verifyLimits());
 void showValue(const VerifyCase& c, std::ostream& os);
 
 struct VerifyOptions {
-  int cases = 100;                     // random cases
+  int cases = 100;  // random cases
   uint64_t seed = 1;
-  std::vector<std::string> policies;   // families or policy strings (policy_draw.h); empty = every family
-  std::string mutant;                  // empty = the correct engine
+  std::vector<std::string> policies;      // families or policy strings (policy_draw.h); empty = every family
+  std::string mutant;                     // empty = the correct engine
   const EngineVariant* engine = nullptr;  // or this variant (tests' own mutants); overrides `mutant`
-  OptimalPlanner optimalPlanner;       // property 5's DP; empty: optimalPlan (tests give broken ones)
-  Device device = Device::kCpu;        // where the engine runs; on a device, its own store-all is the reference
-  bool catalogue = true;               // also the named cases of cases/catalog (after the random ones)
-  std::string catalogueDir;            // empty = found (catalogueDirectory())
-  int threads = 0;                     // 0 = one per hardware thread
+  OptimalPlanner optimalPlanner;          // property 5's DP; empty: optimalPlan (tests give broken ones)
+  Device device = Device::kCpu;           // where the engine runs; on a device, its own store-all is the reference
+  bool catalogue = true;                  // also the named cases of cases/catalog (after the random ones)
+  std::string catalogueDir;               // empty = found (catalogueDirectory())
+  int threads = 0;                        // 0 = one per hardware thread
   GenLimits limits = verifyLimits();
-  int maxShrinkTrials = 2000;          // cases tried while shrinking
-  std::string reproduce;               // "S:i:path": check that one case only
+  int maxShrinkTrials = 2000;  // cases tried while shrinking
+  std::string reproduce;       // "S:i:path": check that one case only
   // --shard I/N: this run checks random case i and catalogue file f (sorted by name) only when i % N == I, resp.
   // f % N == I, so N runs with I = 0..N-1 together check exactly what one unsharded run checks.
   int shardIndex = 0;
   int shardCount = 1;
-  std::string maxActivationBytes;      // the resource guard's limit for catalogue cases ("" = default)
+  std::string maxActivationBytes;  // the resource guard's limit for catalogue cases ("" = default)
 };
 
 struct PropertyCount {
-  int64_t checked = 0;   // cases the property was evaluated on
+  int64_t checked = 0;  // cases the property was evaluated on
   int64_t violated = 0;
 };
 
 struct Finding {
   Violation violation;
-  std::string origin;        // "random case 17 (seed 1)" or "catalogue case tiny"
+  std::string origin;  // "random case 17 (seed 1)" or "catalogue case tiny"
   VerifyCase original;
   VerifyCase shrunk;
   std::vector<std::string> policies;  // the policy strings the shrunk case ran
-  int shrinkSteps = 0;       // accepted shrinks
-  int shrinkTrials = 0;      // cases tried while shrinking
-  std::string reproduce;     // "S:i:path"; empty for a catalogue case
+  int shrinkSteps = 0;                // accepted shrinks
+  int shrinkTrials = 0;               // cases tried while shrinking
+  std::string reproduce;              // "S:i:path"; empty for a catalogue case
 };
 
 struct VerifyReport {
   uint64_t seed = 0;
   std::string mutant;
-  std::string device = "cpu";   // deviceName()
+  std::string device = "cpu";  // deviceName()
   int threads = 1;
   int shardIndex = 0, shardCount = 1;
-  int64_t randomCases = 0;      // random cases checked (up to and including a failing one)
+  int64_t randomCases = 0;  // random cases checked (up to and including a failing one)
   int64_t catalogueCases = 0;
-  int64_t policyRuns = 0;       // (case, policy) pairs run by the engine
+  int64_t policyRuns = 0;  // (case, policy) pairs run by the engine
   // Per policy family (policyFamily: "segments", "uniform+selective", ...), the checked cases that ran one of its
   // policies, as the coverage table counts cases per feature; families no case ran are left out.
   std::map<std::string, int64_t> familyCases;
-  double searchSeconds = 0;     // random cases only
-  double casesPerMinute = 0;    // random cases per minute of wall time, every property and policy
-  double totalSeconds = 0;      // everything, shrinking included
+  double searchSeconds = 0;   // random cases only
+  double casesPerMinute = 0;  // random cases per minute of wall time, every property and policy
+  double totalSeconds = 0;    // everything, shrinking included
   std::vector<PropertyCount> perProperty = std::vector<PropertyCount>(properties().size());  // in number order
-  Coverage coverage;            // what the random cases checked covered (cases/coverage.h)
+  Coverage coverage;  // what the random cases checked covered (cases/coverage.h)
   std::optional<Finding> finding;
 };
 

@@ -1,8 +1,8 @@
 // BatchNorm1d in training mode over the rows of x (N, C), as PyTorch: y = (x - mean) * rstd * weight + bias with
 // the batch mean and biased batch variance per column. Every forward also moves the running statistics, as
 // PyTorch's module does in training mode (a recompute that should not move them is the runtime's to undo:
-// reference/block.h, StateGuard): running = (1 - m) running + m batch, the variance unbiased (n / (n - 1)), and counts the batch in num_batches_tracked. Saves its input plus the per-column mean
-// and rstd (1, C) each.
+// reference/block.h, StateGuard): running = (1 - m) running + m batch, the variance unbiased (n / (n - 1)), and counts
+// the batch in num_batches_tracked. Saves its input plus the per-column mean and rstd (1, C) each.
 #pragma once
 #include <cmath>
 #include <stdexcept>
@@ -33,8 +33,8 @@ class BatchNorm final : public Op<T> {
   // As written below. Per element: forward sum, centre, square, sum, scale, bias (6); backward xhat (2), dnorm,
   // its sum, dnorm xhat and its sum, the three-term combination (4), dweight (2), dbias (13). Per column:
   // forward two 1/N scalings, +eps, sqrt, reciprocal, rstd weight (6); backward two 1/N scalings and the two
-  // accumulations (4). The running-statistics update (undone by the runtime after a recompute) is not counted, so a recompute
-  // costs exactly what the forward cost.
+  // accumulations (4). The running-statistics update (undone by the runtime after a recompute) is not counted, so a
+  // recompute costs exactly what the forward cost.
   OpMeta meta(std::span<const Shape> in) const override {
     const int64_t n = in[0].rows, c = in[0].cols;
     OpMeta m;
@@ -51,8 +51,7 @@ class BatchNorm final : public Op<T> {
     const auto& x = in[0];
     const int64_t n = x.rows(), c = x.cols();
     if (n < 2)
-      throw std::invalid_argument("batchnorm: training mode needs at least 2 rows per batch, got " +
-                                  std::to_string(n));
+      throw std::invalid_argument("batchnorm: training mode needs at least 2 rows per batch, got " + std::to_string(n));
     const T invN = T(1) / static_cast<T>(n);
     auto y = Tensor<T>::empty(n, c);
     // Statistics are context tensors when saved, workspace otherwise.
@@ -98,11 +97,11 @@ class BatchNorm final : public Op<T> {
     const Mat<T> dnormMean = dnorm.colwise().sum() * invN;
     const Mat<T> dnormXhatMean = dnorm.cwiseProduct(xhat).colwise().sum() * invN;
     din[0] = Tensor<T>::empty(n, c);
-    din[0].map() = (((dnorm.rowwise() - dnormMean.row(0)).array() -
-                     xhat.array().rowwise() * dnormXhatMean.array().row(0))
-                        .rowwise() *
-                    rstd.array().row(0))
-                       .matrix();
+    din[0].map() =
+        (((dnorm.rowwise() - dnormMean.row(0)).array() - xhat.array().rowwise() * dnormXhatMean.array().row(0))
+             .rowwise() *
+         rstd.array().row(0))
+            .matrix();
     w_.grad += dy.cwiseProduct(xhat).colwise().sum();
     b_.grad += dy.colwise().sum();
   }

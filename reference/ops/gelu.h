@@ -32,8 +32,7 @@ class Gelu final : public Op<T> {
     const T* xs = x.data();
     T* ys = y.data();
     if (env.numerics.erfGelu) {
-      for (int64_t i = 0; i < x.size(); ++i)
-        ys[i] = T(0.5) * xs[i] * (T(1) + std::erf(xs[i] * kInvSqrt2));
+      for (int64_t i = 0; i < x.size(); ++i) ys[i] = T(0.5) * xs[i] * (T(1) + std::erf(xs[i] * kInvSqrt2));
     } else {
       for (int64_t i = 0; i < x.size(); ++i) {
         const T v = xs[i];

@@ -66,8 +66,8 @@ class LayerNorm final : public Op<T> {
       const T sq = (xm.row(r).array() - mean[r]).square().sum();
       const T var = divide ? sq / count : sq * invC;
       rstd[r] = T(1) / std::sqrt(var + static_cast<T>(eps_));
-      ym.row(r) = ((xm.row(r).array() - mean[r]) * rstd[r] * w_.value.row(0).array() + b_.value.row(0).array())
-                      .matrix();
+      ym.row(r) =
+          ((xm.row(r).array() - mean[r]) * rstd[r] * w_.value.row(0).array() + b_.value.row(0).array()).matrix();
     }
     if (ctx) saveFields(*ctx, Saved{x, meanT, rstdT});
     return y;

@@ -29,10 +29,8 @@ class Linear final : public Op<T> {
 
   Tensor<T> forward(std::span<const Tensor<T>> in, Context<T>* ctx, const OpEnv& env) override {
     auto y = Tensor<T>::empty(in[0].rows(), outFeatures());
-    if (env.numerics.bf16Inputs)
-      y.map().noalias() = bf16Copy<T>(in[0].map()) * bf16Copy<T>(w_.value).transpose();
-    else
-      y.map().noalias() = in[0].map() * w_.value.transpose();
+    if (env.numerics.bf16Inputs) y.map().noalias() = bf16Copy<T>(in[0].map()) * bf16Copy<T>(w_.value).transpose();
+    else y.map().noalias() = in[0].map() * w_.value.transpose();
     y.map().rowwise() += b_.value.row(0);
     if (env.numerics.bf16Matmul) y.map() = y.map().unaryExpr([](T v) { return roundToBf16(v); });
     if (ctx) saveFields(*ctx, Saved{in[0]});

@@ -71,7 +71,7 @@ class LmHeadLoss final : public Loss<T> {
     typename Tensor<T>::Map probs(buffer(s.probs, probsW, v), n, v);
     const auto xm = x.map();
     const T invC = T(1) / static_cast<T>(c);
-    const auto& g = p_->lnWeight.value, &b = p_->lnBias.value;
+    const auto &g = p_->lnWeight.value, &b = p_->lnBias.value;
     for (int64_t r = 0; r < n; ++r) {
       mean[r] = xm.row(r).sum() * invC;
       const T var = (xm.row(r).array() - mean[r]).square().sum() * invC;

@@ -32,8 +32,8 @@ namespace ckpt {
 
 // Each expert's buffer: ceil(cf * R * k / E) slots, in double left to right, at least one and at most R.
 inline int64_t moeCapacity(int64_t rows, int64_t experts, int64_t topK, double capacityFactor) {
-  const double c = std::ceil(capacityFactor * static_cast<double>(rows) * static_cast<double>(topK) /
-                             static_cast<double>(experts));
+  const double c =
+      std::ceil(capacityFactor * static_cast<double>(rows) * static_cast<double>(topK) / static_cast<double>(experts));
   return std::clamp<int64_t>(static_cast<int64_t>(c), 1, rows);
 }
 
@@ -43,8 +43,13 @@ class Moe final : public Op<T> {
   Moe(const std::string& name, int64_t width, int experts, int topK, int64_t hidden, double capacityFactor,
       double jitter, double auxCoef)
       : router_(name + ".router", width, experts),
-        experts_(experts), topK_(topK), width_(width), hidden_(hidden), capacityFactor_(capacityFactor),
-        jitter_(jitter), auxCoef_(auxCoef),
+        experts_(experts),
+        topK_(topK),
+        width_(width),
+        hidden_(hidden),
+        capacityFactor_(capacityFactor),
+        jitter_(jitter),
+        auxCoef_(auxCoef),
         counts_{name + ".expert_counts", Mat<T>::Zero(1, experts)},
         aux_{name + std::string(kAuxLossSuffix), Mat<T>::Zero(1, 1)} {
     for (int e = 0; e < experts; ++e) {
@@ -72,8 +77,8 @@ class Moe final : public Op<T> {
                      e * ((2 * c * w * h + c * h) + 9 * c * h + (2 * c * h * w + c * w)) + 2 * e * c * w + 3 * e;
     // the combine's two products, the experts, the scatter of their input gradients, the aux term, softmax, router,
     // jitter
-    m.backwardFlops = 4 * e * c * w + e * ((4 * c * h * w + c * w) + 19 * c * h + (4 * c * w * h + c * h)) +
-                      e * c * w + r * e + 4 * r * e + (4 * r * w * e + r * e) + 2 * j;
+    m.backwardFlops = 4 * e * c * w + e * ((4 * c * h * w + c * w) + 19 * c * h + (4 * c * w * h + c * h)) + e * c * w +
+                      r * e + 4 * r * e + (4 * r * w * e + r * e) + 2 * j;
     m.savesInputs = true;
     m.contextExtraBytes = static_cast<int64_t>(sizeof(T)) * (r * e + 2 * e * c + e + 2 * e * c * h + e * c * w + j);
     m.randomDraws = j;
@@ -123,9 +128,15 @@ class Moe final : public Op<T> {
     aux_.value(0, 0) += static_cast<T>(auxCoef_) * (static_cast<T>(ne) * aux);
     if (ctx) {
       const MeterScope saved(meter);
-      Saved s{x, Tensor<T>::from(route.probs), Tensor<T>::from(route.token.template cast<T>()),
-              Tensor<T>::from(route.gate), Tensor<T>::from(route.frac), Tensor<T>::from(z1), Tensor<T>::from(act),
-              Tensor<T>::from(z2), jitter_ > 0 ? Tensor<T>::from(mult) : Tensor<T>()};
+      Saved s{x,
+              Tensor<T>::from(route.probs),
+              Tensor<T>::from(route.token.template cast<T>()),
+              Tensor<T>::from(route.gate),
+              Tensor<T>::from(route.frac),
+              Tensor<T>::from(z1),
+              Tensor<T>::from(act),
+              Tensor<T>::from(z2),
+              jitter_ > 0 ? Tensor<T>::from(mult) : Tensor<T>()};
       saveFields(*ctx, s);
       ctx->draw = d;
     }
@@ -186,10 +197,10 @@ class Moe final : public Op<T> {
 
  private:
   struct Routing {
-    Mat<T> probs;                                                       // (R, E)
+    Mat<T> probs;                                                                   // (R, E)
     Eigen::Matrix<int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> token;  // (E, C): -1 empty
-    Mat<T> gate;                                                        // (E, C): p[token, e]
-    Mat<T> frac;                                                        // (1, E): f_e
+    Mat<T> gate;                                                                    // (E, C): p[token, e]
+    Mat<T> frac;                                                                    // (1, E): f_e
     std::vector<int64_t> filled;
   };
   struct Saved {

@@ -3,6 +3,7 @@
 validate): with a torch that raises on import first on PYTHONPATH (tests/adapters/no-torch/), the query still
 exits 0 with the installed torch's version, while `import torch` under the same PYTHONPATH fails. Run under the
 adapters' Python with torch installed (run_torch_script.py)."""
+
 import json
 import os
 import subprocess

@@ -13,6 +13,7 @@ Checks, with the figures the JAX driver reports (harness/adapters/jax/residuals.
   weight gradients and its loops' buffers: measured 1.01-1.35).
 Exit 0 holds, 1 a violated check (each printed), 77 when JAX is missing and CKPT_SKIP_FRAMEWORK_TESTS=1.
 """
+
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from check_validate import adapter_python, fail, require_python_modules  # noqa:
 
 L, W, B = 16, 64, 512
 
-MEASURE = r'''
+MEASURE = r"""
 import json, math, os, sys
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 sys.path.insert(0, sys.argv[1])
@@ -50,12 +51,15 @@ for k in [d for d in range(1, L + 1) if L % d == 0]:
     temp = residuals.compiled_memory(jax.jit(jax.grad(lambda p, x: loss(p, x)[0])), (params, x))["temp"]
     out[k] = {"saved": saved, "temp": temp}
 print(json.dumps(out))
-'''
+"""
 
 
 def planner_peak(ckptcheck, case_path, k):
-    r = subprocess.run([ckptcheck, "plan", "--case", case_path, "--policy", "uniform:k=%d" % k, "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [ckptcheck, "plan", "--case", case_path, "--policy", "uniform:k=%d" % k, "--json"],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         fail("ckptcheck plan uniform:k=%d exited %d: %s" % (k, r.returncode, r.stderr.strip()))
     return json.loads(r.stdout)["peak_activation_bytes"]
@@ -66,8 +70,9 @@ def main():
         fail("usage: check_jax_sqrt_chain.py CKPTCHECK")
     require_python_modules(["jax"])
     jax_dir = os.path.join(HERE, "..", "..", "harness", "adapters", "jax")
-    r = subprocess.run([adapter_python(), "-c", MEASURE, jax_dir, str(L), str(W), str(B)], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [adapter_python(), "-c", MEASURE, jax_dir, str(L), str(W), str(B)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         fail("the JAX measurement failed:\n" + r.stderr)
     jax_figures = {int(k): v for k, v in json.loads(r.stdout.splitlines()[-1]).items()}
@@ -75,9 +80,21 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         case_path = os.path.join(tmp, "chain.json")
         with open(case_path, "w") as f:
-            json.dump({"name": "sqrt-chain", "dtype": "float", "batch": B, "width": W, "loss": "mse", "seed": 1,
-                       "dropout": 0.0, "lr": 0.01, "steps": 1,
-                       "blocks": [{"kind": "mlp", "activation": "relu", "repeat": L}]}, f)
+            json.dump(
+                {
+                    "name": "sqrt-chain",
+                    "dtype": "float",
+                    "batch": B,
+                    "width": W,
+                    "loss": "mse",
+                    "seed": 1,
+                    "dropout": 0.0,
+                    "lr": 0.01,
+                    "steps": 1,
+                    "blocks": [{"kind": "mlp", "activation": "relu", "repeat": L}],
+                },
+                f,
+            )
         plan = {k: planner_peak(sys.argv[1], case_path, k) for k in ks}
     print("L=%d blocks, width %d, batch %d; sqrt(L) = %.1f" % (L, W, B, math.sqrt(L)))
     print("%4s %14s %18s %22s" % ("k", "saved (B)", "XLA temp (B)", "planner peak (B)"))
@@ -88,8 +105,10 @@ def main():
     for k in ks:
         extra = jax_figures[k]["saved"] - jax_figures[1]["saved"]
         if extra != (k - 1) * boundary:
-            bad.append("k=%d: saved residuals %d B above k=1's, expected %d (one %d B boundary per segment)"
-                       % (k, extra, (k - 1) * boundary, boundary))
+            bad.append(
+                "k=%d: saved residuals %d B above k=1's, expected %d (one %d B boundary per segment)"
+                % (k, extra, (k - 1) * boundary, boundary)
+            )
     temps = {k: jax_figures[k]["temp"] for k in ks}
     best = min(ks, key=lambda k: temps[k])
     lowest = min(plan.values())
@@ -100,14 +119,17 @@ def main():
         bad.append("XLA's temp bytes have no interior minimum over k (%s)" % temps)
     for k in ks:  # measured 1.01-1.35 on jax 0.10.2's CPU backend
         if not 0.9 <= temps[k] / plan[k] <= 1.5:
-            bad.append("k=%d: XLA's temp bytes are %.2f times the planner's peak (0.9-1.5 expected)"
-                       % (k, temps[k] / plan[k]))
+            bad.append(
+                "k=%d: XLA's temp bytes are %.2f times the planner's peak (0.9-1.5 expected)" % (k, temps[k] / plan[k])
+            )
     for b in bad:
         print("FAIL: " + b)
     if bad:
         sys.exit(1)
-    print("holds: saved residuals grow by one boundary per segment; XLA's temp bytes and the planner's peak are "
-          "both lowest at k=%d of L=%d" % (best, L))
+    print(
+        "holds: saved residuals grow by one boundary per segment; XLA's temp bytes and the planner's peak are "
+        "both lowest at k=%d of L=%d" % (best, L)
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ planner picked, predicted vs measured saved bytes and predicted vs measured step
 to DIR/plan-loop.json for the report. Exit 0 all hold, 1 a check failed, 77 when torch is missing and
 CKPT_SKIP_FRAMEWORK_TESTS=1.
 """
+
 import argparse
 import json
 import os
@@ -56,11 +57,28 @@ def main():
     rows = []
     for label, budget in budgets:
         placement = os.path.join(a.out, "placement-%s.json" % label)
-        plan = json.loads(run([exe, "plan", "--costs", costs, "--budget", str(budget), "--placement", placement,
-                               "--json"]).stdout)
+        plan = json.loads(
+            run([exe, "plan", "--costs", costs, "--budget", str(budget), "--placement", placement, "--json"]).stdout
+        )
         vout = os.path.join(a.out, "validate-%s" % label)
-        v = run([exe, "validate", "--adapter", a.adapter, "--plan", placement, "--seeds", "1", "--steps",
-                 str(a.steps), "--no-shrink", "--json", "--out", vout])
+        v = run(
+            [
+                exe,
+                "validate",
+                "--adapter",
+                a.adapter,
+                "--plan",
+                placement,
+                "--seeds",
+                "1",
+                "--steps",
+                str(a.steps),
+                "--no-shrink",
+                "--json",
+                "--out",
+                vout,
+            ]
+        )
         seed = json.loads(v.stdout)["seeds"][0]
         if seed["bitwise"] != "holds":
             fail("%s budget: bitwise %s: %s" % (label, seed["bitwise"], seed.get("first_difference")))
@@ -70,28 +88,46 @@ def main():
         if p["result"] != "holds":
             fail("%s budget: %s" % (label, p.get("why")))
         if p["predicted_saved_bytes"] != p["measured_saved_bytes"]:
-            fail("%s budget: predicted %d B, measured %d B" % (label, p["predicted_saved_bytes"],
-                                                               p["measured_saved_bytes"]))
+            fail(
+                "%s budget: predicted %d B, measured %d B"
+                % (label, p["predicted_saved_bytes"], p["measured_saved_bytes"])
+            )
         recomputes = plan["forward_evals"] > plans["layers"]
         if label == "store-all" and recomputes:
             fail("at store-all's peak the planner still recomputes (%s)" % plan["policy"])
         if label == "smallest" and not recomputes:
             fail("at the smallest budget nothing is recomputed (%s)" % plan["policy"])
-        rows.append({"budget_label": label, "budget": budget, "policy": plan["policy"],
-                     "peak_activation_bytes": plan["peak_activation_bytes"],
-                     "predicted_saved_bytes": p["predicted_saved_bytes"],
-                     "measured_saved_bytes": p["measured_saved_bytes"],
-                     "plain_saved_bytes": seed.get("memory", {}).get("plain_bytes"),
-                     "predicted_time_overhead": p["predicted_time_overhead"],
-                     "measured_time_overhead": p["measured_time_overhead"]})
-    print("\n%-10s %12s  %-28s %14s %14s %9s %9s" % ("budget", "bytes", "policy", "saved pred", "saved meas",
-                                                     "time pred", "time meas"))
+        rows.append(
+            {
+                "budget_label": label,
+                "budget": budget,
+                "policy": plan["policy"],
+                "peak_activation_bytes": plan["peak_activation_bytes"],
+                "predicted_saved_bytes": p["predicted_saved_bytes"],
+                "measured_saved_bytes": p["measured_saved_bytes"],
+                "plain_saved_bytes": seed.get("memory", {}).get("plain_bytes"),
+                "predicted_time_overhead": p["predicted_time_overhead"],
+                "measured_time_overhead": p["measured_time_overhead"],
+            }
+        )
+    print(
+        "\n%-10s %12s  %-28s %14s %14s %9s %9s"
+        % ("budget", "bytes", "policy", "saved pred", "saved meas", "time pred", "time meas")
+    )
     for r in rows:
         pct = lambda v: "n/a" if v is None else "%+.1f%%" % (100 * v)  # noqa: E731
-        print("%-10s %12d  %-28s %14d %14d %9s %9s" % (r["budget_label"], r["budget"], r["policy"],
-                                                      r["predicted_saved_bytes"], r["measured_saved_bytes"],
-                                                      pct(r["predicted_time_overhead"]),
-                                                      pct(r["measured_time_overhead"])))
+        print(
+            "%-10s %12d  %-28s %14d %14d %9s %9s"
+            % (
+                r["budget_label"],
+                r["budget"],
+                r["policy"],
+                r["predicted_saved_bytes"],
+                r["measured_saved_bytes"],
+                pct(r["predicted_time_overhead"]),
+                pct(r["measured_time_overhead"]),
+            )
+        )
     tmp = os.path.join(a.out, ".plan-loop.json.tmp")
     with open(tmp, "w") as f:
         json.dump({"format": "ckptcheck-plan-loop", "version": 1, "adapter": a.adapter, "rows": rows}, f, indent=1)

@@ -12,6 +12,7 @@
          refused (exit 2, one line), the other ends with its own verdict, and OUT's report is that run's.
 Exit 77 when torch is missing and CKPT_SKIP_FRAMEWORK_TESTS=1 (check_validate.require_python_modules).
 """
+
 import fcntl
 import json
 import os
@@ -42,8 +43,18 @@ def escaped_children(ckptcheck, factories, out):
     if os.path.exists(pid_file):
         os.remove(pid_file)
     env = dict(os.environ, CKPT_TEST_PID_FILE=pid_file)
-    cmd = [ckptcheck, "validate", "--adapter", "torch:module=%s:escapes_setsid" % factories, "--seeds", "1",
-           "--steps", "1", "--out", out]
+    cmd = [
+        ckptcheck,
+        "validate",
+        "--adapter",
+        "torch:module=%s:escapes_setsid" % factories,
+        "--seeds",
+        "1",
+        "--steps",
+        "1",
+        "--out",
+        out,
+    ]
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     sys.stdout.write(r.stdout + r.stderr)
@@ -64,8 +75,10 @@ def escaped_children(ckptcheck, factories, out):
 def one_line(r, what):
     lines = r.stderr.splitlines()
     if r.returncode != 2 or len(lines) != 1 or BUSY not in lines[0] or r.stdout:
-        fail("%s: expected exit 2 and one line saying '%s', got exit %d, stderr %r, stdout %r"
-             % (what, BUSY, r.returncode, r.stderr, r.stdout[:200]))
+        fail(
+            "%s: expected exit 2 and one line saying '%s', got exit %d, stderr %r, stdout %r"
+            % (what, BUSY, r.returncode, r.stderr, r.stdout[:200])
+        )
     print("%s: refused: %s" % (what, lines[0]))
 
 
@@ -76,11 +89,17 @@ def shared_out(ckptcheck, examples, out):
     # 1. A run holds OUT (its lock, taken here as validate takes it): a second is refused before it runs anything.
     with open(os.path.join(out, ".ckptcheck.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for what, args in (("built-in", ["--adapter", "numpy", "--cases", "1"]),
-                           ("user model", ["--adapter", "torch:module=%s:correct" % mlp])):
+        for what, args in (
+            ("built-in", ["--adapter", "numpy", "--cases", "1"]),
+            ("user model", ["--adapter", "torch:module=%s:correct" % mlp]),
+        ):
             t0 = time.monotonic()
-            one_line(subprocess.run([ckptcheck, "validate"] + args + ["--out", out], capture_output=True, text=True,
-                                    timeout=60), what + " with OUT held")
+            one_line(
+                subprocess.run(
+                    [ckptcheck, "validate"] + args + ["--out", out], capture_output=True, text=True, timeout=60
+                ),
+                what + " with OUT held",
+            )
             if time.monotonic() - t0 > 10:
                 fail("%s: the refusal took %.1f s: it must come before any run" % (what, time.monotonic() - t0))
     if os.path.exists(os.path.join(out, "validate.json")):
@@ -91,8 +110,20 @@ def shared_out(ckptcheck, examples, out):
     runs = {"correct": 0, "rng_not_preserved": 1}
     procs = {}
     for factory in runs:
-        cmd = [ckptcheck, "validate", "--adapter", "torch:module=%s:%s" % (mlp, factory), "--seeds", "1", "--steps",
-               "1", "--no-shrink", "--json", "--out", out]
+        cmd = [
+            ckptcheck,
+            "validate",
+            "--adapter",
+            "torch:module=%s:%s" % (mlp, factory),
+            "--seeds",
+            "1",
+            "--steps",
+            "1",
+            "--no-shrink",
+            "--json",
+            "--out",
+            out,
+        ]
         procs[factory] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = {}
     for factory, p in procs.items():
@@ -101,8 +132,10 @@ def shared_out(ckptcheck, examples, out):
     refused = [f for f, r in done.items() if r.returncode == 2]
     ran = [f for f in runs if f not in refused]
     if len(refused) != 1:
-        fail("expected exactly one of the two runs refused, got exits %s\n%s"
-             % ({f: r.returncode for f, r in done.items()}, {f: r.stderr for f, r in done.items()}))
+        fail(
+            "expected exactly one of the two runs refused, got exits %s\n%s"
+            % ({f: r.returncode for f, r in done.items()}, {f: r.stderr for f, r in done.items()})
+        )
     one_line(done[refused[0]], refused[0] + " started beside " + ran[0])
     r = done[ran[0]]
     if r.returncode != runs[ran[0]]:

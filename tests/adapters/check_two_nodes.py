@@ -9,6 +9,7 @@ validate --adapter torch:module=...,nnodes=2,rdzv_endpoint=127.0.0.1:PORT`, chec
 
 `{port}` in ARGS is replaced by the port. The loop is bounded (at most 40 joins) and stopped when validate ends.
 --occupied: no node 1; the port is held by a listening socket of this script, so node 0's rendezvous cannot bind."""
+
 import os
 import signal
 import socket
@@ -44,20 +45,37 @@ def main(argv):
         return occupied(argv[1:])
     k = argv.index("--ranks-per-node")
     per_node = argv[k + 1]
-    rest = argv[:k] + argv[k + 2:]
+    rest = argv[:k] + argv[k + 2 :]
     port = free_port()
     rest = [a.replace("{port}", str(port)) for a in rest]
-    node1 = [adapter_python(), "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node",
-             per_node, "--rdzv-backend", "static", "--rdzv-endpoint", "127.0.0.1:%d" % port, "--max-restarts", "0",
-             DRIVER, "--join"]
+    node1 = [
+        adapter_python(),
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--nproc-per-node",
+        per_node,
+        "--rdzv-backend",
+        "static",
+        "--rdzv-endpoint",
+        "127.0.0.1:%d" % port,
+        "--max-restarts",
+        "0",
+        DRIVER,
+        "--join",
+    ]
     log = open(os.environ.get("CKPT_NODE1_LOG", os.devnull), "w")
     check = subprocess.Popen([sys.executable, os.path.join(HERE, "check_user_model.py")] + rest)
     joins, current = 0, None
     try:
         while check.poll() is None and joins < MAX_JOINS:
             if current is None or current.poll() is not None:
-                current = subprocess.Popen(node1, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                           start_new_session=True)
+                current = subprocess.Popen(
+                    node1, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                )
                 joins += 1
             time.sleep(0.2)
         code = check.wait()

@@ -25,6 +25,7 @@ Expectations:
                              rank's checkpointed activation bytes are below its plain ones
 Prints every seed's figures (saved bytes, step times) so the CTest log shows them.
 """
+
 import argparse
 import json
 import os
@@ -44,14 +45,31 @@ def check_seeds(rep, a):
         mem = s.get("memory", {})
         prof = mem.get("profiler")
         if prof:
-            print("seed %d: profiler activation bytes plain %d, checkpointed %d; step peak %d / %d"
-                  % (s["seed"], prof["plain"]["activation_bytes"], prof["checkpoint"]["activation_bytes"],
-                     prof["plain"]["peak_bytes"], prof["checkpoint"]["peak_bytes"]))
+            print(
+                "seed %d: profiler activation bytes plain %d, checkpointed %d; step peak %d / %d"
+                % (
+                    s["seed"],
+                    prof["plain"]["activation_bytes"],
+                    prof["checkpoint"]["activation_bytes"],
+                    prof["plain"]["peak_bytes"],
+                    prof["checkpoint"]["peak_bytes"],
+                )
+            )
         t = s.get("step_seconds", {})
-        print("seed %d: %s, bitwise %s, memory %s (plain %s B, checkpointed %s B), step %s / %s s%s"
-              % (s["seed"], s["status"], s["bitwise"], mem.get("result"), mem.get("plain_bytes"),
-                 mem.get("checkpoint_bytes"), t.get("plain"), t.get("checkpoint"),
-                 ", " + s["error"] if "error" in s else ""))
+        print(
+            "seed %d: %s, bitwise %s, memory %s (plain %s B, checkpointed %s B), step %s / %s s%s"
+            % (
+                s["seed"],
+                s["status"],
+                s["bitwise"],
+                mem.get("result"),
+                mem.get("plain_bytes"),
+                mem.get("checkpoint_bytes"),
+                t.get("plain"),
+                t.get("checkpoint"),
+                ", " + s["error"] if "error" in s else "",
+            )
+        )
     if (a.bitwise or a.memory) and not compared:
         fail("no seed was compared")
     for s in compared:
@@ -66,8 +84,10 @@ def check_seeds(rep, a):
             if not s.get("instruments"):
                 fail("seed %d: no measuring pass in the report" % s["seed"])
             if got != want:
-                fail("seed %d: the passes that changed their run are %s, expected %s"
-                     % (s["seed"], sorted(got) or "none", sorted(want) or "none"))
+                fail(
+                    "seed %d: the passes that changed their run are %s, expected %s"
+                    % (s["seed"], sorted(got) or "none", sorted(want) or "none")
+                )
             if any(g.startswith("memory:") for g in got) and s.get("memory", {}).get("profiler"):
                 fail("seed %d: a memory pass changed its run, yet its figures are in the report" % s["seed"])
     if a.profiled_step is not None:
@@ -79,16 +99,21 @@ def check_seeds(rep, a):
     for s in compared if a.ranks else []:
         prof = s.get("memory", {}).get("profiler") or {}
         per = [prof.get(m, {}).get("per_rank", []) for m in ("plain", "checkpoint")]
-        print("seed %d: per rank activation bytes plain %s, checkpointed %s"
-              % (s["seed"], [r["activation_bytes"] for r in per[0]], [r["activation_bytes"] for r in per[1]]))
+        print(
+            "seed %d: per rank activation bytes plain %s, checkpointed %s"
+            % (s["seed"], [r["activation_bytes"] for r in per[0]], [r["activation_bytes"] for r in per[1]])
+        )
         if len(per[0]) != a.ranks or len(per[1]) != a.ranks:
-            fail("seed %d: %d / %d ranks with memory figures, expected %d" % (s["seed"], len(per[0]), len(per[1]),
-                                                                            a.ranks))
+            fail(
+                "seed %d: %d / %d ranks with memory figures, expected %d"
+                % (s["seed"], len(per[0]), len(per[1]), a.ranks)
+            )
         for r, (p, c) in enumerate(zip(*per, strict=True)):  # both lengths checked equal above
             if not 0 < c["activation_bytes"] < p["activation_bytes"]:
-                fail("seed %d rank %d: activation bytes plain %d, checkpointed %d" % (s["seed"], r,
-                                                                                      p["activation_bytes"],
-                                                                                      c["activation_bytes"]))
+                fail(
+                    "seed %d rank %d: activation bytes plain %d, checkpointed %d"
+                    % (s["seed"], r, p["activation_bytes"], c["activation_bytes"])
+                )
     for want in a.seed_status:
         seed, status = want.split(":")
         got = [s["status"] for s in rep["seeds"] if s["seed"] == int(seed)]
@@ -102,8 +127,10 @@ def check_finding(rep, a, cmd, code):
         fail("no bitwise finding in the report")
     f = rep.get("shrunk") or findings[0]
     first = f.get("first_difference", {}).get("tensor", f.get("error", ""))
-    print("finding: %s; class %s; shrunk to seed %d, batch %d, %d step(s)"
-          % (first, f.get("diagnosis", {}).get("class"), f["seed"], f["batch_size"], f["steps"]))
+    print(
+        "finding: %s; class %s; shrunk to seed %d, batch %d, %d step(s)"
+        % (first, f.get("diagnosis", {}).get("class"), f["seed"], f["batch_size"], f["steps"])
+    )
     if a.class_ and f.get("diagnosis", {}).get("class") != a.class_:
         fail("class %s, expected %s" % (f.get("diagnosis"), a.class_))
     if a.tensor and not re.search(a.tensor, first):
@@ -146,7 +173,7 @@ def main():
     p.add_argument("--max-seconds", type=float)
     p.add_argument("--ranks", type=int)
     a = p.parse_args(argv[:split])
-    cmd = argv[split + 1:]
+    cmd = argv[split + 1 :]
     require_python_modules(a.needs_python_module)
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     t0 = time.monotonic()

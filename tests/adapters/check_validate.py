@@ -35,6 +35,7 @@ Expectations:
 In the command, {python} stands for the Python the built-in adapters use (for --adapter-cmd test adapters).
 Prints the report's summary either way, so a CTest log shows the findings.
 """
+
 import argparse
 import json
 import os
@@ -136,7 +137,7 @@ def main():
     p.add_argument("--instruments-changed")
     p.add_argument("--needs-python-module", action="append", default=[])
     a = p.parse_args(argv[:split])
-    cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1:]]
+    cmd = [c.replace("{python}", adapter_python()) for c in argv[split + 1 :]]
     exits = {int(x) for x in a.exit.split(",")}
     out = cmd[cmd.index("--out") + 1]
 
@@ -156,9 +157,16 @@ def main():
         fail("exit code %d and no report at %s" % (r.returncode, report_path))
     with open(report_path) as f:
         rep = json.load(f)
-    print("result: %s, exit %d, %s evaluations, %s adapter runs, reference error %s"
-          % (rep.get("result"), r.returncode, rep.get("evaluations"), rep.get("adapter_runs"),
-             json.dumps(rep.get("reference_error"))))
+    print(
+        "result: %s, exit %d, %s evaluations, %s adapter runs, reference error %s"
+        % (
+            rep.get("result"),
+            r.returncode,
+            rep.get("evaluations"),
+            rep.get("adapter_runs"),
+            json.dumps(rep.get("reference_error")),
+        )
+    )
     if r.returncode not in exits:
         fail("exit code %d, expected %s" % (r.returncode, a.exit))
     if a.covered:
@@ -174,9 +182,13 @@ def main():
             t = timed.get(case)
             if t is None:
                 fail("no timing of %s in the report (%s)" % (case, sorted(timed)))
-            times = [t["framework"]["plain_step_ms"], t["framework"]["checkpoint_step_ms"],
-                     t["ckptcheck"]["plain_step_ms"], t["ckptcheck"]["store_all_step_ms"],
-                     t["ckptcheck"]["checkpoint_step_ms"]]
+            times = [
+                t["framework"]["plain_step_ms"],
+                t["framework"]["checkpoint_step_ms"],
+                t["ckptcheck"]["plain_step_ms"],
+                t["ckptcheck"]["store_all_step_ms"],
+                t["ckptcheck"]["checkpoint_step_ms"],
+            ]
             if not all(x > 0 for x in times):
                 fail("timing of %s has a step time that is not positive: %s" % (case, json.dumps(t)))
             print("timed %s: framework plain %.2f ms, reference plain %.2f ms" % (case, times[0], times[2]))
@@ -193,8 +205,10 @@ def main():
             fail("exit 0 but the report has findings or a fault")
         return
     for f in items:
-        print("%s: %s: %s\n  shrunk case: %s" % ("finding" if f in rep["findings"] else "fault", f["check"],
-                                                f["message"], f.get("case_summary")))
+        print(
+            "%s: %s: %s\n  shrunk case: %s"
+            % ("finding" if f in rep["findings"] else "fault", f["check"], f["message"], f.get("case_summary"))
+        )
     if r.returncode == 3 and not rep.get("fault"):
         fail("exit 3 without a fault in the report")
     if r.returncode == 1 and not rep["findings"]:
@@ -202,15 +216,20 @@ def main():
     if not items:
         return
     # The expectations hold for one item: the first whose check and first differing tensor match.
-    matching = [f for f in items
-                if (not a.check or f["check"] == a.check)
-                and (not a.tensor or re.search(a.tensor, f.get("first_difference", {}).get("tensor", "")))
-                and (not a.message or re.search(a.message, f.get("message", "")))
-                and (not a.found_in or re.search(a.found_in, f.get("found_in", "")))
-                and (not a.class_ or f.get("diagnosis", {}).get("class") == a.class_)]
+    matching = [
+        f
+        for f in items
+        if (not a.check or f["check"] == a.check)
+        and (not a.tensor or re.search(a.tensor, f.get("first_difference", {}).get("tensor", "")))
+        and (not a.message or re.search(a.message, f.get("message", "")))
+        and (not a.found_in or re.search(a.found_in, f.get("found_in", "")))
+        and (not a.class_ or f.get("diagnosis", {}).get("class") == a.class_)
+    ]
     if not matching:
-        fail("no finding or fault with check %r, first differing tensor matching %r, message matching %r, found "
-             "in matching %r and class %r" % (a.check, a.tensor, a.message, a.found_in, a.class_))
+        fail(
+            "no finding or fault with check %r, first differing tensor matching %r, message matching %r, found "
+            "in matching %r and class %r" % (a.check, a.tensor, a.message, a.found_in, a.class_)
+        )
     f = matching[0]
     if a.class_:
         check_class_reported(f, a.class_, r.stdout, os.path.join(out, "validate.md"))
@@ -227,8 +246,10 @@ def main():
     for kv in a.case_field:
         key, value = kv.split("=", 1)
         if f["case"].get(key) != json.loads(value):
-            fail("shrunk case has %s = %s, expected %s (%s)" % (key, json.dumps(f["case"].get(key)), value,
-                                                               json.dumps(f["case"])))
+            fail(
+                "shrunk case has %s = %s, expected %s (%s)"
+                % (key, json.dumps(f["case"].get(key)), value, json.dumps(f["case"]))
+            )
     if a.replay:
         replay = shlex.split(f["replay"])
         replay[0] = cmd[0]

@@ -22,6 +22,7 @@ the same names in harness/mutants/ do the same to ckptcheck's engine).
 Only the moe variants advertise the "moe" block kind: the others advertise the blocks the numpy adapter did before
 it, so their tests draw the cases they drew then.
 """
+
 import os
 import sys
 import time
@@ -29,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "harness", "adapters", "numpy"))
 import adapter as npad  # noqa: E402  (harness/adapters/numpy/adapter.py)
+import np_blocks as npad_blocks  # noqa: E402  (harness/adapters/numpy/np_blocks.py)
 import numpy as np  # noqa: E402
 from ckpt_adapter import main  # noqa: E402
 
@@ -51,8 +53,14 @@ class Faulty(npad.NumpyAdapter):
             step = out.step
 
             def step64(s, loss, grads, input_grad, state, rng_state=None):
-                step(s, loss, {n: np.asarray(g, dtype=np.float64) for n, g in grads.items()}, input_grad, state,
-                     rng_state)
+                step(
+                    s,
+                    loss,
+                    {n: np.asarray(g, dtype=np.float64) for n, g in grads.items()},
+                    input_grad,
+                    state,
+                    rng_state,
+                )
 
             out.step = step64
         return super().run(case, out, mode, options)
@@ -67,10 +75,11 @@ if FAULT == "double-bn":
 
     npad.Env = Env
 elif FAULT == "fresh-rng":
-    npad.StatefulRng.restored = (lambda self, snapshot:
-                                 npad.StatefulRng(seed=int(snapshot["state"]["counter"][0]) + 12345))
+    npad.StatefulRng.restored = lambda self, snapshot: npad.StatefulRng(
+        seed=int(snapshot["state"]["counter"][0]) + 12345
+    )
 elif FAULT == "wrong-gelu":
-    npad.GELU_KAPPA = 0.05
+    npad_blocks.GELU_KAPPA = 0.05  # the ops read it where they are defined
 elif FAULT in ("drop-path-redrawn", "rrelu-slopes-regenerated"):
     side = np.random.Generator(np.random.Philox(key=987654321))
     name = "drop_path_uniforms" if FAULT == "drop-path-redrawn" else "rrelu_uniforms"

@@ -14,6 +14,7 @@ FAULT:
                           are dropped and the report says which run's pass changed it; the verdict is the
                           compared runs' (they carry no hook)      -> holds, the change reported
 """
+
 import os
 import sys
 
@@ -29,11 +30,13 @@ real_checkpoint = tad.tc.checkpoint
 if FAULT == "no-op-checkpoint":
     tad.tc.checkpoint = lambda fn, *args, **kwargs: fn(*args)
 elif FAULT == "every-other-checkpoint":
+
     def every_other(block, x, **kwargs):
         return real_checkpoint(block, x, **kwargs) if block._index % 2 == 0 else block(x)
 
     tad.tc.checkpoint = every_other
 elif FAULT == "hooks-draw":
+
     class DrawingSavedBytes(tad.SavedBytes):
         def pack(self, t):
             tad.torch.rand(1)

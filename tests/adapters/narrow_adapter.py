@@ -21,6 +21,7 @@ Every variant advertises the blocks the numpy adapter did before "moe" (an adapt
 above draw the cases they drew then: validate must send it no moe block (not even in its fixed first case), and
 refuses a case file with one with exit 2.
 """
+
 import math
 import os
 import sys
@@ -79,8 +80,9 @@ class Narrow(npad.NumpyAdapter):
             raise RuntimeError("narrow adapter (no moe in its capabilities) was sent a moe block")
         if VARIANT == "dense-only" and case.tokens_input:
             raise RuntimeError("dense-only adapter was sent a token case")
-        if VARIANT == "exact-only" and (any(b.drop_path > 0 or b.activation == "rrelu" for b in case.blocks)
-                                        or case.compute != "exact"):
+        if VARIANT == "exact-only" and (
+            any(b.drop_path > 0 or b.activation == "rrelu" for b in case.blocks) or case.compute != "exact"
+        ):
             raise RuntimeError("exact-only adapter was sent a case with drop_path, rrelu or bf16 compute")
         return self._run(case, out, mode, options)
 
@@ -103,7 +105,16 @@ class Narrow(npad.NumpyAdapter):
 
 
 if __name__ == "__main__":
-    if VARIANT not in ("smoke-only", "small-dropout", "odd-width", "third-segment", "odd-batch", "lr-not-default",
-                       "float-only", "dense-only", "exact-only"):
+    if VARIANT not in (
+        "smoke-only",
+        "small-dropout",
+        "odd-width",
+        "third-segment",
+        "odd-batch",
+        "lr-not-default",
+        "float-only",
+        "dense-only",
+        "exact-only",
+    ):
         sys.exit("narrow_adapter.py: unknown variant %r" % VARIANT)
     main(Narrow)

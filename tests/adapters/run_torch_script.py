@@ -2,6 +2,7 @@
 """Runs a Python test script under the Python of the built-in adapters (the one with torch), for CTest:
   run_torch_script.py SCRIPT [ARGS...]
 Skips (exit 77) when torch is missing and CKPT_SKIP_FRAMEWORK_TESTS=1, as the other torch tests do."""
+
 import os
 import sys
 

@@ -2,6 +2,7 @@
 """Runs `python -m MODULE ARGS...` under the Python of the built-in adapters (the venv ci/setup-python fills), for
 CTest: run_venv_module.py MODULE [ARGS...] (pytest, ruff). Fails with a hint, or skips (exit 77) when
 CKPT_SKIP_FRAMEWORK_TESTS=1, when MODULE is missing, as the framework tests do."""
+
 import os
 import sys
 

@@ -1,5 +1,6 @@
 """Broken user-model factories for the bad-input and fault tests of `ckptcheck validate --adapter
 torch:module=...` (tests/CMakeLists.txt, user_model_* tests). The working setups are in examples/torch/."""
+
 import os
 import sys
 import time
@@ -48,7 +49,9 @@ def checkpoint_raises(seed):
     def broken(m):
         def forward(*args, **kwargs):
             raise RuntimeError("Expected to mark a variable ready only once (simulated)")
+
         m.forward = forward
+
     s["checkpoint"] = broken
     return s
 
@@ -58,6 +61,7 @@ def _ddp_rank1(action):
     forward."""
     import ddp
     import torch.distributed as dist
+
     s = ddp.non_reentrant(0)
     inner = s["loss"]
 
@@ -147,11 +151,13 @@ def no_chain(seed):
 def _loss_times(factor):
     """The correct MLP setup with its loss multiplied by `factor`: every gradient (and the parameters after the
     step) follows it."""
+
     def make(seed):
         s = mlp.correct(seed)
         inner = s["loss"]
         s["loss"] = lambda m, batch: inner(m, batch) * factor
         return s
+
     return make
 
 
@@ -187,6 +193,7 @@ def escapes_setsid(seed):
 def _fsdp2(**change):
     """examples/torch/fsdp2.py's correct setup with its `distributed` entry changed."""
     import fsdp2
+
     s = fsdp2.correct(0)
     s["distributed"].update(change)
     return s
@@ -194,8 +201,10 @@ def _fsdp2(**change):
 
 def fsdp2_shard_raises(seed):
     """The user's shard fails in every rank, in both runs: a fault (exit 3), the rank's exception in one line."""
+
     def shard(model, mesh, mp_policy):
         raise ValueError("shard failed on purpose")
+
     return _fsdp2(shard=shard)
 
 
@@ -212,6 +221,7 @@ def fsdp2_too_many_ranks(seed):
 def ddp_legacy_key(seed):
     """The old spelling `ddp`: bad input naming its replacement."""
     import ddp
+
     s = ddp.non_reentrant(0)
     s["ddp"] = s.pop("distributed")
     return s

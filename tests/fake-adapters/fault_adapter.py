@@ -29,6 +29,7 @@ The numpy adapter does the real work (so a healthy run passes every check); FAUL
 
 Capabilities are the numpy adapter's, restricted to mlp blocks in double so the harness's cases stay small.
 """
+
 import json
 import os
 import signal
@@ -42,14 +43,16 @@ SERVE_FAULTS = ("serve-crash", "serve-garbage", "serve-hang")
 
 
 def numpy_adapter(args):
-    return subprocess.run([sys.executable, NUMPY_ADAPTER] + args, stdout=subprocess.PIPE, stderr=sys.stderr.buffer,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, NUMPY_ADAPTER] + args, stdout=subprocess.PIPE, stderr=sys.stderr.buffer, check=False
+    )
 
 
 def numpy_adapter_run(args):
     """The numpy adapter's `run` in this process: one interpreter and one numpy import per run, not two (a
     finding's shrink runs the adapter dozens of times)."""
     import runpy
+
     argv = sys.argv
     sys.argv = [NUMPY_ADAPTER, "run"] + args
     try:
@@ -84,6 +87,7 @@ def npy_paths(out_dir, sub):
 
 def corrupt(fault, out_dir, mode):
     import numpy as np
+
     grad = npy_paths(out_dir, "grads")[0]
     loss = os.path.join(out_dir, "step0", "loss.npy")
     if fault == "missing-step":
@@ -91,7 +95,7 @@ def corrupt(fault, out_dir, mode):
         subprocess.run(["rm", "-rf", os.path.join(out_dir, steps[-1])], check=True)
     elif fault == "garbage-meta":
         with open(os.path.join(out_dir, "meta.json"), "w") as f:
-            f.write("{\"protocol\": 1, \"steps\": [oops")
+            f.write('{"protocol": 1, "steps": [oops')
     elif fault == "garbage-npy":
         with open(loss, "wb") as f:
             f.write(os.urandom(300))

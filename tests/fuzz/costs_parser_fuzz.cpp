@@ -25,7 +25,8 @@ void planAll(const ckpt::ChainCosts& c) {
   const ckpt::ChainCost cost = ckpt::chainCostOf(c);
   const ckpt::CostsPlanRow all = ckpt::planCostsPolicy(c, cost, "store-all");
   const int64_t peak = all.plan.peakActivationBytes;
-  if (peak < 0 || all.plan.flops.forward < 0 || all.plan.flops.backward < 0) finding("store-all plans negative figures");
+  if (peak < 0 || all.plan.flops.forward < 0 || all.plan.flops.backward < 0)
+    finding("store-all plans negative figures");
   if (!all.saved || all.saved->total < 0) finding("store-all's placement predicts no or negative saved bytes");
   ckpt::planCostsPolicy(c, cost, "uniform:k=2");
   for (const int64_t budget : {peak, peak / 2 + 1}) {

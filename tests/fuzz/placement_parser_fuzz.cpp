@@ -20,12 +20,14 @@ namespace {
 }
 
 void checkAccepted(const ckpt::PlacementFile& p) {
-  if (p.batchSize < 1 || p.batchSize > ckpt::kMaxCostsBatch) finding("accepted batch_size " + std::to_string(p.batchSize));
+  if (p.batchSize < 1 || p.batchSize > ckpt::kMaxCostsBatch)
+    finding("accepted batch_size " + std::to_string(p.batchSize));
   const size_t n = p.blocks.size();
   if (n == 0 || p.savedByBlock.size() != n || p.forwardCalls.size() != n) finding("accepted mismatched block arrays");
   __int128 sum = p.savedBefore + p.savedAfter;
   for (size_t i = 0; i < n; ++i) {
-    if (p.forwardCalls[i] != 1 && p.forwardCalls[i] != 2) finding("accepted forward_calls " + std::to_string(p.forwardCalls[i]));
+    if (p.forwardCalls[i] != 1 && p.forwardCalls[i] != 2)
+      finding("accepted forward_calls " + std::to_string(p.forwardCalls[i]));
     if (p.savedByBlock[i] < 0 || p.savedByBlock[i] > ckpt::kMaxCostsCount) finding("accepted an unbounded count");
     sum += p.savedByBlock[i];
   }

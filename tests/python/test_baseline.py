@@ -1,5 +1,6 @@
 """reports/baseline.py: a time overhead is a regression only beyond both runs' spread; exact counters are exact;
 a baseline that is not a runs file is one line of bad input."""
+
 import json
 
 import pytest
@@ -9,8 +10,17 @@ from reports.report_data import BadInput
 
 
 def run(time, reps, **exact):
-    r = {"case": "tiny", "policy": "sqrt", "peak_activation_bytes": 100, "forward_evals": 6, "flops_forward": 10,
-         "flops_recompute": 5, "flops_backward": 20, "time_overhead": time, "time_overhead_repetitions": reps}
+    r = {
+        "case": "tiny",
+        "policy": "sqrt",
+        "peak_activation_bytes": 100,
+        "forward_evals": 6,
+        "flops_forward": 10,
+        "flops_recompute": 5,
+        "flops_backward": 20,
+        "time_overhead": time,
+        "time_overhead_repetitions": reps,
+    }
     r.update(exact)
     return r
 
@@ -49,18 +59,29 @@ def write_runs(tmp_path, doc):
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"format": "other", "version": 1, "runs": []}, 'not a "ckptcheck-runs" file \\(format "other"\\)'),
-    ({"format": "ckptcheck-runs", "version": 2, "runs": []}, "version 2, this report reads version 1"),
-    ({"format": "ckptcheck-runs", "version": True, "runs": []}, "version true"),
-    ({"format": "ckptcheck-runs", "version": 1, "runs": {}}, "'runs' must be a list"),
-    ({"format": "ckptcheck-runs", "version": 1, "runs": [{"case": "tiny"}]}, "runs\\[0\\]: needs a string case"),
-    ({"format": "ckptcheck-runs", "version": 1, "runs": [dict(run(0.1, [0.1]), forward_evals=-1)]},
-     "runs\\[0\\].forward_evals: must be a non-negative integer"),
-    ({"format": "ckptcheck-runs", "version": 1, "runs": [dict(run(0.1, [0.1]), time_overhead_repetitions=[True])]},
-     "time_overhead_repetitions a list of numbers"),
-    ({"format": "ckptcheck-runs", "version": 1, "runs": [], "context": []}, "'context' must be an object"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"format": "other", "version": 1, "runs": []}, 'not a "ckptcheck-runs" file \\(format "other"\\)'),
+        ({"format": "ckptcheck-runs", "version": 2, "runs": []}, "version 2, this report reads version 1"),
+        ({"format": "ckptcheck-runs", "version": True, "runs": []}, "version true"),
+        ({"format": "ckptcheck-runs", "version": 1, "runs": {}}, "'runs' must be a list"),
+        ({"format": "ckptcheck-runs", "version": 1, "runs": [{"case": "tiny"}]}, "runs\\[0\\]: needs a string case"),
+        (
+            {"format": "ckptcheck-runs", "version": 1, "runs": [dict(run(0.1, [0.1]), forward_evals=-1)]},
+            "runs\\[0\\].forward_evals: must be a non-negative integer",
+        ),
+        (
+            {
+                "format": "ckptcheck-runs",
+                "version": 1,
+                "runs": [dict(run(0.1, [0.1]), time_overhead_repetitions=[True])],
+            },
+            "time_overhead_repetitions a list of numbers",
+        ),
+        ({"format": "ckptcheck-runs", "version": 1, "runs": [], "context": []}, "'context' must be an object"),
+    ],
+)
 def test_load_refuses_bad_baselines_in_one_line(tmp_path, doc, message):
     with pytest.raises(BadInput, match=message) as e:
         baseline.load(write_runs(tmp_path, doc))

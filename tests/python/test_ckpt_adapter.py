@@ -1,5 +1,6 @@
 """harness/adapters/common/ckpt_adapter.py: a case directory's blocks come from its manifest (every default
 stated there), shares from the case; option and argument checks are BadRequest."""
+
 import json
 
 import numpy as np
@@ -9,9 +10,16 @@ from ckpt_adapter import PROTOCOL, BadRequest, Block, Case, _check_options, _par
 
 def case_dir(tmp_path, blocks, manifest_blocks, **manifest):
     spec = {"batch": 2, "width": 3, "loss": "mse", "blocks": blocks}
-    m = {"protocol": PROTOCOL, "params": [{"name": "b0.fc.weight", "shape": [3, 3], "trains": True}],
-         "state": [], "input": {"shape": [2, 3], "requires_grad": True}, "blocks": manifest_blocks,
-         "rrelu_range": [0.125, 0.25], "compute": "exact", "target": {"shape": [2, 3]}}
+    m = {
+        "protocol": PROTOCOL,
+        "params": [{"name": "b0.fc.weight", "shape": [3, 3], "trains": True}],
+        "state": [],
+        "input": {"shape": [2, 3], "requires_grad": True},
+        "blocks": manifest_blocks,
+        "rrelu_range": [0.125, 0.25],
+        "compute": "exact",
+        "target": {"shape": [2, 3]},
+    }
     m.update(manifest)
     (tmp_path / "case.json").write_text(json.dumps(spec))
     (tmp_path / "manifest.json").write_text(json.dumps(m))
@@ -23,14 +31,25 @@ def case_dir(tmp_path, blocks, manifest_blocks, **manifest):
 
 
 def test_blocks_from_the_manifest_and_shares_from_the_case(tmp_path):
-    mb = [{"kind": "mlp", "activation": "rrelu", "drop_path": 0},
-          {"kind": "mlp", "activation": "tanh", "drop_path": 0},
-          {"kind": "moe", "experts": 8, "top_k": 2, "capacity_factor": 0.5, "router_jitter": 0.1,
-           "aux_loss_coef": 0.02, "drop_path": 0.25}]
+    mb = [
+        {"kind": "mlp", "activation": "rrelu", "drop_path": 0},
+        {"kind": "mlp", "activation": "tanh", "drop_path": 0},
+        {
+            "kind": "moe",
+            "experts": 8,
+            "top_k": 2,
+            "capacity_factor": 0.5,
+            "router_jitter": 0.1,
+            "aux_loss_coef": 0.02,
+            "drop_path": 0.25,
+        },
+    ]
     c = Case(case_dir(tmp_path, [{"kind": "mlp", "repeat": 2}, {"kind": "moe", "share": "b0"}], mb))
-    assert c.blocks == [Block("mlp", 0.0, activation="rrelu"), Block("mlp", 0.0, activation="tanh"),
-                        Block("moe", 0.25, share=0, experts=8, top_k=2, capacity_factor=0.5, router_jitter=0.1,
-                              aux_loss_coef=0.02)]
+    assert c.blocks == [
+        Block("mlp", 0.0, activation="rrelu"),
+        Block("mlp", 0.0, activation="tanh"),
+        Block("moe", 0.25, share=0, experts=8, top_k=2, capacity_factor=0.5, router_jitter=0.1, aux_loss_coef=0.02),
+    ]
     assert (c.rrelu_lower, c.rrelu_upper, c.compute, c.input_grad) == (0.125, 0.25, "exact", True)
     assert c.rows == 2 and c.dtype is np.float64 and c.trained_param_names == ["b0.fc.weight"]
     mb0 = c.micro_batch(step=3, m=0)
@@ -39,8 +58,9 @@ def test_blocks_from_the_manifest_and_shares_from_the_case(tmp_path):
 
 def test_a_manifest_that_disagrees_with_the_case_is_refused(tmp_path):
     with pytest.raises(ValueError):  # two blocks in the case, one in the manifest
-        Case(case_dir(tmp_path, [{"kind": "mlp", "repeat": 2}], [{"kind": "mlp", "activation": "gelu",
-                                                                  "drop_path": 0}]))
+        Case(
+            case_dir(tmp_path, [{"kind": "mlp", "repeat": 2}], [{"kind": "mlp", "activation": "gelu", "drop_path": 0}])
+        )
 
 
 def test_another_protocol_or_compute_is_refused(tmp_path):
@@ -54,8 +74,11 @@ def test_another_protocol_or_compute_is_refused(tmp_path):
 def test_options_and_arguments():
     caps = {"options": {"segments": {"values": "int"}, "mode": {"values": ["a", "b"]}}}
     _check_options(caps, {"segments": "-3", "mode": "b"})
-    for opts, message in (({"nope": "1"}, "unknown option 'nope' \\(known: mode, segments\\)"),
-                          ({"segments": "x"}, "must be an integer"), ({"mode": "c"}, "must be one of a, b")):
+    for opts, message in (
+        ({"nope": "1"}, "unknown option 'nope' \\(known: mode, segments\\)"),
+        ({"segments": "x"}, "must be an integer"),
+        ({"mode": "c"}, "must be one of a, b"),
+    ):
         with pytest.raises(BadRequest, match=message):
             _check_options(caps, opts)
     a = _parse_run_args(["--case-dir", "C", "--out-dir", "O", "--mode", "plain", "--option", "k=v=w"])

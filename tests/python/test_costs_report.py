@@ -1,4 +1,5 @@
 """reports/costs_report.load: a plans file is checked field by field; each bad field is one line naming it."""
+
 import copy
 import json
 
@@ -36,17 +37,24 @@ def mutate(doc, path, value):
     return d
 
 
-@pytest.mark.parametrize("path, value, message", [
-    (("format",), "ckptcheck-chain-costs", 'format: must be "ckptcheck-costs-plans", not "ckptcheck-chain-costs" '
-                                           r"\(this is a chain-costs file"),
-    (("version",), 2, "version: must be 1, not 2"),
-    (("version",), True, "version: must be 1, not true"),
-    (("layers",), 0, "layers: must be an integer >= 1"),
-    (("batch_size",), KeyError, "batch_size: missing"),
-    (("store_all_peak_bytes",), -1, "store_all_peak_bytes: must be a non-negative integer"),
-    (("budget",), "x", "budget: must be a non-negative integer or null"),
-    (("policies",), {}, "policies: must be"),
-])
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (
+            ("format",),
+            "ckptcheck-chain-costs",
+            'format: must be "ckptcheck-costs-plans", not "ckptcheck-chain-costs" '
+            r"\(this is a chain-costs file",
+        ),
+        (("version",), 2, "version: must be 1, not 2"),
+        (("version",), True, "version: must be 1, not true"),
+        (("layers",), 0, "layers: must be an integer >= 1"),
+        (("batch_size",), KeyError, "batch_size: missing"),
+        (("store_all_peak_bytes",), -1, "store_all_peak_bytes: must be a non-negative integer"),
+        (("budget",), "x", "budget: must be a non-negative integer or null"),
+        (("policies",), {}, "policies: must be"),
+    ],
+)
 def test_bad_fields_are_named(tmp_path, path, value, message):
     p = tmp_path / "plans.json"
     p.write_text(json.dumps(mutate(good(), path, value)))

@@ -1,5 +1,6 @@
 """harness/adapters/numpy/np_schedule.py: the segments of scheme=segments, the recompute counts of scheme=recursive
 (what validate's check 3 holds the numpy adapter to) and the saved bytes of a tape, each storage once."""
+
 import math
 
 import numpy as np
@@ -33,9 +34,9 @@ def test_recursive_counts_bounded_by_log():
 
 
 def test_array_bytes_counts_each_storage_once():
-    a = np.zeros((4, 8), dtype=np.float32)      # 128 bytes
-    b = np.zeros(3, dtype=np.float64)           # 24 bytes
-    view = a[1:3]                               # a's storage again
+    a = np.zeros((4, 8), dtype=np.float32)  # 128 bytes
+    b = np.zeros(3, dtype=np.float64)  # 24 bytes
+    view = a[1:3]  # a's storage again
     assert array_bytes((a, view, (b, [a.T, None, 7]), "x")) == 128 + 24
     assert array_bytes(()) == 0
     assert array_bytes((view,)) == 128  # a view counts its whole base

@@ -1,5 +1,6 @@
 """harness/adapters/torch/placement.py: the probe counts each named module's forward calls, keeps the stack of
 running modules for every packed tensor, records each module's first inputs (parameters excluded)."""
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -23,8 +24,9 @@ def test_calls_stack_and_inputs():
         orig(ptr, nbytes)
 
     x = torch.randn(3, 4)
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed(t.untyped_storage().data_ptr(), t.nbytes) or t,
-                                                  lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(
+        lambda t: packed(t.untyped_storage().data_ptr(), t.nbytes) or t, lambda t: t
+    ):
         m(x).sum().backward()
         m[1](x)  # a second call of the inner block only
     probe.remove()

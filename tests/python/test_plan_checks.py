@@ -1,5 +1,6 @@
 """reports/plan_checks.py: a plan-loop.json is read into typed rows, each bad field one line naming it; the cells
 mark a predicted/measured mismatch."""
+
 import json
 
 import pytest
@@ -7,9 +8,16 @@ import pytest
 from reports.plan_checks import PlanCheckRow, cells, load
 from reports.report_data import BadInput
 
-ROW = {"budget_label": "min", "budget": 1000, "policy": "revolve:slots=2", "predicted_saved_bytes": 5000,
-       "measured_saved_bytes": 5000, "plain_saved_bytes": 9000, "predicted_time_overhead": 0.21,
-       "measured_time_overhead": None}
+ROW = {
+    "budget_label": "min",
+    "budget": 1000,
+    "policy": "revolve:slots=2",
+    "predicted_saved_bytes": 5000,
+    "measured_saved_bytes": 5000,
+    "plain_saved_bytes": 9000,
+    "predicted_time_overhead": 0.21,
+    "measured_time_overhead": None,
+}
 
 
 def write(tmp_path, rows, **top):
@@ -29,12 +37,15 @@ def test_rows_load_typed(tmp_path):
     assert c[1][6] == "—"  # no plain bytes measured
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"budget": -1}, r"rows\[0\]\.budget: must be a non-negative integer"),
-    ({"measured_saved_bytes": True}, r"rows\[0\]\.measured_saved_bytes: must be a non-negative integer"),
-    ({"policy": 3}, r"rows\[0\]\.policy: must be a string"),
-    ({"predicted_time_overhead": "fast"}, r"rows\[0\]\.predicted_time_overhead: must be a number or null"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"budget": -1}, r"rows\[0\]\.budget: must be a non-negative integer"),
+        ({"measured_saved_bytes": True}, r"rows\[0\]\.measured_saved_bytes: must be a non-negative integer"),
+        ({"policy": 3}, r"rows\[0\]\.policy: must be a string"),
+        ({"predicted_time_overhead": "fast"}, r"rows\[0\]\.predicted_time_overhead: must be a number or null"),
+    ],
+)
 def test_bad_row_field_is_named(tmp_path, change, message):
     with pytest.raises(BadInput, match=r"plan loop '.*': " + message):
         load(write(tmp_path, [{**ROW, **change}]))

@@ -1,4 +1,5 @@
 """reports/report_data.py: benchmark names, folding repetitions, and load_json's one-line BadInput messages."""
+
 import json
 import os
 
@@ -7,13 +8,16 @@ import pytest
 from reports.report_data import MAX_JSON_BYTES, BadInput, Bench, base_name, load_json
 
 
-@pytest.mark.parametrize("name, base", [
-    ("BM_Step/tiny/uniform:k=2/manual_time", "BM_Step/tiny/uniform:k=2"),
-    ("BM_Step/tiny/sqrt/repeats:7/manual_time_median", "BM_Step/tiny/sqrt"),
-    ("BM_Step/tiny/sqrt/min_time:0.5s/iterations:3", "BM_Step/tiny/sqrt"),
-    ("BM_Plan/optimal/threads:2/real_time_stddev", "BM_Plan/optimal"),
-    ("BM_Step/mlp-deep/revolve:slots=4", "BM_Step/mlp-deep/revolve:slots=4"),  # no suffix: unchanged
-])
+@pytest.mark.parametrize(
+    "name, base",
+    [
+        ("BM_Step/tiny/uniform:k=2/manual_time", "BM_Step/tiny/uniform:k=2"),
+        ("BM_Step/tiny/sqrt/repeats:7/manual_time_median", "BM_Step/tiny/sqrt"),
+        ("BM_Step/tiny/sqrt/min_time:0.5s/iterations:3", "BM_Step/tiny/sqrt"),
+        ("BM_Plan/optimal/threads:2/real_time_stddev", "BM_Plan/optimal"),
+        ("BM_Step/mlp-deep/revolve:slots=4", "BM_Step/mlp-deep/revolve:slots=4"),  # no suffix: unchanged
+    ],
+)
 def test_base_name_drops_google_benchmark_suffixes(name, base):
     assert base_name(name) == base
 
@@ -25,13 +29,25 @@ def write(tmp_path, doc, name="bench.json"):
 
 
 def test_bench_folds_repetitions_into_medians(tmp_path):
-    reps = [{"name": "BM_Step/tiny/sqrt/repeats:3/manual_time", "run_type": "iteration", "time_overhead": t,
-             "layers": 4} for t in (1.30, 1.10, 1.20)]
-    aggs = [{"name": "BM_Step/tiny/sqrt/repeats:3/manual_time_q1",
-             "run_name": "BM_Step/tiny/sqrt/repeats:3/manual_time", "run_type": "aggregate", "aggregate_name": "q1",
-             "time_overhead": 1.15},
-            {"name": "BM_Step/tiny/sqrt/repeats:3/manual_time_mean", "run_type": "aggregate",
-             "aggregate_name": "mean", "time_overhead": 99.0}]
+    reps = [
+        {"name": "BM_Step/tiny/sqrt/repeats:3/manual_time", "run_type": "iteration", "time_overhead": t, "layers": 4}
+        for t in (1.30, 1.10, 1.20)
+    ]
+    aggs = [
+        {
+            "name": "BM_Step/tiny/sqrt/repeats:3/manual_time_q1",
+            "run_name": "BM_Step/tiny/sqrt/repeats:3/manual_time",
+            "run_type": "aggregate",
+            "aggregate_name": "q1",
+            "time_overhead": 1.15,
+        },
+        {
+            "name": "BM_Step/tiny/sqrt/repeats:3/manual_time_mean",
+            "run_type": "aggregate",
+            "aggregate_name": "mean",
+            "time_overhead": 99.0,
+        },
+    ]
     b = Bench()
     b.add_file(write(tmp_path, {"context": {"cpu": "x"}, "benchmarks": reps + aggs}))
     assert b.order == ["BM_Step/tiny/sqrt"]
@@ -46,19 +62,30 @@ def test_bench_folds_repetitions_into_medians(tmp_path):
 
 def test_bench_keeps_errors_apart_and_first_context_wins(tmp_path):
     b = Bench()
-    b.add_file(write(tmp_path, {"context": {"cpu": "a"}, "benchmarks": [
-        {"name": "BM_Step/tiny/bad", "error_occurred": True, "error_message": "refused"}]}, "one.json"))
+    b.add_file(
+        write(
+            tmp_path,
+            {
+                "context": {"cpu": "a"},
+                "benchmarks": [{"name": "BM_Step/tiny/bad", "error_occurred": True, "error_message": "refused"}],
+            },
+            "one.json",
+        )
+    )
     b.add_file(write(tmp_path, {"context": {"cpu": "b", "ckpt_mode": "release"}, "benchmarks": []}, "two.json"))
     assert b.errors == [("BM_Step/tiny/bad", "refused")]
     assert b.runs == {}
     assert b.context == {"cpu": "a", "ckpt_mode": "release"}
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"context": {}}, "no 'benchmarks' list"),
-    ([1, 2], "no 'benchmarks' list"),
-    ({"benchmarks": [{"run_type": "iteration"}]}, "benchmarks[0] has no name"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"context": {}}, "no 'benchmarks' list"),
+        ([1, 2], "no 'benchmarks' list"),
+        ({"benchmarks": [{"run_type": "iteration"}]}, "benchmarks[0] has no name"),
+    ],
+)
 def test_bench_refuses_what_is_not_google_benchmark_json(tmp_path, doc, message):
     with pytest.raises(BadInput, match=message.replace("[", r"\[").replace("]", r"\]")):
         Bench().add_file(write(tmp_path, doc))

@@ -1,6 +1,7 @@
 """What the report's check scripts share (tests/data/report/check_baseline.py, tests/data/costs-report/
 check_costs_report.py, tests/tools/report_browser_check.py): every failed check collected and printed, and a scratch
 folder removed after the run. `check(cond, what)` records `what` when `cond` is false and returns `cond`."""
+
 import shutil
 import tempfile
 

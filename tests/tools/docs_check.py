@@ -10,6 +10,7 @@ code span `SUB --flag ...`) is one that `BIN SUB --help` lists, as tests/ci_exam
   docs_check.py SOURCE_DIR [--ckptcheck BIN]    check the tree; exit 1 naming each problem as FILE:LINE: what
   docs_check.py --self-test [--ckptcheck BIN]   check the checker on a small tree with known problems
 """
+
 import argparse
 import functools
 import os
@@ -134,8 +135,12 @@ class Options:
 def markdown_files(root):
     """The tracked and untracked-but-not-ignored *.md files; without git, every *.md outside build folders."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "--", "*.md"],
-                             capture_output=True, text=True, check=True).stdout.split("\n")
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "--", "*.md"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
         files = [root / f for f in out if f]
         if files:
             return sorted(f for f in files if f.is_file())
@@ -165,7 +170,7 @@ def code_blocks(text, lang):
 
 def after_docstring(source):
     m = re.match(r'\s*(""".*?"""|\'\'\'.*?\'\'\')\n', source, re.S)
-    return source[m.end():] if m else source
+    return source[m.end() :] if m else source
 
 
 def check(root, options=None):
@@ -179,16 +184,18 @@ def check(root, options=None):
                 problems.append(f"{md.relative_to(root)}:{n}: {why}")
         for n, line in enumerate(text.splitlines(), 1) if options else []:
             for sub, flag in options.unknown(line):
-                problems.append(f"{md.relative_to(root)}:{n}: `ckptcheck {sub}` has no option {flag} "
-                                f"(ckptcheck {sub} --help)")
+                problems.append(
+                    f"{md.relative_to(root)}:{n}: `ckptcheck {sub}` has no option {flag} (ckptcheck {sub} --help)"
+                )
     readme = root / "README.md"
     if not readme.is_file():
         problems.append("README.md: missing")
     else:
         lines = len(readme.read_text(encoding="utf-8").splitlines())
         if lines > README_MAX_LINES:
-            problems.append(f"README.md: {lines} lines, more than one screen ({README_MAX_LINES}); move the rest "
-                            f"to docs/")
+            problems.append(
+                f"README.md: {lines} lines, more than one screen ({README_MAX_LINES}); move the rest to docs/"
+            )
     for md, lang, source in MIRRORS:
         if not (root / md).is_file():
             continue
@@ -197,8 +204,10 @@ def check(root, options=None):
         if want is None:
             problems.append(f"{md}: shows {source}, which does not exist")
         elif want not in blocks:
-            problems.append(f"{md}: no ```{lang} block equals {source} (after its docstring): update one from "
-                            f"the other, and the output the README shows with it")
+            problems.append(
+                f"{md}: no ```{lang} block equals {source} (after its docstring): update one from "
+                f"the other, and the output the README shows with it"
+            )
     return files, problems
 
 
@@ -217,12 +226,20 @@ def self_test(options):
             "[bad file](missing.md)\n[bad anchor](a.md#no-such-heading)\n[ref]: ../nope/\n"
             "[escapes](../../outside.md)\n"
             "`ckptcheck plan --layers 4 --no-such-flag` and `verify --cases 3 --made-up`,\n"
-            "but `plan --layers` and `ckptcheck run --case c.json --policy uniform` are fine\n")
-        (root / "README.md").write_text("# R\n[a](docs/a.md#page-a)\n```python\nx = 2\n```\n"
-                                        + "line\n" * README_MAX_LINES)
+            "but `plan --layers` and `ckptcheck run --case c.json --policy uniform` are fine\n"
+        )
+        (root / "README.md").write_text(
+            "# R\n[a](docs/a.md#page-a)\n```python\nx = 2\n```\n" + "line\n" * README_MAX_LINES
+        )
         _, problems = check(root, options)
-        expected = ["missing.md", "#no-such-heading", "'../nope/'", "leaves the repository", "lines, more than",
-                    "no ```python block equals"]
+        expected = [
+            "missing.md",
+            "#no-such-heading",
+            "'../nope/'",
+            "leaves the repository",
+            "lines, more than",
+            "no ```python block equals",
+        ]
         if options:
             expected += ["no option --no-such-flag", "no option --made-up"]
         missed = [e for e in expected if not any(e in p for p in problems)]
@@ -254,8 +271,10 @@ def main():
     count = sum(1 for md in files for _ in links(md.read_text(encoding="utf-8")))
     readme_lines = len((root / "README.md").read_text(encoding="utf-8").splitlines())
     checked = f", {options.checked} options checked against --help" if options else ""
-    print(f"{len(files)} Markdown files, {count} links{checked}: {len(problems)} problem(s); README.md "
-          f"{readme_lines} lines")
+    print(
+        f"{len(files)} Markdown files, {count} links{checked}: {len(problems)} problem(s); README.md "
+        f"{readme_lines} lines"
+    )
     return 1 if problems else 0
 
 

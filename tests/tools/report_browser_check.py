@@ -20,6 +20,7 @@ back from it. It also writes a screenshot of the first screen (the unmodified pa
 Exit 0 when every check holds, 1 otherwise (each failed check printed), 77 (CTest's skip) only when no Chromium
 is installed (ci/setup installs the `chromium` package).
 """
+
 import argparse
 import html
 import json
@@ -76,10 +77,19 @@ def chromium():
 def browser_args(exe, profile):
     # --no-sandbox: CI containers run as root, where Chromium's sandbox refuses to start; --disable-dev-shm-usage:
     # a container's /dev/shm is 64 MB, too small for Chromium's shared memory.
-    return [exe, "--headless", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--hide-scrollbars",
-            "--no-first-run",
-            "--disable-extensions", f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
-            "--virtual-time-budget=10000"]
+    return [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-extensions",
+        f"--user-data-dir={profile}",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--virtual-time-budget=10000",
+    ]
 
 
 def measure(exe, page, tmp):
@@ -88,8 +98,12 @@ def measure(exe, page, tmp):
     probe = os.path.join(os.path.dirname(page), "report-measured.html")
     with open(probe, "w", encoding="utf-8") as f:
         f.write(text.replace("</body>", MEASURE + "</body>"))
-    r = subprocess.run(browser_args(exe, os.path.join(tmp, "profile")) + ["--dump-dom", "file://" + probe],
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        browser_args(exe, os.path.join(tmp, "profile")) + ["--dump-dom", "file://" + probe],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     m = re.search(r'<pre id="ckpt-measure">(.*?)</pre>', r.stdout, re.S)
     if not check(m is not None, f"chromium printed no measurement (exit {r.returncode}): {r.stderr[-2000:]}"):
         return None
@@ -120,8 +134,13 @@ def many_cases(tmp):
         name = case if i < len(cases) else f"{case}-{i // len(cases) + 1}"
         for b in steps:
             if b["name"].split("/")[1] == case:
-                out.append(dict(b, name=b["name"].replace(f"/{case}/", f"/{name}/", 1),
-                                label=b.get("label", "").replace(case, name, 1)))
+                out.append(
+                    dict(
+                        b,
+                        name=b["name"].replace(f"/{case}/", f"/{name}/", 1),
+                        label=b.get("label", "").replace(case, name, 1),
+                    )
+                )
     path = os.path.join(tmp, "bench.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(dict(doc, benchmarks=out), f)
@@ -130,37 +149,62 @@ def many_cases(tmp):
 
 def run(a, exe, tmp):
     out = os.path.join(tmp, "report")
-    r = subprocess.run([a.ckptcheck, "report", "--bench", many_cases(tmp), "--costs", COSTS, "--costs", COSTS,
-                        "--budget", "60000", "--out", out, "--quiet"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            a.ckptcheck,
+            "report",
+            "--bench",
+            many_cases(tmp),
+            "--costs",
+            COSTS,
+            "--costs",
+            COSTS,
+            "--budget",
+            "60000",
+            "--out",
+            out,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if not check(r.returncode == 0, f"ckptcheck report: exit {r.returncode}: {r.stderr}"):
         return
     page = os.path.join(out, "report.html")
     with open(page, encoding="utf-8") as f:
         text = f.read()
     figures = text.count('src="data:image/svg+xml;base64,')
-    table = text[text.find('<table id="summary">'):]
-    rows = table[:table.find("</table>")].count("<tr>") - 1
+    table = text[text.find('<table id="summary">') :]
+    rows = table[: table.find("</table>")].count("<tr>") - 1
     check(rows == MEASURED_ROWS + 2, f"the summary table has {rows} rows, not {MEASURED_ROWS + 2}")
     m = measure(exe, page, tmp)
     if m is None:
         return
-    print(f"report_browser_check: viewport {m['innerWidth']}x{m['innerHeight']}, figure {m['figure']}, "
-          f"table {m['table']}, {len(m['images'])} images")
+    print(
+        f"report_browser_check: viewport {m['innerWidth']}x{m['innerHeight']}, figure {m['figure']}, "
+        f"table {m['table']}, {len(m['images'])} images"
+    )
     check(m["innerWidth"] == WIDTH, f"viewport is {m['innerWidth']} px wide, not {WIDTH}")
     for what in ("figure", "table"):
         b = m[what]
         if check(b is not None, f"the summary {what} is not on the page"):
             check(b["height"] > 0 and b["width"] > 0, f"the summary {what} has no size: {b}")
-            check(0 <= b["top"] and b["bottom"] <= HEIGHT,
-                  f"the summary {what} is not within the first {HEIGHT} px: {b}")
+            check(
+                0 <= b["top"] and b["bottom"] <= HEIGHT, f"the summary {what} is not within the first {HEIGHT} px: {b}"
+            )
     check(len(m["images"]) == figures and figures >= 3, f"{len(m['images'])} images on the page, {figures} figures")
     for img in m["images"]:
         check(img["complete"] and img["naturalWidth"] > 0 and img["width"] > 0, f"image did not load: {img}")
     check(all(u.startswith("data:") for u in m["resources"]), f"the page fetched resources: {m['resources']}")
     if a.screenshot:
-        subprocess.run(browser_args(exe, os.path.join(tmp, "profile")) +
-                       [f"--screenshot={os.path.abspath(a.screenshot)}", "file://" + page],
-                       capture_output=True, text=True, timeout=180)
+        subprocess.run(
+            browser_args(exe, os.path.join(tmp, "profile"))
+            + [f"--screenshot={os.path.abspath(a.screenshot)}", "file://" + page],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         check(os.path.isfile(a.screenshot), f"no screenshot written to {a.screenshot}")
 
 

@@ -5,6 +5,7 @@ C++, CUDA and Python; this script re-runs itself under the project's venv when t
 
 usage: source_limits.py SOURCE_DIR
 """
+
 import os
 import subprocess
 import sys
@@ -54,13 +55,17 @@ def main():
             problems.append("%s: %d lines (limit %d)" % (rel, n, MAX_FILE_LINES))
         for fn in lizard.analyze_file(path).function_list:
             if fn.length > MAX_FUNCTION_LINES:
-                problems.append("%s:%d: function %s is %d lines (limit %d)"
-                                % (rel, fn.start_line, fn.long_name, fn.length, MAX_FUNCTION_LINES))
+                problems.append(
+                    "%s:%d: function %s is %d lines (limit %d)"
+                    % (rel, fn.start_line, fn.long_name, fn.length, MAX_FUNCTION_LINES)
+                )
     for p in problems:
         print("FAIL: " + p)
     if not problems:
-        print("ok: %d files, none over %d lines, no function over %d lines"
-              % (len(files), MAX_FILE_LINES, MAX_FUNCTION_LINES))
+        print(
+            "ok: %d files, none over %d lines, no function over %d lines"
+            % (len(files), MAX_FILE_LINES, MAX_FUNCTION_LINES)
+        )
     return 1 if problems else 0
 
 

@@ -5,6 +5,7 @@
 Both tools are pinned in ci/setup-python and run from the venv the adapters use; without it the check skips
 (exit 77) when CKPT_SKIP_FRAMEWORK_TESTS=1 and fails with the hint otherwise, as the framework tests do. A finding
 prints the tool's own lines (file, line, what) and the command that fixes it."""
+
 import os
 import subprocess
 import sys
@@ -17,8 +18,7 @@ CPP_SUFFIXES = (".cpp", ".h", ".cu", ".cuh")
 
 def cpp_files(root: str) -> list[str]:
     """Tracked C++/CUDA files; outside a git checkout, every one below root but build folders."""
-    r = subprocess.run(["git", "ls-files", "-z", "--"] + ["*" + s for s in CPP_SUFFIXES], cwd=root,
-                       capture_output=True)
+    r = subprocess.run(["git", "ls-files", "-z", "--"] + ["*" + s for s in CPP_SUFFIXES], cwd=root, capture_output=True)
     if r.returncode == 0:
         return [f for f in r.stdout.decode().split("\0") if f]
     found = []
@@ -51,8 +51,9 @@ def main() -> int:
         print("%d C++/CUDA files checked" % len(files))
         fix = "clang-format -i $(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')"
     if rc != 0:
-        print("style_check: the %s layout differs from the configured one; fix with (the venv's tools): %s"
-              % (what, fix))
+        print(
+            "style_check: the %s layout differs from the configured one; fix with (the venv's tools): %s" % (what, fix)
+        )
     return 1 if rc else 0
 
 

@@ -5,6 +5,7 @@
 "Your own models" table (plain vs checkpointed step time and saved bytes,
 measured in the same run), and ci/main runs no setup that CTest does not pin: issue 14 asks for both of every real
 client. Usage: user_model_setups.py SOURCE_DIR; exit 1 naming the setups missing on either side."""
+
 import re
 import sys
 from pathlib import Path
@@ -23,8 +24,9 @@ def pinned(cmake_text):
             loops[m.group(1)] = m.group(2).split()
         elif re.match(r"\s*endforeach\(", line):
             loops = {}
-        for var, file, factory in re.findall(r"\$\{(EXAMPLES|JAX_EXAMPLES)\}/(\$\{\w+\}|\w+)\.py:(\$\{\w+\}|\w+)",
-                                             line):
+        for var, file, factory in re.findall(
+            r"\$\{(EXAMPLES|JAX_EXAMPLES)\}/(\$\{\w+\}|\w+)\.py:(\$\{\w+\}|\w+)", line
+        ):
             files = loops.get(file[2:-1], []) if file.startswith("${") else [file]
             factories = loops.get(factory[2:-1], []) if factory.startswith("${") else [factory]
             prefix = "jax:" if var == "JAX_EXAMPLES" else ""
@@ -61,8 +63,9 @@ def reported(ci_main_text):
 
 def main():
     root = Path(sys.argv[1])
-    ctest = pinned("\n".join(p.read_text() for p in [root / "tests" / "CMakeLists.txt",
-                                                      *sorted((root / "tests").glob("*.cmake"))]))
+    ctest = pinned(
+        "\n".join(p.read_text() for p in [root / "tests" / "CMakeLists.txt", *sorted((root / "tests").glob("*.cmake"))])
+    )
     ci = reported((root / "ci" / "main").read_text())
     if len(ctest) < 10:
         print(f"only {len(ctest)} pinned example setups found in tests/CMakeLists.txt: the parser is out of date")

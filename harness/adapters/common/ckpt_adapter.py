@@ -7,6 +7,7 @@ An adapter module defines a class with
                                             fields it knows (saved_activation_bytes, forward_calls, ...)
 and ends with `main(MyAdapter)`. Everything about files, argv, serve mode and exit codes lives here.
 """
+
 from __future__ import annotations
 
 import gc
@@ -100,8 +101,9 @@ class Case:
         with open(os.path.join(case_dir, "manifest.json")) as f:
             self.manifest = json.load(f)
         if self.manifest.get("protocol") != PROTOCOL:
-            raise ValueError("case directory has protocol %r, this adapter speaks %d"
-                             % (self.manifest.get("protocol"), PROTOCOL))
+            raise ValueError(
+                "case directory has protocol %r, this adapter speaks %d" % (self.manifest.get("protocol"), PROTOCOL)
+            )
         s = self.spec
         self.dtype_name = s.get("dtype", "double")
         self.dtype = np.float32 if self.dtype_name == "float" else np.float64
@@ -118,8 +120,9 @@ class Case:
         # Which block's parameters each block uses is the case's (folded runs expanded); everything else about a
         # block, the manifest's (PROTOCOL.md, "Stochastic depth, RReLU, bf16"): one object per block.
         shares = [int(b["share"][1:]) if "share" in b else None for b in s["blocks"] for _ in range(b.get("repeat", 1))]
-        self.blocks = [Block.from_manifest(mb, share)
-                       for mb, share in zip(self.manifest["blocks"], shares, strict=True)]
+        self.blocks = [
+            Block.from_manifest(mb, share) for mb, share in zip(self.manifest["blocks"], shares, strict=True)
+        ]
         self.rrelu_lower, self.rrelu_upper = (float(v) for v in self.manifest["rrelu_range"])
         self.compute = self.manifest["compute"]
         if self.compute not in ("exact", "bf16"):
@@ -130,8 +133,9 @@ class Case:
         self.param_names = [p["name"] for p in self.manifest["params"]]
         # The parameters that take a gradient and an update: owners (not a sharing block's copy) of blocks that
         # are not frozen. shared_with: a sharing block's parameter name -> its owner's.
-        self.trained_param_names = [p["name"] for p in self.manifest["params"]
-                                    if p.get("trains", True) and "shared_with" not in p]
+        self.trained_param_names = [
+            p["name"] for p in self.manifest["params"] if p.get("trains", True) and "shared_with" not in p
+        ]
         self.shared_with = {p["name"]: p["shared_with"] for p in self.manifest["params"] if "shared_with" in p}
         self.state_names = [p["name"] for p in self.manifest["state"]]
         self.params = {n: self._load("params", n) for n in self.param_names}
@@ -203,8 +207,15 @@ class Output:
         self.case = case
         os.makedirs(out_dir, exist_ok=True)
 
-    def step(self, s: int, loss: Any, grads: Mapping[str, Any], input_grad: Any, state: Mapping[str, Any],
-             rng_state: Optional[bytes] = None) -> None:
+    def step(
+        self,
+        s: int,
+        loss: Any,
+        grads: Mapping[str, Any],
+        input_grad: Any,
+        state: Mapping[str, Any],
+        rng_state: Optional[bytes] = None,
+    ) -> None:
         """grads and state: dicts name -> array (any array-like convertible by np.asarray); only the trained
         parameters' gradients are read, and input_grad only when the case's input requires one. A gradient the
         framework left undefined is None: it is listed in missing_grads.json (PROTOCOL.md)."""
@@ -262,8 +273,9 @@ def _capabilities(adapter: Any) -> dict:
     return caps
 
 
-def _run_one(adapter: Any, caps: Mapping[str, Any], case_dir: str, out_dir: str, mode: str,
-             options: Mapping[str, str]) -> None:
+def _run_one(
+    adapter: Any, caps: Mapping[str, Any], case_dir: str, out_dir: str, mode: str, options: Mapping[str, str]
+) -> None:
     if mode not in ("plain", "checkpoint"):
         raise BadRequest("mode must be plain or checkpoint (got %r)" % mode)
     _check_options(caps, options)
@@ -271,9 +283,19 @@ def _run_one(adapter: Any, caps: Mapping[str, Any], case_dir: str, out_dir: str,
     out = Output(out_dir, case)
     t0 = time.perf_counter()
     meta = adapter.run(case, out, mode, dict(options)) or {}
-    full = {"protocol": PROTOCOL, "framework": adapter.name, "version": adapter.version, "mode": mode,
-            "options": options, "steps": case.steps, "saved_activation_bytes": None, "forward_calls": None,
-            "recomputed_blocks": None, "step_seconds": None, "run_seconds": time.perf_counter() - t0}
+    full = {
+        "protocol": PROTOCOL,
+        "framework": adapter.name,
+        "version": adapter.version,
+        "mode": mode,
+        "options": options,
+        "steps": case.steps,
+        "saved_activation_bytes": None,
+        "forward_calls": None,
+        "recomputed_blocks": None,
+        "step_seconds": None,
+        "run_seconds": time.perf_counter() - t0,
+    }
     full.update(meta)
     out.meta(full)
 
@@ -316,8 +338,14 @@ def _serve(adapter: Any, caps: Mapping[str, Any]) -> None:
                 break
             if req.get("command") != "run":
                 raise BadRequest("unknown command %r" % req.get("command"))
-            _run_one(adapter, caps, req["case_dir"], req["out_dir"], req["mode"],
-                     {str(k): str(v) for k, v in req.get("options", {}).items()})
+            _run_one(
+                adapter,
+                caps,
+                req["case_dir"],
+                req["out_dir"],
+                req["mode"],
+                {str(k): str(v) for k, v in req.get("options", {}).items()},
+            )
             reply = {"ok": True}
         except BadRequest as e:
             reply = {"ok": False, "error": str(e), "bad_request": True}
@@ -337,8 +365,10 @@ def main(adapter_class: Callable[[], Any]) -> None:
     """The adapter's command line (PROTOCOL.md, \"Commands\"): capabilities, run or serve, with the protocol's exit
     codes: 2 for a BadRequest, 1 for anything else the adapter raises."""
     argv = sys.argv[1:]
-    usage = ("usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... "
-             "| serve")
+    usage = (
+        "usage: adapter.py capabilities | run --case-dir D --out-dir O --mode plain|checkpoint [--option K=V]... "
+        "| serve"
+    )
     if not argv:
         print(usage, file=sys.stderr)
         sys.exit(2)

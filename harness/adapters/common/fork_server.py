@@ -20,6 +20,7 @@ appended to the files, in a process group of its own; on timeout the group gets 
 later; after it exits, anything it left in its group is killed (as the harness's runProcess does). End of stdin
 means exit.
 """
+
 from __future__ import annotations
 
 import ast

@@ -2,6 +2,7 @@
 loading the user's factory, the error for a broken contract, and the dump the C++ side compares
 (harness/adapters/user_model_run.h): .npy files under step<N>/<kind>/ (init/ before training) listed, in
 comparison order, in index.json, written atomically."""
+
 from __future__ import annotations
 
 import argparse

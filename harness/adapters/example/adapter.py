@@ -7,6 +7,7 @@ same thing for every block kind, feature and scheme. mode=checkpoint keeps each 
 state there, and recomputes the block from them just before its backward (uniform checkpointing, one block a
 segment), so its dropout masks are the first forward's and the run must equal the plain one bit for bit.
 """
+
 import math
 import os
 import sys
@@ -52,9 +53,18 @@ class ExampleAdapter:
     name, version = "example", np.__version__
 
     def capabilities(self):
-        return {"blocks": ["mlp"], "activations": ["relu", "gelu", "tanh"], "losses": ["cross_entropy", "mse"],
-                "dtypes": ["float", "double"], "rng": ["stateful"], "dropout": True, "modes": ["plain", "checkpoint"],
-                "options": {}, "reports_memory": False, "reports_forward_calls": True}
+        return {
+            "blocks": ["mlp"],
+            "activations": ["relu", "gelu", "tanh"],
+            "losses": ["cross_entropy", "mse"],
+            "dtypes": ["float", "double"],
+            "rng": ["stateful"],
+            "dropout": True,
+            "modes": ["plain", "checkpoint"],
+            "options": {},
+            "reports_memory": False,
+            "reports_forward_calls": True,
+        }
 
     def run(self, case, out, mode, options):
         L, rng = len(case.blocks), np.random.Generator(np.random.Philox(key=case.seed))

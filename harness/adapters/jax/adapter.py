@@ -18,6 +18,7 @@ head (LayerNorm, logits = h W^T, cross-entropy over the vocabulary) after the ch
 jax.checkpoint; autodiff does the rest. Tied: the head reads params["emb.weight"], the same array used twice, so
 its gradient sums both uses (head.weight's own copy is unused and takes no update).
 """
+
 from __future__ import annotations
 
 import math
@@ -104,7 +105,7 @@ def transformer_block(spec: Block, p: float, seq: int, P: Params, x: Array, key:
     hd = c // heads
     b = rows // seq
     qkv = linear(P, "qkv", layernorm(P, "ln1", x))
-    q, k, v = (qkv[:, j * c:(j + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3) for j in range(3))
+    q, k, v = (qkv[:, j * c : (j + 1) * c].reshape(b, seq, heads, hd).transpose(0, 2, 1, 3) for j in range(3))
     s = (q @ k.transpose(0, 1, 3, 2)) / jnp.sqrt(jnp.asarray(hd, x.dtype))
     future = jnp.triu(jnp.ones((seq, seq), dtype=bool), 1)
     s = jnp.where(future, -jnp.inf, s)
@@ -127,8 +128,9 @@ def block_fn(case: Case, spec: Block) -> Callable[[Params, Array, Array], BlockO
 def make_loss(case: Case, checkpoint: bool, policy: str) -> Callable[..., tuple[Array, Any]]:
     """The case's loss as a function (params, x, keys, labels or target) -> (loss, state updates), every block under
     jax.checkpoint with the named policy when `checkpoint`."""
-    names = [[n[len("b%d." % i):] for n in case.param_names if n.startswith("b%d." % i)]
-             for i in range(len(case.blocks))]
+    names = [
+        [n[len("b%d." % i) :] for n in case.param_names if n.startswith("b%d." % i)] for i in range(len(case.blocks))
+    ]
     fns = []
     for spec in case.blocks:
         f = block_fn(case, spec)
@@ -170,17 +172,31 @@ _compiled = {}
 
 def with_no_input_grad(vg: Callable[..., Any]) -> Callable[..., Any]:
     """value_and_grad over the parameters only, answering as the dense case's (parameters, input) pair does."""
+
     def f(*args: Any) -> Any:
         value, gp = vg(*args)
         return value, (gp, None)
+
     return f
 
 
 def compiled_step(case: Case, checkpoint: bool, policy: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(jitted value_and_grad, loss function) of the case's step, compiled once per model shape and options."""
-    key = (tuple((b.kind, b.activation, b.heads) for b in case.blocks), case.rows, case.width, case.seq,
-           case.dtype_name, case.loss, case.dropout, case.micro_batches, checkpoint, policy, case.tokens_input,
-           case.vocab, case.tied)
+    key = (
+        tuple((b.kind, b.activation, b.heads) for b in case.blocks),
+        case.rows,
+        case.width,
+        case.seq,
+        case.dtype_name,
+        case.loss,
+        case.dropout,
+        case.micro_batches,
+        checkpoint,
+        policy,
+        case.tokens_input,
+        case.vocab,
+        case.tied,
+    )
     if key not in _compiled:
         loss_fn = make_loss(case, checkpoint, policy)
         # Token ids are integers, which have no gradient: a token case differentiates the parameters only.
@@ -204,8 +220,13 @@ class JaxAdapter:
             "rng": ["counter"],
             "dropout": True,
             "modes": ["plain", "checkpoint"],
-            "options": {"policy": {"values": POLICIES, "default": "nothing_saveable",
-                                   "doc": "jax.checkpoint_policies.<policy> for every block"}},
+            "options": {
+                "policy": {
+                    "values": POLICIES,
+                    "default": "nothing_saveable",
+                    "doc": "jax.checkpoint_policies.<policy> for every block",
+                }
+            },
             "reports_memory": saved_residuals is not None,
             "reports_forward_calls": False,
             "reports_rng_state": False,
@@ -247,11 +268,13 @@ class JaxAdapter:
             # gradients added in micro-batch order (PROTOCOL.md, "Micro-batches").
             for mi in range(case.micro_batches):
                 mb = case.micro_batch(step, mi)
-                keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, mb.key_step), i)
-                                  for i in range(len(case.blocks))])
+                keys = jnp.stack(
+                    [jax.random.fold_in(jax.random.fold_in(base, mb.key_step), i) for i in range(len(case.blocks))]
+                )
                 xm, ltm = x[mb.rows], lt[mb.rows]
                 if residual_bytes is None and saved_residuals is not None:
                     residual_bytes = 0
+
                     def loss_of(p: Params, xx: Array, keys: Array = keys, ltm: Array = ltm) -> Array:
                         return loss_fn(p, xx, keys, ltm)[0]
 
@@ -267,19 +290,28 @@ class JaxAdapter:
                 if gxm is not None:
                     gx.append(np.asarray(gxm))
                 self._move_statistics(case, state, aux)
-            out.step(step, np.asarray(loss), {n: np.asarray(g) for n, g in gp.items()},
-                     np.concatenate(gx) if gx else None, state)
+            out.step(
+                step,
+                np.asarray(loss),
+                {n: np.asarray(g) for n, g in gp.items()},
+                np.concatenate(gx) if gx else None,
+                state,
+            )
             t1 = time.perf_counter()
             params = {n: params[n] - lr * gp[n] for n in params}
             jax.block_until_ready(params)
             seconds.append(compute + time.perf_counter() - t1)
             saved.append(residual_bytes)
-        return {"saved_activation_bytes": saved if residual_bytes is not None else None, "forward_calls": None,
-                # everything_saveable saves every residual: nothing is recomputed. The dots policies save the
-                # matmul outputs inside each checkpoint by design, so only "no effect" is checked against the plan.
-                "recomputed_blocks": list(range(len(case.blocks))) if recomputes else [],
-                "saves_in_checkpoints": recomputes and policy != "nothing_saveable",
-                "step_seconds": seconds, "policy": policy if checkpoint else None}
+        return {
+            "saved_activation_bytes": saved if residual_bytes is not None else None,
+            "forward_calls": None,
+            # everything_saveable saves every residual: nothing is recomputed. The dots policies save the
+            # matmul outputs inside each checkpoint by design, so only "no effect" is checked against the plan.
+            "recomputed_blocks": list(range(len(case.blocks))) if recomputes else [],
+            "saves_in_checkpoints": recomputes and policy != "nothing_saveable",
+            "step_seconds": seconds,
+            "policy": policy if checkpoint else None,
+        }
 
 
 if __name__ == "__main__":

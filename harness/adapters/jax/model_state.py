@@ -9,6 +9,7 @@ Two kinds of model:
   every other leaf is static. With the factory's `state` (Equinox's eqx.nn.State, a plain dict of statistics), the
   loss takes and returns it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -105,8 +106,10 @@ class PytreeModel:
         self.names = names
         self.params = {n: x for n, (_, x) in zip(names, leaves, strict=False) if is_param_leaf(x)}
         if not self.params:
-            raise BadModel("the model (%s) has no floating-point array leaves to train: expected an nnx.Module or a "
-                           "pytree of arrays" % type(model).__name__)
+            raise BadModel(
+                "the model (%s) has no floating-point array leaves to train: expected an nnx.Module or a "
+                "pytree of arrays" % type(model).__name__
+            )
         self.rest = state
         self.rest_kinds = {}
         if state is not None:
@@ -134,8 +137,9 @@ def randomness_off(model: Any, hook: Callable[[Any], Any] | None) -> Any:
         eqx = loaded("equinox")
         if eqx is not None:
             drop = lambda m: isinstance(m, eqx.nn.Dropout)  # noqa: E731
-            model = jax.tree_util.tree_map(lambda m: eqx.nn.Dropout(m.p, inference=True) if drop(m) else m,
-                                           model, is_leaf=drop)
+            model = jax.tree_util.tree_map(
+                lambda m: eqx.nn.Dropout(m.p, inference=True) if drop(m) else m, model, is_leaf=drop
+            )
     if hook is not None:
         model = hook(model)
     return model

@@ -9,6 +9,7 @@
 
 Both are traces and a compile, never a run of the model: the caller measures after its dumped steps.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,7 +73,9 @@ def compiled_memory(step_fn: Any, args: Sequence[Any]) -> dict[str, Any] | None:
 def measure(objective: Callable[..., Any], compiled: Any, objective_args: Sequence[Any]) -> dict[str, Any]:
     """The saved residuals of `objective` at these arguments and the compiled step's figures."""
     total, ranked = residual_bytes(objective, objective_args)
-    return {"saved_activation_bytes": total,
-            "saved_residuals": [{"bytes": b, "source": s} for b, s in ranked[:TOP_SOURCES]],
-            "saved_residual_count": len(ranked),
-            "compiled_memory": compiled_figures(compiled)}
+    return {
+        "saved_activation_bytes": total,
+        "saved_residuals": [{"bytes": b, "source": s} for b, s in ranked[:TOP_SOURCES]],
+        "saved_residual_count": len(ranked),
+        "compiled_memory": compiled_figures(compiled),
+    }

@@ -17,6 +17,7 @@ then came from the random draws).
 Exit codes as the torch driver's: 0 done; 2 the module, the factory or the model breaks the contract (error.json
 says which, one line); 4 the user's code raised (the phase says where).
 """
+
 import os
 import sys
 import time
@@ -29,8 +30,10 @@ try:
     import jax
     import numpy as np
 except ImportError as e:  # one line for the harness (a fault, exit 3 there): nothing can run without them
-    sys.exit("%s: %s is not installed in %s (ci/setup-python installs the frameworks)" % (
-        os.path.basename(__file__), e.name, sys.executable))
+    sys.exit(
+        "%s: %s is not installed in %s (ci/setup-python installs the frameworks)"
+        % (os.path.basename(__file__), e.name, sys.executable)
+    )
 
 jax.config.update("jax_platforms", "cpu")
 # XLA's compiles are most of a run's time (the step, and every eager op of the factory and the batch maker), and
@@ -68,8 +71,9 @@ def check_setup(setup, factory_name):
         raise BadFactory("%s: 'deterministic' must be callable" % where)
     opt = setup.get("optimizer")
     if opt is not None and not (hasattr(opt, "init") and hasattr(opt, "update")):
-        raise BadFactory("%s: 'optimizer' is %s, expected an optax.GradientTransformation"
-                         % (where, type(opt).__name__))
+        raise BadFactory(
+            "%s: 'optimizer' is %s, expected an optax.GradientTransformation" % (where, type(opt).__name__)
+        )
     unknown = set(setup) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
@@ -107,6 +111,7 @@ def zero_floats(batch):
             count[0] += 1
             return jax.numpy.zeros_like(x)
         return x
+
     return jax.tree_util.tree_map(z, batch), count[0]
 
 
@@ -114,6 +119,7 @@ def make_step(m, setup, opt):
     """The jitted training step: value_and_grad of the loss over the parameters, the state the forward moved, the
     optimizer's update. The same function in both runs; only the model inside differs by the user's remat."""
     import optax
+
     loss_fn, stateful = setup["loss"], setup.get("state") is not None
 
     def objective(params, rest, batch, key):
@@ -163,6 +169,7 @@ def prepare(setup, args, meta):
 
 def train(setup, args, dump, meta):
     import optax
+
     m = prepare(setup, args, meta)
     opt = setup.get("optimizer") or optax.sgd(0.01)
     params, rest = m.params, m.rest
@@ -206,8 +213,14 @@ def main(argv=None):
     ap.add_argument("--randomness-off", action="store_true", help="every dropout off (diagnosis only)")
     args = ap.parse_args(argv)
     dump = Dump(args.out)
-    meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "framework": "jax", "jax": jax.__version__,
-            "phase": "import"}
+    meta = {
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "framework": "jax",
+        "jax": jax.__version__,
+        "phase": "import",
+    }
     code = 0
     try:
         factory = load_factory(args.module, args.factory)
@@ -224,8 +237,10 @@ def main(argv=None):
         # fault (bad input); in the checkpointed run only, the remat's (a finding: "the checkpointed run raised").
         first = "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
         if args.mode == "plain":
-            meta["error"] = {"kind": "bad_factory",
-                             "message": one_line("the model cannot be jitted (%s): %s" % (meta["phase"], first))}
+            meta["error"] = {
+                "kind": "bad_factory",
+                "message": one_line("the model cannot be jitted (%s): %s" % (meta["phase"], first)),
+            }
             code = EXIT_BAD_FACTORY
         else:
             traceback.print_exc()

@@ -19,13 +19,14 @@ State (module buffers): `expert_counts` += the tokens each expert took, and the 
 every training forward and never on a recompute (Env.update_state False); the adapter zeroes the tracker when each
 micro-batch's pass starts and adds it into that pass's loss.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from adapter import Array, Env, Params, Tape
     from ckpt_adapter import Block, Case
+    from np_blocks import Array, Env, Params, Tape
 
 import math
 
@@ -59,8 +60,9 @@ def dispatch(choice: Array, experts: int, cap: int) -> list[Array]:
     return [np.array(ts, dtype=np.int64) for ts in tokens]
 
 
-def moe_forward(h: Array, spec: Block, P: Params, env: Env, key: int, prefix: str, ops: tuple[Any, ...]
-                ) -> tuple[Array, Tape]:
+def moe_forward(
+    h: Array, spec: Block, P: Params, env: Env, key: int, prefix: str, ops: tuple[Any, ...]
+) -> tuple[Array, Tape]:
     """MoE(h) of block `prefix` (its state's names, "b<i>."); `ops`: the adapter's (linear, linear_back, act_fwd,
     act_back). Returns the output and what backward needs. Weights are read (and their gradients written) through
     (out, in) views, whatever shape the manifest gives them."""
@@ -87,12 +89,12 @@ def moe_forward(h: Array, spec: Block, P: Params, env: Env, key: int, prefix: st
     for e in range(E):
         pe, tok = "moe.expert%d." % e, tokens[e]
         X = np.zeros((cap, W), dtype=h.dtype)
-        X[:len(tok)] = h[tok]
+        X[: len(tok)] = h[tok]
         Z1 = linear(X, P[pe + "fc1.weight"].reshape(4 * W, W), P[pe + "fc1.bias"], rd)
         A = act_fwd("gelu", Z1)
         Z2 = linear(A, P[pe + "fc2.weight"].reshape(W, 4 * W), P[pe + "fc2.bias"], rd)
         gate = probs[tok, e]
-        out[tok] += gate[:, None] * Z2[:len(tok)]  # a token at most once per expert
+        out[tok] += gate[:, None] * Z2[: len(tok)]  # a token at most once per expert
         experts.append((tok, gate, X, Z1, A, Z2))
     count = np.zeros(E, dtype=np.int64)
     np.add.at(count, choice.reshape(-1), 1)
@@ -120,16 +122,29 @@ def moe_backward(ctx: Tape, dout: Array, P: Params, G: Any, ops: tuple[Any, ...]
         dZ2 = np.zeros_like(Z2)
         dZ2[:n] = gate[:, None] * dout[tok]
         dprobs[tok, e] += (dout[tok] * Z2[:n]).sum(axis=1)
-        dA = linear_back(A, P[pe + "fc2.weight"].reshape(W, 4 * W), dZ2, G(pe + "fc2.weight").reshape(W, 4 * W),
-                         G(pe + "fc2.bias"), rd)
+        dA = linear_back(
+            A,
+            P[pe + "fc2.weight"].reshape(W, 4 * W),
+            dZ2,
+            G(pe + "fc2.weight").reshape(W, 4 * W),
+            G(pe + "fc2.bias"),
+            rd,
+        )
         dZ1 = act_back("gelu", Z1, A, dA)
-        dX = linear_back(X, P[pe + "fc1.weight"].reshape(4 * W, W), dZ1, G(pe + "fc1.weight").reshape(4 * W, W),
-                         G(pe + "fc1.bias"), rd)
+        dX = linear_back(
+            X,
+            P[pe + "fc1.weight"].reshape(4 * W, W),
+            dZ1,
+            G(pe + "fc1.weight").reshape(4 * W, W),
+            G(pe + "fc1.bias"),
+            rd,
+        )
         dh[tok] += dX[:n]
     dprobs += (dt(coef) * dt(E) * f / dt(R))[None, :]  # the load-balancing loss: f_e is a constant
     dlogits = probs * (dprobs - (dprobs * probs).sum(axis=1, keepdims=True))
-    da = linear_back(a, P["moe.router.weight"].reshape(E, W), dlogits, G("moe.router.weight").reshape(E, W),
-                     G("moe.router.bias"), rd)
+    da = linear_back(
+        a, P["moe.router.weight"].reshape(E, W), dlogits, G("moe.router.weight").reshape(E, W), G("moe.router.bias"), rd
+    )
     return dh + (da * mult if mult is not None else da)
 
 
@@ -147,4 +162,3 @@ def add_trackers(case: Case, state: dict[str, Array], loss: Any) -> Any:
         if b.kind == "moe":
             loss = loss + state["b%d.moe.aux_loss" % i].reshape(())[()]
     return loss
-

@@ -1,5 +1,6 @@
 """The numpy adapter's bookkeeping that needs no tensors' values: the bytes a forward leaves for backward, the
 segments of `scheme=segments` and the recompute counts of `scheme=recursive` (adapter.py)."""
+
 from __future__ import annotations
 
 from typing import Any

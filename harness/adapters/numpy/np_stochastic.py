@@ -10,14 +10,15 @@ bf16 compute rounds the operands of every matrix product in a block to bfloat16 
 float32 bits) and accumulates in float32, as the reference does; the backward rounds the forward's operands again
 (never the incoming gradient), so it differentiates the function the forward computed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from adapter import Array, Env
     from ckpt_adapter import Case
+    from np_blocks import Array, Env
 
 import numpy as np
 

@@ -36,6 +36,7 @@ torch.autocast("cpu", dtype=torch.bfloat16) with float master weights, the loss 
 Mixture of experts (MoE below): router jitter from torch's generator (as dropout), the expert_counts and aux_loss
 buffers updated in forward, coef * aux recorded on the side and added to each pass's loss (coef = aux_loss_coef / M).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -69,17 +70,28 @@ class TorchAdapter:
             "modes": ["plain", "checkpoint"],
             "options": {
                 "use_reentrant": {"values": ["0", "1"], "default": "0", "doc": "torch.utils.checkpoint use_reentrant"},
-                "preserve_rng_state": {"values": ["0", "1"], "default": "1",
-                                       "doc": "torch.utils.checkpoint preserve_rng_state"},
-                "mode": {"values": modes, "default": "checkpoint",
-                         "doc": "checkpoint: every block; sequential: checkpoint_sequential; "
-                                "selective: SAC, matmuls saved"},
+                "preserve_rng_state": {
+                    "values": ["0", "1"],
+                    "default": "1",
+                    "doc": "torch.utils.checkpoint preserve_rng_state",
+                },
+                "mode": {
+                    "values": modes,
+                    "default": "checkpoint",
+                    "doc": "checkpoint: every block; sequential: checkpoint_sequential; selective: SAC, matmuls saved",
+                },
                 "segments": {"values": "int", "default": "sqrt", "doc": "segments of mode=sequential"},
-                "moe_state": {"values": ["unguarded", "guarded"], "default": "unguarded",
-                              "doc": "moe buffers: moved on every training forward, or only outside backward"},
-                "moe_aux": {"values": ["side", "attach"], "default": "side",
-                            "doc": "moe aux loss: recorded during forward and added to the loss, or its gradient "
-                                   "attached to the output (Megatron's MoEAuxLossAutoScaler)"},
+                "moe_state": {
+                    "values": ["unguarded", "guarded"],
+                    "default": "unguarded",
+                    "doc": "moe buffers: moved on every training forward, or only outside backward",
+                },
+                "moe_aux": {
+                    "values": ["side", "attach"],
+                    "default": "side",
+                    "doc": "moe aux loss: recorded during forward and added to the loss, or its gradient "
+                    "attached to the output (Megatron's MoEAuxLossAutoScaler)",
+                },
             },
             "reports_memory": True,
             "reports_forward_calls": True,
@@ -93,6 +105,7 @@ class TorchAdapter:
         """Train `case` plain or checkpointed (case_model.run), measured in passes of its own (case_measure.py)."""
         import case_measure  # the compared run without the saved-tensor hooks, then a forked measuring pass
         import case_model  # torch and the model: imported on the first run only (see `version`)
+
         return case_measure.run(case_model.run, case, out, mode, options)
 
 

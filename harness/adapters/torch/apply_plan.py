@@ -13,6 +13,7 @@ per step, as in the plain run.
   apply(model, chain_modules, placement) -> [(segment runner, first block index)]
   load_placement(path) -> the placement dict, checked
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,18 +44,24 @@ def load_placement(path: str) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested past Python's stack
         raise BadPlacement("placement.json: cannot read %s: %s" % (path, str(e)[:160])) from None
     _field(isinstance(p, dict), "top level", "must be an object")
-    _field(p.get("format") == FORMAT, "format", "must be \"%s\"" % FORMAT)
+    _field(p.get("format") == FORMAT, "format", 'must be "%s"' % FORMAT)
     _field(p.get("version") == VERSION, "version", "must be %d" % VERSION)
-    _field(isinstance(p.get("blocks"), list) and p["blocks"] and all(isinstance(b, str) for b in p["blocks"]),
-           "blocks", "must be a non-empty array of strings")
+    _field(
+        isinstance(p.get("blocks"), list) and p["blocks"] and all(isinstance(b, str) for b in p["blocks"]),
+        "blocks",
+        "must be a non-empty array of strings",
+    )
     _field(isinstance(p.get("segments"), list), "segments", "must be an array")
     for j, s in enumerate(p["segments"]):
         where = "segments[%d]" % j
         _field(isinstance(s, dict), where, "must be an object")
         for key in ("first", "last"):
             v = s.get(key)
-            _field(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where + "." + key,
-                   "must be a non-negative integer")
+            _field(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                where + "." + key,
+                "must be a non-negative integer",
+            )
         _field(isinstance(s.get("recompute"), bool), where + ".recompute", "must be a bool")
     check_segments(p["segments"], len(p["blocks"]))
     return p
@@ -65,8 +72,10 @@ def check_segments(segments: list[dict[str, Any]], length: int) -> None:
     nxt = 0
     for j, s in enumerate(segments):
         if s["first"] != nxt or s["last"] < s["first"]:
-            raise BadPlacement("placement.json: segments[%d]: [%d, %d] does not continue the cover at block %d"
-                               % (j, s["first"], s["last"], nxt))
+            raise BadPlacement(
+                "placement.json: segments[%d]: [%d, %d] does not continue the cover at block %d"
+                % (j, s["first"], s["last"], nxt)
+            )
         nxt = s["last"] + 1
     if nxt != length:
         raise BadPlacement("placement.json: segments: cover blocks 0..%d, the chain has %d" % (nxt - 1, length))
@@ -116,8 +125,8 @@ class _SegmentState:
     """What a recomputed segment's slots share within one forward."""
 
     def __init__(self) -> None:
-        self.output = None   # the segment's output x_{last+1}, until the last slot has passed it on
-        self.rest = {}       # block offset -> a tuple output's other elements (not its first: no activation kept)
+        self.output = None  # the segment's output x_{last+1}, until the last slot has passed it on
+        self.rest = {}  # block offset -> a tuple output's other elements (not its first: no activation kept)
         self.recording = False  # the forward, not the recompute
 
 
@@ -158,14 +167,17 @@ class SegmentRunner(torch.nn.Module):
                 elif isinstance(out, torch.Tensor):
                     h = out
                 else:
-                    raise TypeError("apply_plan: block %s returned %s, expected a tensor or a tuple starting with one"
-                                    % (name, type(out).__name__))
+                    raise TypeError(
+                        "apply_plan: block %s returned %s, expected a tensor or a tuple starting with one"
+                        % (name, type(out).__name__)
+                    )
             return h
 
         state.rest, state.recording = {}, True
         try:
-            h = checkpoint(run, x, *tensors, use_reentrant=False, preserve_rng_state=True,
-                           context_fn=buffer_guard_context(blocks))
+            h = checkpoint(
+                run, x, *tensors, use_reentrant=False, preserve_rng_state=True, context_fn=buffer_guard_context(blocks)
+            )
         finally:
             state.recording = False
         state.output = h if len(blocks) > 1 else None
@@ -186,8 +198,10 @@ class PassThrough(torch.nn.Module):
         """The segment's output, in the structure this slot's block returns; RuntimeError when the input is not it."""
         x = args[0] if args else None
         if x is None or x is not self.state.output:
-            raise RuntimeError("apply_plan: block %s's input is not its segment's output: the model does not run "
-                               "its chain one block after another" % self.name)
+            raise RuntimeError(
+                "apply_plan: block %s's input is not its segment's output: the model does not run "
+                "its chain one block after another" % self.name
+            )
         if self.last:
             self.state.output = None
         return _restructure(self.state.rest.get(self.offset), x)
@@ -199,8 +213,9 @@ def _slot(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
     return (model.get_submodule(parent_name) if parent_name else model), attr
 
 
-def apply(model: torch.nn.Module, chain_modules: Sequence[torch.nn.Module], placement: dict[str, Any]
-          ) -> list[tuple[SegmentRunner, int]]:
+def apply(
+    model: torch.nn.Module, chain_modules: Sequence[torch.nn.Module], placement: dict[str, Any]
+) -> list[tuple[SegmentRunner, int]]:
     """Rewrites the model's chain for `placement` (checked against the chain's block names, the module paths
     before any transform). Returns [(SegmentRunner, first)] for the recomputed segments."""
     names_of = {id(m): n for n, m in model.named_modules()}
@@ -218,11 +233,12 @@ def apply(model: torch.nn.Module, chain_modules: Sequence[torch.nn.Module], plac
             continue
         first, last = s["first"], s["last"]
         state = _SegmentState()
-        blocks = list(chain_modules[first:last + 1])
-        runner = SegmentRunner(blocks, names[first:last + 1], first, state)
-        slots = [runner] + [PassThrough(names[first + j], j, first + j == last, state)
-                            for j in range(1, last - first + 1)]
-        for name, module in zip(names[first:last + 1], slots, strict=False):
+        blocks = list(chain_modules[first : last + 1])
+        runner = SegmentRunner(blocks, names[first : last + 1], first, state)
+        slots = [runner] + [
+            PassThrough(names[first + j], j, first + j == last, state) for j in range(1, last - first + 1)
+        ]
+        for name, module in zip(names[first : last + 1], slots, strict=False):
             parent, attr = _slot(model, name)
             setattr(parent, attr, module)
         runners.append((runner, first))

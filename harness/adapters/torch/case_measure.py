@@ -4,6 +4,7 @@ forked child then trains the same case again with them, in a process of its own,
 reported only if its step 0 (loss, gradients, input gradient, state, generator) equals the compared run's bit for
 bit: the hooks act in step 0 alone, so the pass stops there. Otherwise meta's saved_activation_bytes is null and
 instruments_changed says what differed."""
+
 import json
 import os
 
@@ -20,8 +21,11 @@ class Recorder:
     def step(self, s, loss, grads, input_grad, state, rng_state=None):
         if self.out is not None:
             self.out.step(s, loss, grads, input_grad, state, rng_state)
-        record = {"loss": np.asarray(loss).tobytes(), "input_grad": None if input_grad is None
-                  else np.ascontiguousarray(np.asarray(input_grad)).tobytes(), "rng": bytes(rng_state or b"")}
+        record = {
+            "loss": np.asarray(loss).tobytes(),
+            "input_grad": None if input_grad is None else np.ascontiguousarray(np.asarray(input_grad)).tobytes(),
+            "rng": bytes(rng_state or b""),
+        }
         for kind, values in (("grad", grads), ("state", state)):
             for n, v in values.items():
                 record["%s %s" % (kind, n)] = None if v is None else np.ascontiguousarray(np.asarray(v)).tobytes()
@@ -71,6 +75,7 @@ def run(run_case, case, out, mode, options):
         meta["saved_activation_bytes"] = [answer["saved"][0]] * case.steps  # every step saves what step 0 does
     else:
         meta["saved_activation_bytes"] = None
-        meta["instruments_changed"] = ("the saved-tensor hooks' pass: " +
-                                       (answer.get("changed") or answer.get("error") or "no answer"))
+        meta["instruments_changed"] = "the saved-tensor hooks' pass: " + (
+            answer.get("changed") or answer.get("error") or "no answer"
+        )
     return meta

@@ -1,6 +1,7 @@
 """The torch side of the PyTorch adapter (adapter.py, which documents the model): the case's model built from
 torch modules and its training loop, plain or under torch.utils.checkpoint. adapter.py imports this module on its
 first run request only, so a `capabilities` query does not pay for importing torch."""
+
 from __future__ import annotations
 
 import collections
@@ -61,12 +62,17 @@ class DropPath(nn.Module):
 
 
 class MlpBlock(Counted):
-    def __init__(self, counts: list[int], index: int, width: int, activation: str, p: float,
-                 rrelu_range: Sequence[float]) -> None:
+    def __init__(
+        self, counts: list[int], index: int, width: int, activation: str, p: float, rrelu_range: Sequence[float]
+    ) -> None:
         super().__init__(counts, index)
         self.fc = nn.Linear(width, width)
-        self.act = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": lambda: nn.GELU(approximate="tanh"),
-                    "rrelu": lambda: nn.RReLU(*rrelu_range)}[activation]()
+        self.act = {
+            "relu": nn.ReLU,
+            "tanh": nn.Tanh,
+            "gelu": lambda: nn.GELU(approximate="tanh"),
+            "rrelu": lambda: nn.RReLU(*rrelu_range),
+        }[activation]()
         self.dropout = nn.Dropout(p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -89,8 +95,9 @@ class ResidualBnBlock(Counted):
 
 
 class TransformerBlock(Counted):
-    def __init__(self, counts: list[int], index: int, width: int, heads: int, seq: int, p: float,
-                 drop_path: float) -> None:
+    def __init__(
+        self, counts: list[int], index: int, width: int, heads: int, seq: int, p: float, drop_path: float
+    ) -> None:
         super().__init__(counts, index)
         self.heads, self.seq, self.p = heads, seq, p
         self.ln1 = nn.LayerNorm(width, eps=1e-5)
@@ -147,12 +154,24 @@ class MoE(nn.Module):
         super().__init__()
         self.E, self.k = int(spec.experts), int(spec.top_k)
         # The aux loss is divided by the micro-batches like the main loss (a gradient-accumulation loop's loss / M).
-        self.cf, self.jitter, self.coef = (float(spec.capacity_factor), float(spec.router_jitter),
-                                           float(spec.aux_loss_coef) / micro_batches)
+        self.cf, self.jitter, self.coef = (
+            float(spec.capacity_factor),
+            float(spec.router_jitter),
+            float(spec.aux_loss_coef) / micro_batches,
+        )
         self.router = nn.Linear(width, self.E)
         for e in range(self.E):
-            setattr(self, "expert%d" % e, nn.Sequential(collections.OrderedDict(
-                fc1=nn.Linear(width, 4 * width), gelu=nn.GELU(approximate="tanh"), fc2=nn.Linear(4 * width, width))))
+            setattr(
+                self,
+                "expert%d" % e,
+                nn.Sequential(
+                    collections.OrderedDict(
+                        fc1=nn.Linear(width, 4 * width),
+                        gelu=nn.GELU(approximate="tanh"),
+                        fc2=nn.Linear(4 * width, width),
+                    )
+                ),
+            )
         self.register_buffer("expert_counts", torch.zeros(1, self.E))
         self.register_buffer("aux_loss", torch.zeros(1, 1))
         self.aux_losses = []
@@ -184,7 +203,7 @@ class MoE(nn.Module):
             self.aux_losses.append((self.coef * aux).detach() if self.attach else self.coef * aux)
         where = expert * cap + slot
         buffers = h.new_zeros(E * cap, h.shape[1]).index_put((where,), h[token])
-        z = torch.cat([getattr(self, "expert%d" % e)(buffers[e * cap:(e + 1) * cap]) for e in range(E)])
+        z = torch.cat([getattr(self, "expert%d" % e)(buffers[e * cap : (e + 1) * cap]) for e in range(E)])
         gate = probs[token, expert]
         contrib = gate[:, None] * z[where]
         out = torch.zeros(rows, h.shape[1], dtype=contrib.dtype).index_add(0, token, contrib)
@@ -209,8 +228,9 @@ class AuxLossAutoScaler(torch.autograd.Function):
 class MoeBlock(Counted):
     """y = x + DropPath(Dropout(MoE(LayerNorm x)))."""
 
-    def __init__(self, counts: list[int], index: int, width: int, spec: Block, p: float, seq: int,
-                 micro_batches: int) -> None:
+    def __init__(
+        self, counts: list[int], index: int, width: int, spec: Block, p: float, seq: int, micro_batches: int
+    ) -> None:
         super().__init__(counts, index)
         self.ln = nn.LayerNorm(width, eps=1e-5)
         self.moe = MoE(width, spec, micro_batches)
@@ -274,8 +294,9 @@ def build(case: Case, counts: list[int]) -> Model:
     blocks = []
     for i, b in enumerate(case.blocks):
         if b.kind == "mlp":
-            blocks.append(MlpBlock(counts, i, case.width, b.activation, case.dropout,
-                                   (case.rrelu_lower, case.rrelu_upper)))
+            blocks.append(
+                MlpBlock(counts, i, case.width, b.activation, case.dropout, (case.rrelu_lower, case.rrelu_upper))
+            )
         elif b.kind == "moe":
             blocks.append(MoeBlock(counts, i, case.width, b, case.dropout, case.seq, case.micro_batches))
         elif b.kind == "residual-bn":
@@ -332,8 +353,19 @@ def selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
     return tc.CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bool = True,
-        steps: int | None = None) -> dict[str, Any]:
+def recomputed_blocks(mode: str, how: str, L: int, segments: int) -> list[int]:
+    """The blocks a checkpointed run of `how` recomputes (none in the plain run)."""
+    if mode == "plain":
+        return []
+    if how == "sequential":
+        size = L // segments  # checkpoint_sequential's own split: the last segment is not checkpointed
+        return list(range(0, size * (segments - 1)))
+    return list(range(L))  # checkpoint and selective: every block
+
+
+def run(
+    case: Case, out: Output, mode: str, options: dict[str, str], measure: bool = True, steps: int | None = None
+) -> dict[str, Any]:
     """TorchAdapter.run (adapter.py): trains `case` (its first `steps`), writes its results through `out`, returns
     the meta fields; `measure`: saved-tensor hooks in step 0 (off in the compared run: case_measure.py)."""
     reentrant = options.get("use_reentrant", "0") == "1"
@@ -362,22 +394,13 @@ def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bo
     blocks = list(model)
     moe_blocks = [b for b in blocks if isinstance(b, MoeBlock)]
 
-    if mode == "plain":
-        recomputed = []
-    elif how == "checkpoint":
-        recomputed = list(range(L))
-    elif how == "sequential":
-        size = L // segments  # checkpoint_sequential's own split: the last segment is not checkpointed
-        recomputed = list(range(0, size * (segments - 1)))
-    else:
-        recomputed = list(range(L))
+    recomputed = recomputed_blocks(mode, how, L, segments)
 
     def forward(x: torch.Tensor | None) -> torch.Tensor:
         if mode == "plain":
             return model(x)
         if how == "sequential":
-            return tc.checkpoint_sequential(model, segments, x, use_reentrant=reentrant,
-                                            preserve_rng_state=preserve)
+            return tc.checkpoint_sequential(model, segments, x, use_reentrant=reentrant, preserve_rng_state=preserve)
         for blk in blocks:
             kw = {"use_reentrant": reentrant, "preserve_rng_state": preserve}
             if how == "selective":
@@ -401,12 +424,11 @@ def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bo
         # Measured in the first step only (every step saves the same tensors), so the hooks' own cost stays
         # out of the later steps, which are the ones `--timing-case` times.
         aux_losses = start_moe_pass(moe_blocks)
-        with (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter
-              else contextlib.nullcontext()):
+        with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter else contextlib.nullcontext():
             x_0 = x if lm is None else lm.stem(mb)
             # compute bf16: the chain's forward (and so each checkpoint's recompute, which restores the
             # autocast state it ran under) under CPU autocast; float master weights, the loss in float.
-            with (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()):
+            with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
                 y = forward(x_0)
             loss = criterion(y.float() if bf16 else y, mb)
             if mb.count > 1:
@@ -436,11 +458,14 @@ def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bo
         saved.append(step_saved if step == 0 else saved[0])
         compute = time.perf_counter() - t0
         dx = None if any(g is None for g in input_grad) else torch.cat(input_grad).detach().numpy()
-        out.step(step, loss.numpy(),
-                 {n: grad_or_none(by_name[torch_name(n)]) for n in case.trained_param_names},
-                 dx,
-                 {n: buffers[torch_name(n)].detach().numpy() for n in case.state_names},
-                 torch.get_rng_state().numpy().tobytes())
+        out.step(
+            step,
+            loss.numpy(),
+            {n: grad_or_none(by_name[torch_name(n)]) for n in case.trained_param_names},
+            dx,
+            {n: buffers[torch_name(n)].detach().numpy() for n in case.state_names},
+            torch.get_rng_state().numpy().tobytes(),
+        )
         t1 = time.perf_counter()
         with torch.no_grad():
             for p in params:  # frozen parameters and missing gradients: no update, as torch.optim.SGD
@@ -448,8 +473,12 @@ def run(case: Case, out: Output, mode: str, options: dict[str, str], measure: bo
                     p.sub_(p.grad * lr)
         seconds.append(compute + time.perf_counter() - t1)  # the step, not the writing of its results
         calls.append(list(counts))
-    return {"saved_activation_bytes": saved if measure else None, "forward_calls": calls,
-            "recomputed_blocks": recomputed,
-            "step_seconds": seconds, "segments": segments if how == "sequential" else None,
-            "checkpoint_mode": how if mode == "checkpoint" else None,
-            "saves_in_checkpoints": mode == "checkpoint" and how == "selective"}
+    return {
+        "saved_activation_bytes": saved if measure else None,
+        "forward_calls": calls,
+        "recomputed_blocks": recomputed,
+        "step_seconds": seconds,
+        "segments": segments if how == "sequential" else None,
+        "checkpoint_mode": how if mode == "checkpoint" else None,
+        "saves_in_checkpoints": mode == "checkpoint" and how == "selective",
+    }

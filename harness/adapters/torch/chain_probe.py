@@ -11,6 +11,7 @@ user_model.py --plan.
 - OpRecorder: a TorchDispatchMode recording, per party and aten op, the storages each op produces and its FLOPs
   in forward and (through hooks on the autograd nodes the op created) in backward.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,20 +25,48 @@ BEFORE, AFTER = "before", "after"
 Party = int | str  # a chain block's index, or BEFORE / AFTER the chain
 
 # Matrix products and convolutions: what a `selective` policy keeps (COSTS.md `matmul`).
-MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "convolution", "_convolution",
-              "cudnn_convolution", "convolution_overrideable", "_slow_conv2d_forward", "mkldnn_convolution",
-              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
-              "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_cudnn_attention",
-              "_flash_attention_forward", "_efficient_attention_forward"}
+MATMUL_OPS = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "_scaled_mm",
+    "matmul",
+    "convolution",
+    "_convolution",
+    "cudnn_convolution",
+    "convolution_overrideable",
+    "_slow_conv2d_forward",
+    "mkldnn_convolution",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+}
 
 # Ops that only allocate: a storage they make is named by the first in-place op that writes it (dropout's noise,
 # on the CPU `empty_like(x).bernoulli_(1 - p)`, is the bernoulli's).
 _ALLOCATING_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
 # Metadata queries FlopCounterMode leaves alone (they only reach a mode for exotic tensor subclasses).
-_META_OPS = {"sym_is_contiguous", "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense",
-             "size", "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset", "numel",
-             "sym_numel", "dim", "layout"}
+_META_OPS = {
+    "sym_is_contiguous",
+    "is_contiguous",
+    "is_strides_like_format",
+    "is_non_overlapping_and_dense",
+    "size",
+    "sym_size",
+    "stride",
+    "sym_stride",
+    "storage_offset",
+    "sym_storage_offset",
+    "numel",
+    "sym_numel",
+    "dim",
+    "layout",
+}
 
 
 class ChainError(Exception):
@@ -74,8 +103,10 @@ def resolve_chain(setup: dict[str, Any], model: torch.nn.Module) -> list[tuple[s
     elif isinstance(chain, (list, tuple)) and all(isinstance(m, torch.nn.Module) for m in chain):
         mods = list(chain)
     else:
-        raise ChainError("'chain' returned %s, expected an nn.ModuleList, an nn.Sequential or a list of modules"
-                         % type(chain).__name__)
+        raise ChainError(
+            "'chain' returned %s, expected an nn.ModuleList, an nn.Sequential or a list of modules"
+            % type(chain).__name__
+        )
     if not mods:
         raise ChainError("'chain' returned no blocks")
     names = {id(m): n for n, m in model.named_modules()}
@@ -98,9 +129,13 @@ class ChainStack:
     placement's segment wrappers) push its index on entry and pop it on exit, also when the forward raised (a
     recompute that stops early). on_enter(i, args, kwargs) and on_exit(i, output) let a probe look at them."""
 
-    def __init__(self, modules: Sequence[torch.nn.Module], extra: Sequence[tuple[torch.nn.Module, int]] = (),
-                 on_enter: Callable[[int, tuple[Any, ...], dict[str, Any]], Any] | None = None,
-                 on_exit: Callable[[int, Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        modules: Sequence[torch.nn.Module],
+        extra: Sequence[tuple[torch.nn.Module, int]] = (),
+        on_enter: Callable[[int, tuple[Any, ...], dict[str, Any]], Any] | None = None,
+        on_exit: Callable[[int, Any], Any] | None = None,
+    ) -> None:
         self.stack = []
         self.started = False
         self.calls = [0] * len(modules)
@@ -178,12 +213,12 @@ class ChainProbe:
         self.names = [n for n, _ in blocks]
         self.param_ptrs = param_ptrs
         self.recorder = None
-        self.inputs = [None] * len(blocks)   # x_0..x_{L-1}, kept alive so no pointer is reused meanwhile
-        self.output = None                   # x_L
+        self.inputs = [None] * len(blocks)  # x_0..x_{L-1}, kept alive so no pointer is reused meanwhile
+        self.output = None  # x_L
         self.outputs = [None] * len(blocks)  # each block's output storage pointer
-        self.arguments = None                # {ptr: nbytes} of block 0's further tensor arguments
+        self.arguments = None  # {ptr: nbytes} of block 0's further tensor arguments
         self.keep = []
-        self.saved = {}                      # ptr -> {"bytes", "parties", "producer"}
+        self.saved = {}  # ptr -> {"bytes", "parties", "producer"}
         self.problems = []
         self.stack = ChainStack([m for _, m in blocks], on_enter=self._enter, on_exit=self._exit)
 
@@ -207,19 +242,24 @@ class ChainProbe:
             return self._problem("block %s's first input is not block %s's output" % (name, self.names[i - 1]))
         further = further_tensors(args, kwargs)
         self.keep.extend(further)
-        storages = {storage_ptr(t): t.untyped_storage().nbytes() for t in further
-                    if storage_ptr(t) not in self.param_ptrs}
+        storages = {
+            storage_ptr(t): t.untyped_storage().nbytes() for t in further if storage_ptr(t) not in self.param_ptrs
+        }
         if self.arguments is None:
             self.arguments = storages
         elif set(storages) != set(self.arguments):
-            self._problem("block %s takes other tensor arguments than block %s (%d storages, %d there)"
-                          % (name, self.names[0], len(storages), len(self.arguments)))
+            self._problem(
+                "block %s takes other tensor arguments than block %s (%d storages, %d there)"
+                % (name, self.names[0], len(storages), len(self.arguments))
+            )
 
     def _exit(self, i: int, output: Any) -> None:
         y = first_tensor(output)
         if y is None:
-            return self._problem("block %s returns %s, not a tensor or a tuple starting with one"
-                                 % (self.names[i], type(output).__name__))
+            return self._problem(
+                "block %s returns %s, not a tensor or a tuple starting with one"
+                % (self.names[i], type(output).__name__)
+            )
         if self.outputs[i] is None:
             self.outputs[i] = storage_ptr(y)
             if self.inputs[i] is not None and storage_ptr(self.inputs[i]) == self.outputs[i]:
@@ -271,7 +311,7 @@ class OpRecorder(TorchDispatchMode):
         self.counter = counter
         self.producer = {}
         self.unwritten = set()  # storages an allocating op made that nothing has written yet
-        self.ops = {}          # party -> {op name: [forward flops, backward flops]}
+        self.ops = {}  # party -> {op name: [forward flops, backward flops]}
         self.nodes = {}
         self.pending = []
         self.current = None
@@ -295,6 +335,7 @@ class OpRecorder(TorchDispatchMode):
     def _node_pre(self, party: Party, name: str) -> Callable[[Any], None]:
         def hook(_grad_outputs: Any) -> None:
             self.current = (party, name)
+
         return hook
 
     def _node_post(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
@@ -305,8 +346,9 @@ class OpRecorder(TorchDispatchMode):
         self.resolve()
         self.backward = True
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-                           ) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         packet = func._overloadpacket
         if packet.__name__ in _META_OPS:

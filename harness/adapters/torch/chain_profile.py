@@ -20,6 +20,7 @@ writes to stderr (library warnings) comes before that line.
 Not named profile.py: this directory is on sys.path of every adapter script, and a profile.py there shadows
 Python's own `profile` module, which cProfile imports (torch._dynamo imports cProfile; `import torch` fails).
 """
+
 import argparse
 import json
 import os
@@ -133,6 +134,7 @@ class Timer:
         def hook(_grad):
             if self.grad[k] is None:
                 self.grad[k] = time.perf_counter()
+
         return hook
 
     def _pre(self, i):
@@ -140,6 +142,7 @@ class Timer:
             self.pre[i] = time.perf_counter()
             if i == 0 and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
                 args[0].register_hook(self._mark(0))
+
         return hook
 
     def _post(self, i):
@@ -148,6 +151,7 @@ class Timer:
             y = cp.first_tensor(output)
             if y is not None and y.requires_grad:
                 y.register_hook(self._mark(i + 1))
+
         return hook
 
     def step(self, setup, model, opt, batch):
@@ -167,9 +171,11 @@ class Timer:
         for k in range(self.n - 1, -1, -1):  # a boundary without gradient: no time of its own
             grad[k] = grad[k] if grad[k] is not None else grad[k + 1]
         pos = lambda s: max(0.0, s)  # noqa: E731
-        return {"blocks": [(pos(self.post[i] - self.pre[i]), pos(grad[i] - grad[i + 1])) for i in range(self.n)],
-                "before": (pos(self.pre[0] - t0), pos(t2 - grad[0])),
-                "after": (pos(t1 - self.post[-1]), pos(grad[self.n] - t1))}
+        return {
+            "blocks": [(pos(self.post[i] - self.pre[i]), pos(grad[i] - grad[i + 1])) for i in range(self.n)],
+            "before": (pos(self.pre[0] - t0), pos(t2 - grad[0])),
+            "after": (pos(t1 - self.post[-1]), pos(grad[self.n] - t1)),
+        }
 
     def remove(self):
         for h in self.handles:
@@ -179,8 +185,7 @@ class Timer:
 def _median_times(samples):
     med = lambda xs: float(statistics.median(xs))  # noqa: E731
     n = len(samples[0]["blocks"])
-    blocks = [(med([s["blocks"][i][0] for s in samples]), med([s["blocks"][i][1] for s in samples]))
-              for i in range(n)]
+    blocks = [(med([s["blocks"][i][0] for s in samples]), med([s["blocks"][i][1] for s in samples])) for i in range(n)]
     part = {p: (med([s[p][0] for s in samples]), med([s[p][1] for s in samples])) for p in ("before", "after")}
     return blocks, part
 
@@ -192,8 +197,10 @@ def classify(probe, recorder, meter, blocks):
     bptr = {}
     for k, (p, _) in enumerate(bounds):
         if p in bptr:
-            raise cp.NotSequential("chain is not sequential: x_%d and x_%d are one storage (block %s runs in place)"
-                                   % (bptr[p], k, blocks[k - 1][0]))
+            raise cp.NotSequential(
+                "chain is not sequential: x_%d and x_%d are one storage (block %s runs in place)"
+                % (bptr[p], k, blocks[k - 1][0])
+            )
         bptr[p] = k
     arguments = probe.arguments or {}
     for p in arguments:
@@ -216,8 +223,9 @@ def classify(probe, recorder, meter, blocks):
             allowed = {k - 1, k} | ({cp.BEFORE} if k == 0 else set()) | ({cp.AFTER} if k == L else set())
             for p in parties:
                 if p not in allowed:
-                    raise cp.NotSequential("chain is not sequential: %s saves x_%d, a boundary it does not touch"
-                                           % (party_name(p), k))
+                    raise cp.NotSequential(
+                        "chain is not sequential: %s saves x_%d, a boundary it does not touch" % (party_name(p), k)
+                    )
                 if p == cp.BEFORE:
                     flags["chain_in"] = True
                 elif p == cp.AFTER:
@@ -228,9 +236,15 @@ def classify(probe, recorder, meter, blocks):
                     flags["out"][k - 1] = True
             saved_boundaries.add(k)
         elif ptr in arguments or len(parties) > 1:
-            shared.append({"bytes": n, "saved_by": sorted(p for p in parties if isinstance(p, int)),
-                           "before": cp.BEFORE in parties, "after": cp.AFTER in parties,
-                           "argument": ptr in arguments})
+            shared.append(
+                {
+                    "bytes": n,
+                    "saved_by": sorted(p for p in parties if isinstance(p, int)),
+                    "before": cp.BEFORE in parties,
+                    "after": cp.AFTER in parties,
+                    "argument": ptr in arguments,
+                }
+            )
             if ptr in arguments:
                 saved_args.add(ptr)
         elif parties[0] in (cp.BEFORE, cp.AFTER):
@@ -251,25 +265,48 @@ def classify(probe, recorder, meter, blocks):
             fwd, bwd = rec.get(op, (0, 0))
             sb = op_saved[i].get(op, 0)
             if sb or fwd or bwd:
-                ops.append({"op": op, "saved_bytes": sb, "forward_flops": int(fwd), "backward_flops": int(bwd),
-                            "matmul": cp.is_matmul(op)})
-        out_blocks.append({"name": name, "saves_input": flags["in"][i], "saves_output": flags["out"][i],
-                           "ops": ops, "forward_flops": sum(o["forward_flops"] for o in ops),
-                           "backward_flops": sum(o["backward_flops"] for o in ops)})
+                ops.append(
+                    {
+                        "op": op,
+                        "saved_bytes": sb,
+                        "forward_flops": int(fwd),
+                        "backward_flops": int(bwd),
+                        "matmul": cp.is_matmul(op),
+                    }
+                )
+        out_blocks.append(
+            {
+                "name": name,
+                "saves_input": flags["in"][i],
+                "saves_output": flags["out"][i],
+                "ops": ops,
+                "forward_flops": sum(o["forward_flops"] for o in ops),
+                "backward_flops": sum(o["backward_flops"] for o in ops),
+            }
+        )
     outside = {}
     for part in (cp.BEFORE, cp.AFTER):
         rec = recorder.ops.get(part, {})
-        outside[part] = {"saved_bytes": outside_saved[part], "forward_flops": int(sum(v[0] for v in rec.values())),
-                         "backward_flops": int(sum(v[1] for v in rec.values()))}
+        outside[part] = {
+            "saved_bytes": outside_saved[part],
+            "forward_flops": int(sum(v[0] for v in rec.values())),
+            "backward_flops": int(sum(v[1] for v in rec.values())),
+        }
     outside[cp.BEFORE]["saves_chain_input"] = flags["chain_in"]
     outside[cp.AFTER]["saves_chain_output"] = flags["chain_out"]
 
-    total = (outside_saved[cp.BEFORE] + outside_saved[cp.AFTER] + sum(sum(d.values()) for d in op_saved)
-             + sum(bounds[k][1] for k in saved_boundaries)
-             + sum(s["bytes"] for s in shared if s["saved_by"] or s["before"] or s["after"]))
+    total = (
+        outside_saved[cp.BEFORE]
+        + outside_saved[cp.AFTER]
+        + sum(sum(d.values()) for d in op_saved)
+        + sum(bounds[k][1] for k in saved_boundaries)
+        + sum(s["bytes"] for s in shared if s["saved_by"] or s["before"] or s["after"])
+    )
     if total != meter.total():
-        raise Inconsistent("classified saved bytes %d (outside, ops, boundaries, shared) != %d saved by the plain "
-                           "run" % (total, meter.total()))
+        raise Inconsistent(
+            "classified saved bytes %d (outside, ops, boundaries, shared) != %d saved by the plain "
+            "run" % (total, meter.total())
+        )
     return [b for _, b in bounds], out_blocks, outside, shared
 
 
@@ -284,11 +321,16 @@ def check_flops(recorder, out_blocks, outside, forward_counts, total_counts):
     fwd = sum(b["forward_flops"] for b in out_blocks) + sum(p["forward_flops"] for p in outside.values())
     bwd = sum(b["backward_flops"] for b in out_blocks) + sum(p["backward_flops"] for p in outside.values())
     if fwd != fwd_global or bwd + recorder.unattributed != bwd_global:
-        raise Inconsistent("per-op FLOPs forward %d backward %d (+%d unattributed) != FlopCounterMode's %d / %d"
-                           % (fwd, bwd, recorder.unattributed, fwd_global, bwd_global))
+        raise Inconsistent(
+            "per-op FLOPs forward %d backward %d (+%d unattributed) != FlopCounterMode's %d / %d"
+            % (fwd, bwd, recorder.unattributed, fwd_global, bwd_global)
+        )
     if recorder.unattributed:
-        print("profile: warning: %d backward FLOPs ran outside every recorded autograd node (not in any block)"
-              % recorder.unattributed, file=sys.stderr)
+        print(
+            "profile: warning: %d backward FLOPs ran outside every recorded autograd node (not in any block)"
+            % recorder.unattributed,
+            file=sys.stderr,
+        )
 
 
 def run(args):
@@ -298,8 +340,9 @@ def run(args):
     user_model.check_setup(setup, args.factory, require_chain=True)
     for key in ("wrap", "ddp"):
         if setup.get(key) is not None:
-            raise Refused("factory '%s' has '%s': the profile runs the model eagerly in one process"
-                          % (args.factory, key))
+            raise Refused(
+                "factory '%s' has '%s': the profile runs the model eagerly in one process" % (args.factory, key)
+            )
     model = setup["model"]
     blocks = cp.resolve_chain(setup, model)
     make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
@@ -309,15 +352,17 @@ def run(args):
     model.train()
 
     probe, recorder, meter, fwd_counts, total_counts = profile_step(
-        setup, model, opt, make_batch(setup, args, 0, batch_size), blocks)
+        setup, model, opt, make_batch(setup, args, 0, batch_size), blocks
+    )
     bounds, out_blocks, outside, shared = classify(probe, recorder, meter, blocks)
     check_flops(recorder, out_blocks, outside, fwd_counts, total_counts)
     del probe, recorder
 
     timer = Timer([m for _, m in blocks])
     try:
-        samples = [timer.step(setup, model, opt, make_batch(setup, args, step, batch_size))
-                   for step in range(1, args.steps)]
+        samples = [
+            timer.step(setup, model, opt, make_batch(setup, args, step, batch_size)) for step in range(1, args.steps)
+        ]
     finally:
         timer.remove()
     block_times, part_times = _median_times(samples)
@@ -335,10 +380,18 @@ def run(args):
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]
     label = args.label or "torch:module=%s:%s" % (args.module, args.factory)
-    return {"format": FORMAT, "version": VERSION, "model": label,
-            "framework": "torch " + torch.__version__.split("+")[0], "batch_size": batch_size,
-            "step_seconds": float(statistics.median(plain)), "boundary_bytes": bounds, "blocks": out_blocks,
-            "outside": {"before": outside[cp.BEFORE], "after": outside[cp.AFTER]}, "shared": shared}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": label,
+        "framework": "torch " + torch.__version__.split("+")[0],
+        "batch_size": batch_size,
+        "step_seconds": float(statistics.median(plain)),
+        "boundary_bytes": bounds,
+        "blocks": out_blocks,
+        "outside": {"before": outside[cp.BEFORE], "after": outside[cp.AFTER]},
+        "shared": shared,
+    }
 
 
 def write_atomically(path, obj):

@@ -12,6 +12,7 @@ raised) and torchrun keeps each rank's stdout and stderr under ranks/log/.
 Ranks of another machine join with `user_model.py --join` under their own torchrun (same --nnodes, a --node-rank
 of 1 or more, --rdzv-endpoint of node 0) and take the run's arguments from rank 0.
 """
+
 import datetime
 import glob
 import importlib.util
@@ -46,22 +47,26 @@ def check_spec(spec, where, bad):
     kind = spec["kind"]
     unknown = set(spec) - KINDS[kind]
     if unknown:
-        raise bad("%s: 'distributed' of kind %s has unknown key(s) %s (known: %s)"
-                  % (where, kind, ", ".join(sorted(unknown)), ", ".join(sorted(KINDS[kind]))))
+        raise bad(
+            "%s: 'distributed' of kind %s has unknown key(s) %s (known: %s)"
+            % (where, kind, ", ".join(sorted(unknown)), ", ".join(sorted(KINDS[kind])))
+        )
     w = spec.get("world_size", 2)
     if not isinstance(w, int) or isinstance(w, bool) or w < 1:
         raise bad("%s: 'distributed.world_size' must be an integer of at least 1, not %r" % (where, w))
     if kind == "fsdp2":
         if not callable(spec.get("shard")):
-            raise bad("%s: 'distributed' of kind fsdp2 needs 'shard': shard(model, mesh, mp_policy), fully_shard "
-                      "per block and then the root" % where)
+            raise bad(
+                "%s: 'distributed' of kind fsdp2 needs 'shard': shard(model, mesh, mp_policy), fully_shard "
+                "per block and then the root" % where
+            )
         mesh = spec.get("mesh", (w,))
-        if (not isinstance(mesh, (tuple, list)) or not mesh
-                or not all(isinstance(n, int) and n >= 1 for n in mesh)):
+        if not isinstance(mesh, (tuple, list)) or not mesh or not all(isinstance(n, int) and n >= 1 for n in mesh):
             raise bad("%s: 'distributed.mesh' must be a tuple of positive integers, not %r" % (where, mesh))
         if _product(mesh) != w:
-            raise bad("%s: 'distributed.mesh' %s has %d ranks, world_size is %d"
-                      % (where, tuple(mesh), _product(mesh), w))
+            raise bad(
+                "%s: 'distributed.mesh' %s has %d ranks, world_size is %d" % (where, tuple(mesh), _product(mesh), w)
+            )
 
 
 def _product(xs):
@@ -77,15 +82,19 @@ def world_size(spec):
 
 # ---- each rank --------------------------------------------------------------------------------------------------
 
+
 def parallelize(spec, runner, rank, world):
     """The checkpointed (or plain) model made parallel as the factory says: the user's shard on a CPU mesh, or
     DistributedDataParallel. Runs in every rank, in both runs."""
     if spec["kind"] == "ddp":
         return torch.nn.parallel.DistributedDataParallel(
-            runner, find_unused_parameters=bool(spec.get("find_unused_parameters", False)),
-            static_graph=bool(spec.get("static_graph", False)))
+            runner,
+            find_unused_parameters=bool(spec.get("find_unused_parameters", False)),
+            static_graph=bool(spec.get("static_graph", False)),
+        )
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy
+
     shape = tuple(spec.get("mesh", (world,)))
     mesh = init_device_mesh("cpu", shape)
     sharded = spec["shard"](runner, mesh, spec.get("mp_policy") or MixedPrecisionPolicy())
@@ -97,6 +106,7 @@ def full(t):
     if t is None:
         return None
     from torch.distributed.tensor import DTensor
+
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
@@ -105,6 +115,7 @@ def shard_rows(params):
     split: rank R holds rows R*c .. R*c+c-1, the last ranks fewer or none), so a finding in a gathered tensor can
     name the rank whose shard holds its first differing element."""
     from torch.distributed.tensor import DTensor, Shard
+
     out = {}
     for n, p in params.items():
         if isinstance(p, DTensor) and len(p.placements) == 1 and p.placements[0] == Shard(0) and p.dim() > 0:
@@ -116,6 +127,7 @@ def shard_rows(params):
 def per_rank(value):
     """Every rank's `value` on rank 0 (a list indexed by rank), None elsewhere."""
     import torch.distributed as dist
+
     out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
     dist.gather_object(value, out, dst=0)
     return out
@@ -125,6 +137,7 @@ def rank_main(argv, run):
     """One rank under torchrun. `run(args, rank, world)` trains and returns the rank's record; rank 0 broadcasts
     the run's arguments (a rank of another node, started with --join, has none of its own)."""
     import torch.distributed as dist
+
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,8 +145,11 @@ def rank_main(argv, run):
     dist.broadcast_object_list(box, src=0)
     args = box[0]
     if args is None:  # rank 0 itself was started with --join: nobody has the run's arguments
-        print("user_model.py --join: this node holds rank 0; start node 0 with ckptcheck validate (--node-rank 0 is "
-              "its), the other nodes with --node-rank 1 and up", file=sys.stderr)
+        print(
+            "user_model.py --join: this node holds rank 0; start node 0 with ckptcheck validate (--node-rank 0 is "
+            "its), the other nodes with --node-rank 1 and up",
+            file=sys.stderr,
+        )
         os._exit(2)
     ranks = os.path.join(args.out, "ranks")
     os.makedirs(ranks, exist_ok=True)
@@ -152,6 +168,7 @@ def rank_main(argv, run):
 
 
 # ---- the launcher -----------------------------------------------------------------------------------------------
+
 
 def launcher():
     """The torchrun command: CKPT_TORCHRUN (a command line, e.g. `torchrun` or a site's wrapper) or this Python's
@@ -181,21 +198,41 @@ def check_capacity(local, where, bad):
     fit in the memory this machine has available."""
     need, have = local * proc_kib("/proc/self/status", "VmRSS"), proc_kib("/proc/meminfo", "MemAvailable")
     if have and need > have:
-        raise bad("%s: %d ranks on this machine need about %.1f GiB (%d processes of %.0f MiB, as this one); "
-                  "%.1f GiB is available" % (where, local, need / 2**30, local, need / local / 2**20, have / 2**30))
+        raise bad(
+            "%s: %d ranks on this machine need about %.1f GiB (%d processes of %.0f MiB, as this one); "
+            "%.1f GiB is available" % (where, local, need / 2**30, local, need / local / 2**20, have / 2**30)
+        )
 
 
 def command(args, world, script, log_dir):
     """torchrun's command line for this run: one node with --standalone (a free port of its own), or node 0 of
     args.nnodes with a static rendezvous at args.rdzv_endpoint."""
     nodes = max(1, args.nnodes)
-    cmd = launcher() + ["--nproc-per-node", str(world // nodes), "--max-restarts", "0", "--log-dir", log_dir,
-                        "--redirects", "3", "--monitor-interval", "0.2"]
+    cmd = launcher() + [
+        "--nproc-per-node",
+        str(world // nodes),
+        "--max-restarts",
+        "0",
+        "--log-dir",
+        log_dir,
+        "--redirects",
+        "3",
+        "--monitor-interval",
+        "0.2",
+    ]
     if nodes == 1 and not args.rdzv_endpoint:
         cmd += ["--standalone"]
     else:
-        cmd += ["--nnodes", str(nodes), "--node-rank", "0", "--rdzv-backend", "static",
-                "--rdzv-endpoint", args.rdzv_endpoint]
+        cmd += [
+            "--nnodes",
+            str(nodes),
+            "--node-rank",
+            "0",
+            "--rdzv-backend",
+            "static",
+            "--rdzv-endpoint",
+            args.rdzv_endpoint,
+        ]
     return cmd + [script, "--rank-worker"] + args.argv
 
 
@@ -235,8 +272,10 @@ def launch(args, spec, script, meta, where, bad):
         with open(path) as f:
             r = json.load(f)
         records[r["rank"]] = r
-    meta["ranks"] = [{k: records[r].get(k) for k in ("rank", "memory", "saved_activation_bytes", "step_seconds")}
-                     for r in sorted(records)]
+    meta["ranks"] = [
+        {k: records[r].get(k) for k in ("rank", "memory", "saved_activation_bytes", "step_seconds")}
+        for r in sorted(records)
+    ]
     if code == 0 and 0 in records and "error" not in records[0]:
         return records[0]
     failed = failures(text)
@@ -244,8 +283,10 @@ def launch(args, spec, script, meta, where, bad):
     if died:
         r = min(died)
         how = ("signal %d" % -died[r]) if died[r] < 0 else ("exit code %d" % died[r])
-        return {"error": {"kind": "raised", "message": "rank %d died (%s), its log: %s" % (r, how, log_dir)},
-                "phase": "torchrun"}
+        return {
+            "error": {"kind": "raised", "message": "rank %d died (%s), its log: %s" % (r, how, log_dir)},
+            "phase": "torchrun",
+        }
     errors = sorted((rec["time"], r) for r, rec in records.items() if "error" in rec)
     if errors:
         r = errors[0][1]
@@ -255,6 +296,3 @@ def launch(args, spec, script, meta, where, bad):
     if not records and not failed:
         raise LaunchError("torchrun could not start the ranks (exit %d): %s" % (code, last_line(text)))
     raise LaunchError("torchrun exit %d, no rank said why: %s" % (code, last_line(text)))
-
-
-

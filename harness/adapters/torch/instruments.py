@@ -12,6 +12,7 @@ instrument measured:
   memory  torch.profiler with profile_memory=True on the last dumped step (peak_memory.py), so the comparison
           with the untouched run covers the profiled step; alone in its pass.
 """
+
 import torch
 
 NAMES = ("masks", "saved", "memory")
@@ -42,4 +43,5 @@ class MaskProbe:
         def hook(_module, _inputs, output):
             if isinstance(output, torch.Tensor):
                 self.masks[name] = (output.detach() == 0).cpu().numpy()
+
         return hook

@@ -19,6 +19,7 @@ Under FSDP2 with checkpointing (torch 2.15, CPU) the timeline's categorisation f
 ("AssertionError: version mismatch" in _memory_profiler: FSDP2 resizes the unsharded parameters' storages in
 place). Its allocation events need no categorisation, so then the same two figures come from the profiler's event
 tree directly (`"source": "allocations"`) and profiler_activation_bytes is 0, as under torch.compile."""
+
 import gzip
 import json
 import os
@@ -47,8 +48,7 @@ def _start_ns(events, name):
 def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cpu"):
     """forward(): the step's forward, returning the scalar loss; backward(loss) runs here too. Returns the figures
     of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-                 with_stack=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
         with record_function(FORWARD):
             loss = forward()
         with record_function(BACKWARD):
@@ -64,8 +64,10 @@ def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cp
         raw = json.load(f)  # (time ns, action, signed bytes, category index), in the timeline's order
     created = [e for e in raw if e[1] == Action.CREATE.value]
     if not created or backward_ns is None:
-        raise CannotRecord("the profiler recorded no memory of the step on %s (profile_memory=True gave %d "
-                           "allocation events)" % (device, len(created)))
+        raise CannotRecord(
+            "the profiler recorded no memory of the step on %s (profile_memory=True gave %d "
+            "allocation events)" % (device, len(created))
+        )
     activation = _CATEGORY_TO_INDEX[Category.ACTIVATION]
     baseline = sum(e[2] for e in raw if e[1] == Action.PREEXISTING.value)
     total, peak, at_backward, act, act_peak = 0, baseline, None, 0, 0
@@ -79,8 +81,13 @@ def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cp
             act_peak = max(act_peak, act)
     if at_backward is None:
         at_backward = total
-    return {"peak_bytes": peak - baseline, "activation_bytes": at_backward - baseline,
-            "profiler_activation_bytes": act_peak, "baseline_bytes": baseline, "allocations": len(created)}, loss
+    return {
+        "peak_bytes": peak - baseline,
+        "activation_bytes": at_backward - baseline,
+        "profiler_activation_bytes": act_peak,
+        "baseline_bytes": baseline,
+        "allocations": len(created),
+    }, loss
 
 
 def _allocations(events, out):
@@ -96,14 +103,20 @@ def _from_allocations(tree, backward_ns, device):
     allocation and free since the step began (what was allocated before it is the baseline, 0 here)."""
     events = sorted(_allocations(tree, []))
     if not events or backward_ns is None:
-        raise CannotRecord("the profiler recorded no memory of the step on %s (%d allocation events)"
-                           % (device, len(events)))
+        raise CannotRecord(
+            "the profiler recorded no memory of the step on %s (%d allocation events)" % (device, len(events))
+        )
     total, peak, at_backward = 0, 0, None
     for t, nbytes in events:
         if at_backward is None and t >= backward_ns:
             at_backward = total
         total += nbytes
         peak = max(peak, total)
-    return {"peak_bytes": peak, "activation_bytes": total if at_backward is None else at_backward,
-            "profiler_activation_bytes": 0, "baseline_bytes": 0, "allocations": sum(n > 0 for _, n in events),
-            "source": "allocations"}
+    return {
+        "peak_bytes": peak,
+        "activation_bytes": total if at_backward is None else at_backward,
+        "profiler_activation_bytes": 0,
+        "baseline_bytes": 0,
+        "allocations": sum(n > 0 for _, n in events),
+        "source": "allocations",
+    }

@@ -7,6 +7,7 @@ module's first inputs are recorded. ckptcheck then takes the modules the checkpo
 the plain run (the recomputed ones) and bounds the checkpointed run's saved bytes by what the plain run saves
 outside them plus their inputs. Not installed under torch.compile, whose tracing would run the hooks at other
 times."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -27,7 +28,7 @@ class PlacementProbe:
         self.stack = []
         self.inputs = {}
         self.packs = {}  # (storage pointer, modules on the stack) -> bytes
-        self.keep = []   # the recorded inputs, alive until the probe goes, so no pointer is reused meanwhile
+        self.keep = []  # the recorded inputs, alive until the probe goes, so no pointer is reused meanwhile
         self.handles = []
         for name, m in named_modules:
             if name:  # the root's inputs are the batch, never recomputed alone
@@ -43,6 +44,7 @@ class PlacementProbe:
                 self.keep.extend(ts)
                 storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}
                 self.inputs[name] = [[p, b] for p, b in storages.items() if p not in self.param_ptrs]
+
         return hook
 
     def _post(self, name: str) -> Callable[..., None]:
@@ -50,6 +52,7 @@ class PlacementProbe:
             # raised (a stopped recompute)
             if name in self.stack:
                 del self.stack[len(self.stack) - 1 - self.stack[::-1].index(name)]
+
         return hook
 
     def packed(self, ptr: int, nbytes: int) -> None:
@@ -64,8 +67,11 @@ class PlacementProbe:
 
     def meta(self) -> dict[str, Any]:
         """The evidence for the run's report: forward calls, module inputs, pack events with their module stacks."""
-        return {"forward_calls": self.calls, "module_inputs": self.inputs,
-                "pack_events": [[p, b, list(stack)] for (p, stack), b in self.packs.items()]}
+        return {
+            "forward_calls": self.calls,
+            "module_inputs": self.inputs,
+            "pack_events": [[p, b, list(stack)] for (p, stack), b in self.packs.items()],
+        }
 
 
 def traced(runner: Any) -> bool:

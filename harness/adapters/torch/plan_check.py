@@ -62,8 +62,12 @@ def predict_saved(costs, segments):
     if after["saves_chain_output"]:
         total_after += once(("x", n), bounds[n])
     total_after += shared_where(lambda s: s["after"])
-    return {"total": total_before + sum(by_block) + total_after, "before": total_before, "after": total_after,
-            "by_block": by_block}
+    return {
+        "total": total_before + sum(by_block) + total_after,
+        "before": total_before,
+        "after": total_after,
+        "by_block": by_block,
+    }
 
 
 def forward_calls(segments):
@@ -82,13 +86,25 @@ def placement(costs, segments, policy="hand"):
     recomputed = [i for g in segments if g["recompute"] for i in range(g["first"], g["last"] + 1)]
     fwd = sum(costs["blocks"][i]["forward_flops"] for i in recomputed)
     total_flops = sum(b["forward_flops"] + b["backward_flops"] for b in costs["blocks"]) + sum(
-        part["forward_flops"] + part["backward_flops"] for part in costs["outside"].values())
+        part["forward_flops"] + part["backward_flops"] for part in costs["outside"].values()
+    )
     secs = sum(costs["blocks"][i]["forward_seconds"] for i in recomputed)
-    return {"format": "ckptcheck-placement", "version": 1, "model": costs["model"], "policy": policy,
-            "batch_size": costs["batch_size"], "blocks": [b["name"] for b in costs["blocks"]],
-            "segments": [dict(g) for g in segments],
-            "predicted": {"saved_bytes": p["total"], "saved_bytes_before": p["before"],
-                          "saved_bytes_after": p["after"], "saved_bytes_by_block": p["by_block"],
-                          "forward_calls": forward_calls(segments), "peak_activation_bytes": p["total"],
-                          "flop_overhead": fwd / total_flops if total_flops else 0.0,
-                          "time_overhead": secs / costs["step_seconds"] if costs["step_seconds"] > 0 else 0.0}}
+    return {
+        "format": "ckptcheck-placement",
+        "version": 1,
+        "model": costs["model"],
+        "policy": policy,
+        "batch_size": costs["batch_size"],
+        "blocks": [b["name"] for b in costs["blocks"]],
+        "segments": [dict(g) for g in segments],
+        "predicted": {
+            "saved_bytes": p["total"],
+            "saved_bytes_before": p["before"],
+            "saved_bytes_after": p["after"],
+            "saved_bytes_by_block": p["by_block"],
+            "forward_calls": forward_calls(segments),
+            "peak_activation_bytes": p["total"],
+            "flop_overhead": fwd / total_flops if total_flops else 0.0,
+            "time_overhead": secs / costs["step_seconds"] if costs["step_seconds"] > 0 else 0.0,
+        },
+    }

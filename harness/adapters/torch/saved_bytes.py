@@ -1,6 +1,7 @@
 """The activation bytes a forward saves for backward, as the torch adapters measure them (PROTOCOL.md, "Saved
 bytes"): the distinct storages packed by torch.autograd.graph.saved_tensors_hooks, parameters excluded. The case
 adapter (case_model.py) and the user-model driver (user_model.py, with a probe per block) share it."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -12,6 +12,7 @@ Exit 0 when every check holds, 1 otherwise (one line per failure).
     s blocks, the step's peak is lowest at s = 4 = sqrt(16) and rises on either side (L/s kept inputs plus one
     segment of s recomputed), and what the forward leaves falls as L/s.
 """
+
 import functools
 import os
 import sys
@@ -72,31 +73,45 @@ def check_identities():
     model = nn.Sequential(*[Block(64) for _ in range(3)])
     x, y = torch.randn(32, 64), torch.randint(0, 64, (32,))
     batch = x.nbytes + y.nbytes
-    for name, kw, extra in (("plain", None, 0), ("checkpointed", {}, 3 * RNG_STATE),
-                            ("checkpointed, preserve_rng_state=False", {"preserve_rng_state": False}, 0)):
+    for name, kw, extra in (
+        ("plain", None, 0),
+        ("checkpointed", {}, 3 * RNG_STATE),
+        ("checkpointed, preserve_rng_state=False", {"preserve_rng_state": False}, 0),
+    ):
         prof, saved = measured(lambda kw=kw: mlp_forward(model, x, y, kw), model.parameters())
         want = saved - batch + 4 + extra
-        expect(prof["activation_bytes"] == want,
-               "%s MLP: profiler %d bytes left for the backward = saved-tensor hooks %d - batch %d + loss 4 + "
-               "generator states %d (= %d)" % (name, prof["activation_bytes"], saved, batch, extra, want))
+        expect(
+            prof["activation_bytes"] == want,
+            "%s MLP: profiler %d bytes left for the backward = saved-tensor hooks %d - batch %d + loss 4 + "
+            "generator states %d (= %d)" % (name, prof["activation_bytes"], saved, batch, extra, want),
+        )
         if kw is None:
-            expect(prof["profiler_activation_bytes"] > 0, "plain MLP: the profiler's ACTIVATION category is "
-                   "filled on eager (%d bytes)" % prof["profiler_activation_bytes"])
+            expect(
+                prof["profiler_activation_bytes"] > 0,
+                "plain MLP: the profiler's ACTIVATION category is "
+                "filled on eager (%d bytes)" % prof["profiler_activation_bytes"],
+            )
 
 
 def check_save_everything():
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
     torch.manual_seed(0)
     model = nn.Sequential(*[Block(64) for _ in range(3)])
     x, y = torch.randn(32, 64), torch.randint(0, 64, (32,))
     # Every op's output saved; dropout fills a saved empty tensor in place, which the cache must be told to allow.
-    save_all = functools.partial(create_selective_checkpoint_contexts,
-                                 lambda ctx, op, *a, **k: CheckpointPolicy.MUST_SAVE, allow_cache_entry_mutation=True)
+    save_all = functools.partial(
+        create_selective_checkpoint_contexts,
+        lambda ctx, op, *a, **k: CheckpointPolicy.MUST_SAVE,
+        allow_cache_entry_mutation=True,
+    )
     plain, _ = measured(lambda: mlp_forward(model, x, y), model.parameters())
     sac, hooks = measured(lambda: mlp_forward(model, x, y, {"context_fn": save_all}), model.parameters())
-    expect(sac["activation_bytes"] >= plain["activation_bytes"],
-           "save-everything selective policy: %d bytes left for the backward, plain %d (no saving; the saved-tensor "
-           "hooks see %d, blind to the policy's cache)" % (sac["activation_bytes"], plain["activation_bytes"], hooks))
+    expect(
+        sac["activation_bytes"] >= plain["activation_bytes"],
+        "save-everything selective policy: %d bytes left for the backward, plain %d (no saving; the saved-tensor "
+        "hooks see %d, blind to the policy's cache)" % (sac["activation_bytes"], plain["activation_bytes"], hooks),
+    )
 
 
 class Scale(nn.Module):
@@ -118,7 +133,7 @@ def check_sqrt_shape(blocks=16, width=4096):
     def forward(segment):
         h = x
         for start in range(0, blocks, segment):
-            seg = chain[start:start + segment]
+            seg = chain[start : start + segment]
             h = tc.checkpoint(seg, h, use_reentrant=False, preserve_rng_state=False) if segment < blocks + 1 else seg(h)
         return h.sum()
 
@@ -127,14 +142,20 @@ def check_sqrt_shape(blocks=16, width=4096):
         prof, _ = measured(lambda s=s: forward(s), chain.parameters())
         peaks[s], left[s] = prof["peak_bytes"], prof["activation_bytes"]
     unit = x.nbytes
-    print("     uniform over %d blocks, segment s: step peak / left for backward, in inputs of %d bytes: %s"
-          % (blocks, unit, ", ".join("s=%d %.2f / %.2f" % (s, peaks[s] / unit, left[s] / unit) for s in peaks)))
+    print(
+        "     uniform over %d blocks, segment s: step peak / left for backward, in inputs of %d bytes: %s"
+        % (blocks, unit, ", ".join("s=%d %.2f / %.2f" % (s, peaks[s] / unit, left[s] / unit) for s in peaks))
+    )
     best = min(peaks, key=peaks.get)
     expect(best == 4, "uniform: the step's peak is lowest at s = 4 = sqrt(16) (lowest at s = %d)" % best)
-    expect(peaks[1] > peaks[2] > peaks[4] and peaks[4] < peaks[8] < peaks[16],
-           "uniform: the peak falls towards sqrt(L) and rises after it")
-    expect(all(left[a] > left[b] for a, b in ((1, 2), (2, 4), (4, 8), (8, 16))),
-           "uniform: what the forward leaves falls as L/s")
+    expect(
+        peaks[1] > peaks[2] > peaks[4] and peaks[4] < peaks[8] < peaks[16],
+        "uniform: the peak falls towards sqrt(L) and rises after it",
+    )
+    expect(
+        all(left[a] > left[b] for a, b in ((1, 2), (2, 4), (4, 8), (8, 16))),
+        "uniform: what the forward leaves falls as L/s",
+    )
 
 
 def main():

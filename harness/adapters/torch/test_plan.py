@@ -14,6 +14,7 @@ further argument). Run as a plain script: exit 0 when every check holds, 1 other
     naming a block the model does not have.
 Everything runs in this process (the factories below are loaded from this file, as a user's would be).
 """
+
 import contextlib
 import io
 import json
@@ -64,13 +65,15 @@ class Tiny(torch.nn.Module):
 
 
 def _setup(chain, as_tuple=False):
-    return {"model": Tiny(as_tuple),
-            "batch": lambda gen, n: (torch.randn(n, 4, generator=gen), torch.randint(0, 3, (n,), generator=gen)),
-            "loss": lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
-            "optimizer": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
-            "checkpoint": lambda m: None,
-            "chain": chain,
-            "batch_size": 6}
+    return {
+        "model": Tiny(as_tuple),
+        "batch": lambda gen, n: (torch.randn(n, 4, generator=gen), torch.randint(0, 3, (n,), generator=gen)),
+        "loss": lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
+        "optimizer": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        "checkpoint": lambda m: None,
+        "chain": chain,
+        "batch_size": 6,
+    }
 
 
 def tiny(seed):
@@ -123,6 +126,7 @@ def _adapter():
     import chain_profile
     import plan_check
     import user_model
+
     return apply_plan, chain_profile, plan_check, user_model
 
 
@@ -140,11 +144,15 @@ def check_placements(work, factory):
     check([b["name"] for b in costs["blocks"]] == ["blocks.%d" % i for i in range(BLOCKS)], "block names")
     check(len(costs["boundary_bytes"]) == BLOCKS + 1, "boundary_bytes: L+1 sizes")
     gate = [s for s in costs["shared"] if s["argument"]]
-    check(len(gate) == 1 and gate[0]["saved_by"] == list(range(BLOCKS)) and not gate[0]["before"],
-          "%s: the gate is a shared argument saved by every block: %s" % (factory, costs["shared"]))
+    check(
+        len(gate) == 1 and gate[0]["saved_by"] == list(range(BLOCKS)) and not gate[0]["before"],
+        "%s: the gate is a shared argument saved by every block: %s" % (factory, costs["shared"]),
+    )
     for b in costs["blocks"]:
-        check(b["forward_flops"] == sum(o["forward_flops"] for o in b["ops"]) and b["forward_flops"] > 0,
-              "%s: forward FLOPs are the ops' sum" % b["name"])
+        check(
+            b["forward_flops"] == sum(o["forward_flops"] for o in b["ops"]) and b["forward_flops"] > 0,
+            "%s: forward FLOPs are the ops' sum" % b["name"],
+        )
         check(any(o["matmul"] and o["backward_flops"] > 0 for o in b["ops"]), "%s: a matmul op" % b["name"])
 
     # The saved-bytes pass (instruments.py): the one that records what a placement saves and runs.
@@ -154,10 +162,12 @@ def check_placements(work, factory):
     check(code == 0, "%s: plain run exit %d" % (factory, code))
     plain_saved = json.load(open(os.path.join(plain_dir, "index.json")))["saved_activation_bytes"]
     R, S = True, False
-    placements = {"stored": [(0, 3, S)],
-                  "uniform": [(0, 1, R), (2, 2, R), (3, 3, S)],
-                  "stored-first": [(0, 0, S), (1, 3, R)],
-                  "each": [(0, 0, R), (1, 1, R), (2, 2, R), (3, 3, S)]}
+    placements = {
+        "stored": [(0, 3, S)],
+        "uniform": [(0, 1, R), (2, 2, R), (3, 3, S)],
+        "stored-first": [(0, 0, S), (1, 3, R)],
+        "each": [(0, 0, R), (1, 1, R), (2, 2, R), (3, 3, S)],
+    }
     for name, segs in placements.items():
         what = "%s %s" % (factory, name)
         segments = [{"first": f, "last": last, "recompute": r} for f, last, r in segs]
@@ -173,11 +183,17 @@ def check_placements(work, factory):
         check(diff is None, "%s: not bitwise equal to plain: %s" % (what, diff))
         measured = json.load(open(os.path.join(out, "index.json")))["plan"]
         want = plan_check.predict_saved(costs, segments)
-        got = {"total": measured["saved_bytes"], "before": measured["saved_bytes_before"],
-               "after": measured["saved_bytes_after"], "by_block": measured["saved_bytes_by_block"]}
+        got = {
+            "total": measured["saved_bytes"],
+            "before": measured["saved_bytes_before"],
+            "after": measured["saved_bytes_after"],
+            "by_block": measured["saved_bytes_by_block"],
+        }
         check(got == want, "%s: saved bytes measured %s, predicted %s" % (what, got, want))
-        check(measured["forward_calls"] == plan_check.forward_calls(segments),
-              "%s: forward calls %s" % (what, measured["forward_calls"]))
+        check(
+            measured["forward_calls"] == plan_check.forward_calls(segments),
+            "%s: forward calls %s" % (what, measured["forward_calls"]),
+        )
         if name == "stored":
             check(want["total"] == plain_saved, "%s: predicts %d, plain saves %d" % (what, want["total"], plain_saved))
         else:
@@ -188,11 +204,15 @@ def check_placements(work, factory):
     apply_plan.KeepBuffers.__exit__ = lambda self, *exc: False
     try:
         out = os.path.join(work, "unguarded")
-        quiet(user_model.main, common + ["--mode", "checkpoint", "--plan", os.path.join(work, "each.placement.json"),
-                                         "--out", out])
+        quiet(
+            user_model.main,
+            common + ["--mode", "checkpoint", "--plan", os.path.join(work, "each.placement.json"), "--out", out],
+        )
         diff = dumps_equal(plain_dir, out)
-        check(diff is not None and "running_" in diff,
-              "%s unguarded recompute: expected a buffer difference, got %s" % (factory, diff))
+        check(
+            diff is not None and "running_" in diff,
+            "%s unguarded recompute: expected a buffer difference, got %s" % (factory, diff),
+        )
     finally:
         apply_plan.KeepBuffers.__exit__ = guard_exit
 
@@ -200,11 +220,14 @@ def check_placements(work, factory):
 def check_rejections(work):
     _, chain_profile, _, user_model = _adapter()
     me = os.path.abspath(__file__)
-    code, err = quiet(chain_profile.main, ["--module", me, "--factory", "reversed_chain", "--out",
-                                           os.path.join(work, "rev.json")])
+    code, err = quiet(
+        chain_profile.main, ["--module", me, "--factory", "reversed_chain", "--out", os.path.join(work, "rev.json")]
+    )
     lines = err.strip().splitlines()
-    check(code == 2 and len(lines) == 1 and lines[0].startswith("profile: chain is not sequential: block"),
-          "reversed chain: exit %d, %r" % (code, err))
+    check(
+        code == 2 and len(lines) == 1 and lines[0].startswith("profile: chain is not sequential: block"),
+        "reversed chain: exit %d, %r" % (code, err),
+    )
     with open(os.path.join(work, "tiny", "each.placement.json")) as f:
         bad = json.load(f)
     bad["blocks"][2] = "blocks.9"
@@ -212,11 +235,30 @@ def check_rejections(work):
     with open(pf, "w") as f:
         json.dump(bad, f)
     out = os.path.join(work, "bad")
-    code, _ = quiet(user_model.main, ["--module", me, "--factory", "tiny", "--seed", "1", "--steps", "1",
-                                      "--mode", "checkpoint", "--plan", pf, "--out", out])
+    code, _ = quiet(
+        user_model.main,
+        [
+            "--module",
+            me,
+            "--factory",
+            "tiny",
+            "--seed",
+            "1",
+            "--steps",
+            "1",
+            "--mode",
+            "checkpoint",
+            "--plan",
+            pf,
+            "--out",
+            out,
+        ],
+    )
     error = json.load(open(os.path.join(out, "index.json"))).get("error") or {}
-    check(code == 2 and error.get("kind") == "bad_factory" and "blocks.9" in error.get("message", ""),
-          "a placement naming a missing block: exit %d, %s" % (code, error))
+    check(
+        code == 2 and error.get("kind") == "bad_factory" and "blocks.9" in error.get("message", ""),
+        "a placement naming a missing block: exit %d, %s" % (code, error),
+    )
 
 
 def main():

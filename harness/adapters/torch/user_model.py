@@ -23,6 +23,7 @@ a silent fallback to eager) or the profiler recorded no memory (a fault, not a f
 The memory pass profiles the last dumped step (index.json's memory.step): with --steps 1 under torch.compile that
 step is the first call, compilation included (memory.first_call); with two or more (validate's default) it is not.
 """
+
 import copy
 import os
 import sys
@@ -59,8 +60,9 @@ def check_setup(setup, factory_name, require_chain=False):
     `chain` (optional; required by the profiler and --plan): chain(model) gives the chain's blocks in order."""
     where = "factory '%s'" % factory_name
     if not isinstance(setup, dict):
-        raise BadFactory("%s returned %s, expected a dict with model, batch, loss, checkpoint"
-                         % (where, type(setup).__name__))
+        raise BadFactory(
+            "%s returned %s, expected a dict with model, batch, loss, checkpoint" % (where, type(setup).__name__)
+        )
     for key in ("model", "batch", "loss", "checkpoint"):
         if key not in setup:
             raise BadFactory("%s: the returned dict has no '%s'" % (where, key))
@@ -75,12 +77,22 @@ def check_setup(setup, factory_name, require_chain=False):
         if setup.get(key) is not None and not callable(setup[key]):
             raise BadFactory("%s: '%s' must be callable" % (where, key))
     if "ddp" in setup:
-        raise BadFactory("%s: 'ddp' is now 'distributed': {'kind': 'ddp', 'world_size': W, ...} (USER_MODEL.md)"
-                         % where)
+        raise BadFactory(
+            "%s: 'ddp' is now 'distributed': {'kind': 'ddp', 'world_size': W, ...} (USER_MODEL.md)" % where
+        )
     if setup.get("distributed") is not None:
         distributed.check_spec(setup["distributed"], where, BadFactory)
-    unknown = set(setup) - {"model", "batch", "loss", "checkpoint", "optimizer", "batch_size", "wrap",
-                            "distributed", "chain"}
+    unknown = set(setup) - {
+        "model",
+        "batch",
+        "loss",
+        "checkpoint",
+        "optimizer",
+        "batch_size",
+        "wrap",
+        "distributed",
+        "chain",
+    }
     if unknown:
         raise BadFactory("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
 
@@ -156,8 +168,10 @@ def backward(loss, params):
     the graph; PyTorch's own message, "element 0 of tensors does not require grad", names no module)."""
     trainable = [n for n, p in params.items() if p.requires_grad]
     if not loss.requires_grad and trainable:
-        raise RuntimeError("the loss does not require grad, so none of the %d trainable parameters gets a gradient "
-                           "(first: %s): the forward's graph does not reach them" % (len(trainable), trainable[0]))
+        raise RuntimeError(
+            "the loss does not require grad, so none of the %d trainable parameters gets a gradient "
+            "(first: %s): the forward's graph does not reach them" % (len(trainable), trainable[0])
+        )
     loss.backward()
 
 
@@ -180,7 +194,7 @@ def side_by_side(setup, pairs, plain, checkpointed, batch_size):
     for k in range(-TIMING_WARMUP_PAIRS, pairs):  # the warm-up pairs (the allocator, kernel caches) not recorded
         batch = setup["batch"](torch.Generator().manual_seed(1000003 * 7919 + k), batch_size)
         order = [("plain",) + plain, ("checkpoint",) + checkpointed]
-        for name, runner, opt in (order if k % 2 == 0 else order[::-1]):
+        for name, runner, opt in order if k % 2 == 0 else order[::-1]:
             opt.zero_grad(set_to_none=True)
             t0 = time.perf_counter()
             setup["loss"](runner, batch).backward()
@@ -214,8 +228,7 @@ def per_rank_dump(dump, step, kind, named, spec):
         for n, v in named.items():
             dump.tensor(step, kind, n, v)
         return
-    every = distributed.per_rank({n: (v.detach().cpu().clone() if v is not None else None)
-                                  for n, v in named.items()})
+    every = distributed.per_rank({n: (v.detach().cpu().clone() if v is not None else None) for n, v in named.items()})
     for r, values in enumerate(every or []):
         for n, v in values.items():
             dump.tensor(step, kind, "%s@rank%d" % (n, r), v)
@@ -308,8 +321,9 @@ def train(setup, args, dump, meta, rank=0, world=1):
             meta["placement"] = where.meta()
         if plan_meter is not None:
             plan_meter.stack.remove()
-            meta["plan"] = dict(saved_bytes=saved, **plan_meter.summary(len(chain_modules)),
-                                forward_calls=list(plan_meter.stack.calls))
+            meta["plan"] = dict(
+                saved_bytes=saved, **plan_meter.summary(len(chain_modules)), forward_calls=list(plan_meter.stack.calls)
+            )
         elif step == 0 and chain_modules is not None:
             meta["plan"] = None  # under torch.compile or `wrap` the hooks would run at trace time: not measured
         grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in params.items()}
@@ -361,8 +375,10 @@ def failure(e, meta):
         return EXIT_INFRA
     traceback.print_exc()  # the user's code raised: the harness decides whether that is a finding
     if compile_failure(e):
-        meta["error"] = {"kind": "infrastructure",
-                         "message": one_line("torch.compile failed: %s: %s" % (type(e).__name__, e))}
+        meta["error"] = {
+            "kind": "infrastructure",
+            "message": one_line("torch.compile failed: %s: %s" % (type(e).__name__, e)),
+        }
         return EXIT_INFRA
     meta["error"] = {"kind": "raised", "message": one_line("%s: %s" % (type(e).__name__, e))}
     return EXIT_RAISED
@@ -397,10 +413,15 @@ EXIT_CODE_OF = {"bad_factory": EXIT_BAD_FACTORY, "infrastructure": EXIT_INFRA, "
 def arguments():
     ap = user_dump.run_arguments(__doc__.split("\n\n")[0])
     ap.add_argument("--plan", default=None, help="a placement.json applied instead of the factory's checkpoint")
-    ap.add_argument("--instruments", default="",
-                    help="a measuring pass: comma-separated instruments.NAMES (none: a compared run)")
-    ap.add_argument("--timing-pairs", type=int, default=0,
-                    help="with --plan: plain and checkpointed steps timed side by side after the dumped steps")
+    ap.add_argument(
+        "--instruments", default="", help="a measuring pass: comma-separated instruments.NAMES (none: a compared run)"
+    )
+    ap.add_argument(
+        "--timing-pairs",
+        type=int,
+        default=0,
+        help="with --plan: plain and checkpointed steps timed side by side after the dumped steps",
+    )
     ap.add_argument("--nnodes", type=int, default=1, help="a distributed factory's ranks span this many machines")
     ap.add_argument("--rdzv-endpoint", default="", help="HOST:PORT of node 0's rendezvous (with --nnodes)")
     return ap
@@ -423,8 +444,7 @@ def main(argv=None):
     if worker:
         return distributed.rank_main(args, rank_run)
     dump = Dump(args.out)
-    meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__,
-            "phase": "import"}
+    meta = {"mode": args.mode, "seed": args.seed, "steps": args.steps, "torch": torch.__version__, "phase": "import"}
     code = 0
     try:
         setup = build(args, meta)
@@ -435,8 +455,7 @@ def main(argv=None):
         if setup.get("distributed") is not None:
             meta["phase"] = "torchrun"
             where = "factory '%s'" % args.factory
-            rank0 = distributed.launch(args, setup["distributed"], os.path.abspath(__file__), meta, where,
-                                       BadFactory)
+            rank0 = distributed.launch(args, setup["distributed"], os.path.abspath(__file__), meta, where, BadFactory)
             dump.tensors = rank0.pop("tensors", [])
             for k in ("rank", "time"):
                 rank0.pop(k, None)

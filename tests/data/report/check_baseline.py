@@ -24,6 +24,7 @@ kept):
 
 Exit 0 when every check holds, 1 otherwise (each failed check printed).
 """
+
 import copy
 import json
 import os
@@ -54,8 +55,12 @@ class Cli:
         self.binary, self.tmp = binary, tmp
 
     def report(self, bench, out, *extra):
-        r = subprocess.run([self.binary, "report", "--bench", bench, "--out", os.path.join(self.tmp, out), "--quiet"]
-                           + list(extra), capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [self.binary, "report", "--bench", bench, "--out", os.path.join(self.tmp, out), "--quiet"] + list(extra),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         return r.returncode, r.stderr
 
     def path(self, *parts):
@@ -99,8 +104,9 @@ def run(cli):
     runs = json.loads(read(cli.path("first", "runs.json")))
     first_steps = steps(json.loads(read(FIRST)))
     check(runs["format"] == "ckptcheck-runs" and runs["version"] == 1, f"runs.json header: {runs.get('format')}")
-    check(len(runs["runs"]) == len(first_steps),
-          f"runs.json has {len(runs['runs'])} runs, the bench {len(first_steps)}")
+    check(
+        len(runs["runs"]) == len(first_steps), f"runs.json has {len(runs['runs'])} runs, the bench {len(first_steps)}"
+    )
     check(all(len(r["time_overhead_repetitions"]) == 7 for r in runs["runs"]), "runs.json lacks the 7 repetitions")
     base = cli.path("first")
 
@@ -118,11 +124,15 @@ def run(cli):
     reps = steps(rerun)
     both = {k: max(spread(v), spread(first_steps[k])) for k, v in reps.items() if k in first_steps}
     noisiest = max(both, key=both.get)
-    check(SPREADS * both[noisiest] < SLOWER, f"twice the noisiest run's spread, {both[noisiest]:.3f}, is not below "
-                                              f"the {SLOWER} slowdown")
-    print(f"check_baseline: {len(both)} runs compared; spreads (max - min of 7 repetitions, the larger of the two "
-          "runs) "
-          f"median {sorted(both.values())[len(both) // 2]:.4f}, largest {both[noisiest]:.4f} ({'/'.join(noisiest)})")
+    check(
+        SPREADS * both[noisiest] < SLOWER,
+        f"twice the noisiest run's spread, {both[noisiest]:.3f}, is not below the {SLOWER} slowdown",
+    )
+    print(
+        f"check_baseline: {len(both)} runs compared; spreads (max - min of 7 repetitions, the larger of the two "
+        "runs) "
+        f"median {sorted(both.values())[len(both) // 2]:.4f}, largest {both[noisiest]:.4f} ({'/'.join(noisiest)})"
+    )
 
     # Every repetition shifted by less than the smallest spread: within the noise, not flagged.
     shifted = copy.deepcopy(rerun)
@@ -137,8 +147,9 @@ def run(cli):
     slowed = copy.deepcopy(rerun)
     for e in steps(slowed)[noisiest]:
         e["time_overhead"] += SLOWER
-    rc, err = cli.report(write(cli, slowed, "slowed.json"), "slowed", "--baseline", base, "--junit",
-                         cli.path("slowed.xml"))
+    rc, err = cli.report(
+        write(cli, slowed, "slowed.json"), "slowed", "--baseline", base, "--junit", cli.path("slowed.xml")
+    )
     name = "/".join(noisiest)
     check(rc == 1, f"the slowed policy {name} is not caught: exit {rc}: {err}")
     check(err.count("\n") == 2 and f"{name}: time overhead" in err, f"slowed: stderr {err!r}")
@@ -187,8 +198,12 @@ def bad_baselines(cli, runs):
         json.dump(dict(runs, runs=[r for r in runs["runs"] if r["case"] != gone]), f)
     empty = cli.path("empty")
     os.makedirs(empty)
-    for d, want in ((v2, "version 2, this report reads version 1"), (lacking, f"has no runs of case {gone}"),
-                    (empty, "no runs.json"), (cli.path("nowhere"), "no such directory")):
+    for d, want in (
+        (v2, "version 2, this report reads version 1"),
+        (lacking, f"has no runs of case {gone}"),
+        (empty, "no runs.json"),
+        (cli.path("nowhere"), "no such directory"),
+    ):
         rc, err = cli.report(RERUN, "bad", "--baseline", d)
         check(rc == 2 and err.count("\n") == 1 and want in err and d in err, f"baseline {d}: exit {rc}, {err!r}")
         check(not os.path.exists(cli.path("bad", "report.md")), f"baseline {d}: a report was written")
