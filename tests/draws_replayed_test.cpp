@@ -103,7 +103,7 @@ CaseSpec moeCase() {
 }
 
 std::string classOf(const CaseSpec& spec, const EngineVariant& engine) {
-  const auto v = bitwiseEqualToReference(runTrial(spec, {"uniform:k=2"}, engine));
+  const auto v = checkProperty(findProperty("bitwise-equal"), runTrial(spec, {"uniform:k=2"}, engine));
   if (!v) return "no finding";
   return v->diagnosis ? findingClassName(v->diagnosis->cls) + std::string(": ") + v->diagnosis->why : "no class";
 }
