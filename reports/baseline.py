@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .report_format import DocBlock
 
 if TYPE_CHECKING:
-    from .make_report import Report
+    from .report_model import Report
 import json
 import os
 

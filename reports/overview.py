@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .make_report import Report
+    from .report_model import Report
 from .report_figures import pyplot, svg_of
 from .report_format import DocBlock, Figure, fmt_bytes, fmt_time
 

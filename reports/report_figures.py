@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .make_report import Report
+    from .report_model import Report
 import io
 import math
 import re

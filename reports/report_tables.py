@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .make_report import Report
+    from .report_model import Report
 import statistics
 
 from .report_data import ENGINE_TAX_GOAL, FULL_RECOMPUTE_THEORY, StepRow, median_of

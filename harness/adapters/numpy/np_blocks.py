@@ -15,7 +15,7 @@ import numpy as np
 from ckpt_adapter import Block, Case, MicroBatch
 
 if TYPE_CHECKING:
-    from adapter import Rng
+    from np_rng import Rng
 
 Array = np.ndarray
 Arrays = dict[str, np.ndarray]  # parameters, gradients or state by name
