@@ -167,7 +167,7 @@ TEST(DrawsReplayed, forwardsEveryHook) {
                                std::regex(R"((\w+)\([^)]*\)[^;{]*override)"));
   std::set<std::string> want = declared;
   want.erase("EngineVariant");  // the destructor
-  EXPECT_GE(want.size(), 13u);
+  EXPECT_GE(want.size(), 12u);  // the regex reads them all: 12 hooks since property 5 plans through the trial
   EXPECT_EQ(forwarded, want);
 }
 
