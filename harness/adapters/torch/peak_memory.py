@@ -11,6 +11,14 @@ Per step, above what was allocated when the step began (parameters, optimizer st
   profiler_activation_bytes the peak of the profiler's own ACTIVATION category. Its data-flow categorisation
                             follows eager autograd only: under torch.compile it reads 0 (torch 2.15, CPU), which
                             is why activation_bytes, which needs no categorisation, is the memory property's figure.
+  peak_activation_bytes     the measured counterpart of a plan's peak (validate --plan, harness/engine/COSTS.md):
+                            the step's peak of every tensor the profiler did not categorise as PARAMETER, GRADIENT
+                            or OPTIMIZER_STATE (activations, their gradients, a recompute's tensors, op outputs),
+                            leaving out allocations that never became a tensor (the timeline's keys without a
+                            TensorKey: an op's internal workspace, e.g. oneDNN's convolution-backward buffer of a
+                            weight gradient, 9.4 MB in ResNet-18's layer4, and a checkpoint's saved generator
+                            state). The planner models neither parameters, their gradients, optimizer state nor op
+                            workspace. None where the timeline cannot be categorised (FSDP2 below).
 
 Only ever run in a measuring pass of its own (user_model.py --instruments memory), on the last of the steps that
 pass dumps, so the check that the instruments change nothing compares the profiled step with the untouched run's.
@@ -26,7 +34,7 @@ import os
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
-from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, Action, Category
+from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, Action, Category, TensorKey
 
 FORWARD, BACKWARD = "ckptcheck::forward", "ckptcheck::backward"
 
@@ -83,11 +91,37 @@ def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cp
         at_backward = total
     return {
         "peak_bytes": peak - baseline,
+        "peak_activation_bytes": _peak_without_state(prof.mem_tl, device),
         "activation_bytes": at_backward - baseline,
         "profiler_activation_bytes": act_peak,
         "baseline_bytes": baseline,
         "allocations": len(created),
     }, loss
+
+
+STATE = (Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE)
+
+
+def _peak_without_state(mem_tl, device):
+    """peak_activation_bytes (module docstring) from the timeline export_memory_timeline just built: its events
+    (time, action, (key, version), bytes) and categories, counted as its export counts them (a version bump
+    moves the bytes from the old version's category to the new one's), above what was allocated before the step."""
+    dev = torch.device(device)
+
+    def counted(key, version):
+        return isinstance(key, TensorKey) and mem_tl.categories.get(key, version) not in STATE
+
+    total = base = peak = 0
+    for _t, action, (key, version), nbytes in mem_tl.timeline:
+        if key.device != dev:
+            continue
+        if action == Action.INCREMENT_VERSION:
+            total += nbytes * (counted(key, version + 1) - counted(key, version))
+        elif counted(key, version):
+            total += -nbytes if action == Action.DESTROY else nbytes
+            base += nbytes if action == Action.PREEXISTING else 0
+        peak = max(peak, total)
+    return max(peak - base, 0)
 
 
 def _allocations(events, out):
@@ -116,6 +150,7 @@ def _from_allocations(tree, backward_ns, device):
         "peak_bytes": peak,
         "activation_bytes": total if at_backward is None else at_backward,
         "profiler_activation_bytes": 0,
+        "peak_activation_bytes": None,
         "baseline_bytes": 0,
         "allocations": sum(n > 0 for _, n in events),
         "source": "allocations",
