@@ -20,6 +20,9 @@ Per step, above what was allocated when the step began (parameters, optimizer st
                             state). The planner models neither parameters, their gradients, optimizer state nor op
                             workspace. None where the timeline cannot be categorised (FSDP2 below).
 
+On a GPU (the model's parameters on a CUDA device) peak_bytes and activation_bytes come from torch.cuda's
+allocator (memory_allocated, max_memory_allocated), which counts the device's memory; the CPU timeline would not.
+
 Only ever run in a measuring pass of its own (user_model.py --instruments memory), on the last of the steps that
 pass dumps, so the check that the instruments change nothing compares the profiled step with the untouched run's.
 
@@ -55,7 +58,10 @@ def _start_ns(events, name):
 
 def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cpu"):
     """forward(): the step's forward, returning the scalar loss; backward(loss) runs here too. Returns the figures
-    of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz)."""
+    of the module docstring and the loss. The raw timeline is left in work_dir (memory_timeline.raw.json.gz).
+    On a CUDA device the figures come from torch.cuda's allocator instead (_measure_cuda)."""
+    if device.startswith("cuda"):
+        return _measure_cuda(forward, backward, device)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
         with record_function(FORWARD):
             loss = forward()
@@ -96,6 +102,30 @@ def measure(forward, work_dir, backward=lambda loss: loss.backward(), device="cp
         "profiler_activation_bytes": act_peak,
         "baseline_bytes": baseline,
         "allocations": len(created),
+    }, loss
+
+
+def _measure_cuda(forward, backward, device):
+    """peak_bytes and activation_bytes of a step on a GPU from torch.cuda's caching allocator (what it handed to
+    tensors, not what it reserved): the allocated bytes when the step began, when the backward began, and the
+    step's maximum (reset when the step began). The profiler's categories are not read here (None, 0)."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
+    count = torch.cuda.memory_stats(device).get("allocation.all.allocated", 0)
+    loss = forward()
+    torch.cuda.synchronize(device)
+    at_backward = torch.cuda.memory_allocated(device)
+    backward(loss)
+    torch.cuda.synchronize(device)
+    return {
+        "peak_bytes": torch.cuda.max_memory_allocated(device) - start,
+        "activation_bytes": at_backward - start,
+        "profiler_activation_bytes": 0,
+        "peak_activation_bytes": None,
+        "baseline_bytes": start,
+        "allocations": torch.cuda.memory_stats(device).get("allocation.all.allocated", 0) - count,
+        "source": "torch.cuda",
     }, loss
 
 
