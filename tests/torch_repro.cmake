@@ -30,16 +30,24 @@ add_distributed_test(user_model_fsdp2_child_shard_forwarded_twice 100 TIMEOUT 60
                      ARGS --adapter torch:module=${EXAMPLES}/fsdp2_child_shard.py:forwarded_twice --seeds 1 --steps 1
                           --no-shrink)
 
-# torchtitan issue 1117 / PR 1114: an MoE expert bias moved by a forward hook. The hook runs after the forward and
-# clears the counts; non-reentrant checkpoint's early stop ends the recompute before the hook, so the recompute's
-# counts stay in the buffer (a finding, semantic: only buffers differ). The same update before the optimizer
-# step (torchtitan's) holds. Single process, about 16 s each.
+# torchtitan issue 1117 / PR 1114: an MoE expert bias moved by a forward hook. The hook runs after the forward,
+# moves the bias by 1e-3 and clears the counts, so the recompute routes with the moved bias. Seed 1: no token
+# changes expert, but non-reentrant checkpoint's early stop ends the recompute before the hook, so the
+# recompute's counts stay in the buffer (a finding, semantic: only buffers differ). Seed 2: a token changes
+# expert and the recompute raises 1117's own CheckpointError (an expert's input 13 rows, recomputed 14). The same
+# update before the optimizer step (torchtitan's place) holds. Single process, 16-50 s each.
 add_user_model_test(user_model_moe_bias_forward_hook TIMEOUT 300
                     EXPECT --exit 1 --bitwise finding --class semantic
                            --tensor "^buffer blocks\\.0\\.tokens_per_expert$" --memory holds
                     ARGS --adapter torch:module=${EXAMPLES}/moe_counts.py:bias_forward_hook --seeds 1 --steps 1
                          --no-shrink)
+add_user_model_test(user_model_moe_bias_forward_hook_rerouted TIMEOUT 300
+                    EXPECT --exit 1 --bitwise finding
+                           --tensor "checkpointed run raised.*CheckpointError.*different metadata.*13, 16.*14, 16"
+                    ARGS --adapter torch:module=${EXAMPLES}/moe_counts.py:bias_forward_hook --seed 2 --seeds 1
+                         --steps 1 --no-shrink)
 add_user_model_test(user_model_moe_bias_optimizer_hook_holds TIMEOUT 300
                     EXPECT --exit 0 --bitwise holds --memory holds
                     ARGS --adapter torch:module=${EXAMPLES}/moe_counts.py:bias_optimizer_hook --seeds 1 --steps 1)
-set_tests_properties(user_model_moe_bias_forward_hook user_model_moe_bias_optimizer_hook_holds PROPERTIES COST 20)
+set_tests_properties(user_model_moe_bias_forward_hook user_model_moe_bias_forward_hook_rerouted
+                     user_model_moe_bias_optimizer_hook_holds PROPERTIES COST 20)
