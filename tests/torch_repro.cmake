@@ -1,20 +1,21 @@
-# Public checkpointing bugs written as small factories (issue 39 §3-§4, harness/adapters/torch/USER_MODEL.md,
-# "Public reports, reproduced or not"), each verdict pinned as measured on torch 2.15.0 on the CPU: a report that
-# does not reproduce on this version is pinned "holds", with why on the test. One seed and one or two steps of tiny
-# models; the distributed ones start torchrun and two fresh interpreters a run, six runs a holding seed. COST is the
-# test's seconds on a 2-core machine shared with other builds (load about 10). Included from tests/CMakeLists.txt
+# Public checkpointing bugs written as small factories (issue 39 §3-§4; harness/adapters/torch/USER_MODEL.md: the
+# pinned tables, "Sharded and data-parallel models"), each verdict pinned as measured on torch 2.15.0 on the CPU: a
+# report that does not reproduce on this version is pinned as measured, with why on the test. One seed and one or
+# two steps of tiny models; the distributed ones start torchrun and two fresh interpreters a run, six runs a holding
+# seed. COST: the test's seconds on a 2-core machine shared with other builds. Included from tests/CMakeLists.txt
 # (add_user_model_test, EXAMPLES; add_distributed_test from tests/torch_distributed.cmake).
 
 # PEFT LoRA on a frozen Llama (examples/torch/peft_lora.py) on 2 ranks under FSDP2: each decoder layer
-# fully_shard, then the root, non-reentrant gradient_checkpointing_enable. Two steps (lora_B starts at zero).
-add_distributed_test(user_model_peft_lora_fsdp2_non_reentrant_holds 150 TIMEOUT 600
+# fully_shard, then the root, non-reentrant gradient_checkpointing_enable. Two steps (lora_B starts at zero): 245 s
+# alone here, 378 s under ctest -j2 at load 19 (each run imports transformers and peft in three processes).
+add_distributed_test(user_model_peft_lora_fsdp2_non_reentrant_holds 250 TIMEOUT 600
                      EXPECT --exit 0 --bitwise holds --memory holds --ranks 2 --needs-python-module peft
                      ARGS --adapter torch:module=${EXAMPLES}/peft_lora.py:fsdp2_non_reentrant --seeds 1 --steps 2)
 
-# PyTorch issue 148831 (fully_shard loses autocast in the recompute): CPU autocast bf16 around the loss, FSDP2 with
-# a non-reentrant checkpoint_wrapper per block. Does not reproduce on 2.15: the recompute runs under
-# torch.utils.checkpoint's recorded autocast state, and FSDP2's pre-forward in PRE_BACKWARD casts the inputs again
-# (the fix of 159359/176650 is in 2.15); pinned holds.
+# PyTorch issue 148831 (fully_shard loses autocast in the recompute): CPU autocast bf16 around the loss, FSDP2
+# with a non-reentrant checkpoint_wrapper per block. Does not reproduce on 2.15 (the report's script runs too),
+# most likely as FSDP2's pre-forward during the backward casts the recompute's inputs as the forward did (159359's
+# fix); pinned holds. 171 s alone, 231 s under ctest -j2 at load 19.
 add_distributed_test(user_model_fsdp2_autocast_bf16_holds 150 TIMEOUT 600
                      EXPECT --exit 0 --bitwise holds --memory holds --ranks 2
                      ARGS --adapter torch:module=${EXAMPLES}/fsdp2.py:autocast_bf16 --seeds 1 --steps 1)
@@ -24,7 +25,7 @@ add_distributed_test(user_model_fsdp2_autocast_bf16_holds 150 TIMEOUT 600
 # PRE_BACKWARD all-gathers again the parameters an earlier post-backward resharded (PyTorch PR 171779); the
 # gradients are bit for bit the plain run's. The memory finding is real, and the report's: checkpointing its 8-wide
 # block keeps more than it drops (each of the two regions also keeps the CPU generator state, 5056 B, to replay
-# random ops).
+# random ops). 106 s alone, 180 s under ctest -j2 at load 19.
 add_distributed_test(user_model_fsdp2_child_shard_forwarded_twice 100 TIMEOUT 600
                      EXPECT --exit 1 --bitwise holds --memory finding
                      ARGS --adapter torch:module=${EXAMPLES}/fsdp2_child_shard.py:forwarded_twice --seeds 1 --steps 1
