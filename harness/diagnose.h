@@ -11,7 +11,7 @@
 //                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
 //                        A gradient zero in exact arithmetic (a bias before BatchNorm) is noise in both runs: within
 //                        N ULP of the step's largest differing gradient it counts as rounding, never as missing.
-//   semantic             anything else
+//   semantic             anything else (its line says when only buffers differ: the computation is right)
 // Checked in that order: the first that explains the evidence wins; a gradient absent where the plain run has one
 // is missing whatever the plain value. Used by `validate` for user models
 // (harness/adapters/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
