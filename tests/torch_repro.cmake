@@ -1,4 +1,4 @@
-# Public checkpointing bugs written as small factories (issue 39 §3-§4; harness/adapters/torch/USER_MODEL.md: the
+# Public checkpointing bugs written as small factories (issue 39 §3-§4; harness/user_model/torch/USER_MODEL.md: the
 # pinned tables, "Sharded and data-parallel models"), each verdict pinned as measured on torch 2.15.0 on the CPU: a
 # report that does not reproduce on this version is pinned as measured, with why on the test. One seed and one or
 # two steps of tiny models; the distributed ones start torchrun and two fresh interpreters a run, six runs a holding
