@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/input_error.h"
-#include "harness/adapters/plan_check.h"
+#include "harness/user_model/plan_check.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/costs_plans.h"
 #include "harness/engine/placement.h"

@@ -1,4 +1,4 @@
-# Checkpointing under torch.compile (harness/adapters/torch/USER_MODEL.md, "The compiled zoo"): each factory of
+# Checkpointing under torch.compile (harness/user_model/torch/USER_MODEL.md, "The compiled zoo"): each factory of
 # examples/torch/compiled.py with its verdict pinned, measured with untouched compared runs and the profiler's
 # memory pass. Inductor compiles C++ on this machine's compiler: each run is seconds to a minute on 2 shared cores,
 # so these carry the labels slow and compiled (ctest -LE slow leaves them out), one seed, and print their wall time.
@@ -41,11 +41,11 @@ add_user_model_test(user_model_compiled_backend_missing TIMEOUT 300
                     EXPECT --exit 3 --stderr "seed 1: the plain run \\(wrap\\): torch.compile failed: InvalidBackend"
                     ARGS --adapter torch:module=${EXAMPLES}/compiled.py:uncompilable --seeds 1 --steps 1)
 
-# The memory measure on eager models where the answer is known (harness/adapters/torch/test_peak_memory.py): the
+# The memory measure on eager models where the answer is known (harness/user_model/torch/test_peak_memory.py): the
 # profiler's bytes against the saved-tensor hooks' to the byte, a save-everything policy, uniform's sqrt(L) shape.
 add_test(NAME peak_memory_measure
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/adapters/run_torch_script.py
-                 ${PROJECT_SOURCE_DIR}/harness/adapters/torch/test_peak_memory.py)
+                 ${PROJECT_SOURCE_DIR}/harness/user_model/torch/test_peak_memory.py)
 set_tests_properties(peak_memory_measure PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "adapters;torch;framework-bound")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs one `ckptcheck validate --adapter torch:module=...` command and checks its exit code, its stderr and its
-JSON report (CTest's user-model tests; harness/adapters/torch/USER_MODEL.md).
+JSON report (CTest's user-model tests; harness/user_model/torch/USER_MODEL.md).
 
   check_user_model.py [expectations] -- CKPTCHECK validate ARGS... --out DIR
 
