@@ -48,3 +48,25 @@ add_test(NAME peak_memory_measure
                  ${PROJECT_SOURCE_DIR}/harness/user_model/torch/test_peak_memory.py)
 set_tests_properties(peak_memory_measure PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "adapters;torch;framework-bound")
+
+# The compiled zoo on a GPU (examples/torch/compiled_cuda.py: compiled.py's factories with the model on cuda,
+# Inductor's Triton kernels): the CPU and every CUDA generator compared after each step (--generators), cuBLAS and
+# the algorithms deterministic (the driver), the memory pass's figures from torch.cuda. Without a CUDA device each
+# skips ("no CUDA device: GPU test skipped"); CKPT_REQUIRE_GPU=1 makes that a failure. The verdicts are the CPU
+# zoo's, pinned by the mechanism (the eager backend's recompute redraws on any device; a save-everything policy
+# saves nothing anywhere): not yet run on a GPU, the first session with one confirms or corrects them.
+function(add_compiled_cuda_test name factory)
+  add_user_model_test(${name} TIMEOUT 900 EXPECT ${ARGN} --profiled-step 1 --needs-cuda --generators cpu,cuda:0
+                      ARGS --adapter torch:module=${EXAMPLES}/compiled_cuda.py:${factory} --seeds 1 --steps 2
+                           --no-shrink)
+  set_property(TEST ${name} APPEND PROPERTY LABELS slow compiled gpu)
+  set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT "CUDA_VISIBLE_DEVICES=0")
+endfunction()
+add_compiled_cuda_test(user_model_compiled_cuda_inductor_holds inductor --exit 0 --bitwise holds --memory holds
+                       --changed none)
+add_compiled_cuda_test(user_model_compiled_cuda_aot_eager_holds aot_eager --exit 0 --bitwise holds --memory holds
+                       --changed none)
+add_compiled_cuda_test(user_model_compiled_cuda_eager_backend_rng eager_backend --exit 1 --bitwise finding
+                       --class rng-desync --tensor "^grad " --memory holds --changed masks:checkpoint)
+add_compiled_cuda_test(user_model_compiled_cuda_sac_save_everything_memory sac_save_everything --exit 1
+                       --bitwise holds --memory finding --changed none)

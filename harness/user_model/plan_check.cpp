@@ -71,7 +71,7 @@ void readPredicted(const std::string& path, const json& j, const std::vector<boo
     sum += i < p.blocks.size() ? p.savedByBlock[i] : p.savedAfter;
   if (sum != p.savedBytes)
     bad(path, "predicted.saved_bytes", "must be saved_bytes_before + saved_bytes_by_block + saved_bytes_after");
-  count(path, q, "peak_activation_bytes", "predicted.peak_activation_bytes");
+  p.peakBytes = count(path, q, "peak_activation_bytes", "predicted.peak_activation_bytes");
   ratio(path, q, "flop_overhead", "predicted.flop_overhead", false);
   p.timeOverhead = ratio(path, q, "time_overhead", "predicted.time_overhead", true);
 }
@@ -130,8 +130,11 @@ PlacementFile parsePlacementFile(const json& j, const std::string& path) {
   return p;
 }
 
-PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain, double secondsPlan) {
+PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain, double secondsPlan,
+                      std::optional<int64_t> measuredPeak) {
   PlanOutcome o;
+  o.predictedPeak = p.peakBytes + p.savedBefore;  // each at most 2^53
+  o.measuredPeak = measuredPeak;
   o.predictedBytes = p.savedBytes;
   o.measuredBytes = m.at("saved_bytes").get<int64_t>();
   o.predictedTime = p.timeOverhead;
@@ -180,6 +183,15 @@ PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain
   }
   if (after != p.savedAfter) diverge("the part after the chain", p.savedAfter, after);
   else if (o.measuredBytes != o.predictedBytes) diverge("the total", o.predictedBytes, o.measuredBytes);
+  else if (measuredPeak && *measuredPeak > static_cast<double>(o.predictedPeak) * (1.0 + kPeakTolerance)) {
+    o.finding = true;
+    o.why = "the step's peak exceeds the plan: predicted " + std::to_string(o.predictedPeak) + " B (planned " +
+            std::to_string(p.peakBytes) + " + " + std::to_string(p.savedBefore) +
+            " saved before the chain), torch.profiler measured " + std::to_string(*measuredPeak) + " B, more than " +
+            std::to_string(static_cast<int>(100 * kPeakTolerance)) +
+            "% above: the placement holds tensors the plan does not (one kept past its block's backward, "
+            "recomputes that overlap), while the saved bytes are as planned";
+  }
   return o;
 }
 

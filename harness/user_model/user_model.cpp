@@ -258,7 +258,8 @@ class Checker {
       return false;
     }
     try {
-      r.plan = checkPlan(*plan_, *measured->planRecord, r.secondsPlain, r.secondsCheckpoint);
+      const std::optional<int64_t> peak = r.memoryCheckpoint ? r.memoryCheckpoint->peakActivationBytes : std::nullopt;
+      r.plan = checkPlan(*plan_, *measured->planRecord, r.secondsPlain, r.secondsCheckpoint, peak);
     } catch (const std::exception& e) {
       r.status = SeedOutcome::Status::kFault;
       r.error = std::string("unreadable plan record: ") + e.what();

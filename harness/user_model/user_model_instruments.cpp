@@ -39,7 +39,10 @@ std::optional<StepMemory> stepMemory(const RunDump& d) {
                j.at("profiler_activation_bytes").get<int64_t>(),
                {},
                j.value("step", 0),
-               j.value("first_call", false)};
+               j.value("first_call", false),
+               std::nullopt};
+  if (j.contains("peak_activation_bytes") && j["peak_activation_bytes"].is_number_integer())
+    m.peakActivationBytes = j["peak_activation_bytes"].get<int64_t>();
   for (const auto& r : d.ranks) {
     const nlohmann::json& rm = r.contains("memory") && r["memory"].is_object() ? r["memory"] : nlohmann::json();
     if (!rm.is_object()) {  // a rank without a figure: rank 0's alone
@@ -76,6 +79,7 @@ nlohmann::json toJson(const StepMemory& plain, const StepMemory& checkpointed) {
                         {"profiler_activation_bytes", m.profilerActivationBytes},
                         {"step", m.step},
                         {"first_call", m.firstCall}};
+    if (m.peakActivationBytes) j["peak_activation_bytes"] = *m.peakActivationBytes;
     for (const auto& [activation, peak] : m.perRank)
       j["per_rank"].push_back({{"activation_bytes", activation}, {"peak_bytes", peak}});
     return j;

@@ -29,6 +29,9 @@ struct StepMemory {
   std::vector<std::pair<int64_t, int64_t>> perRank;
   int step = 0;            // the dumped step profiled: the pass's last, so the instruments check compares it
   bool firstCall = false;  // that step was a compiled model's first call (--steps 1): compilation included
+  // The step's peak of every tensor but parameters, their gradients and optimizer state, op workspace left out:
+  // what a plan's peak predicts (validate --plan); none where the profiler could not categorise the timeline.
+  std::optional<int64_t> peakActivationBytes;
 };
 
 // One instrument's pass of one mode, against the compared run of that mode.

@@ -55,6 +55,8 @@ json planJson(const UserModelReport& r, const PlanOutcome& p) {
             {"predicted_time_overhead", optionalNumber(p.predictedTime)},
             {"measured_time_overhead", optionalNumber(p.measuredTime)},
             {"timed_pairs", p.timedPairs},
+            {"predicted_peak_bytes", p.predictedPeak},
+            {"measured_peak_bytes", p.measuredPeak ? json(*p.measuredPeak) : json(nullptr)},
             {"result", p.finding ? "finding" : "holds"}};
   if (p.finding) j["why"] = p.why;
   return j;
@@ -63,7 +65,11 @@ json planJson(const UserModelReport& r, const PlanOutcome& p) {
 std::string planLine(const UserModelReport& r, const PlanOutcome& p) {
   std::string line = std::string("plan ") + (p.finding ? "FINDING" : "holds") + " (" +
                      (r.placement ? r.placement->policy : std::string("?")) + "): saved bytes predicted " +
-                     std::to_string(p.predictedBytes) + ", measured " + std::to_string(p.measuredBytes);
+                     std::to_string(p.predictedBytes) + ", measured " + std::to_string(p.measuredBytes) +
+                     "; peak predicted " + std::to_string(p.predictedPeak) + ", measured " +
+                     (p.measuredPeak ? std::to_string(*p.measuredPeak) + " (" +
+                                           signedPct(static_cast<double>(*p.measuredPeak) / p.predictedPeak - 1.0) + ")"
+                                     : std::string("not measured"));
   if (p.predictedTime || p.measuredTime)
     line += "; step-time overhead predicted " + (p.predictedTime ? signedPct(*p.predictedTime) : std::string("n/a")) +
             ", measured " + (p.measuredTime ? signedPct(*p.measuredTime) : std::string("n/a")) +

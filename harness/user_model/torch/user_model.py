@@ -30,7 +30,11 @@ import sys
 import time
 import traceback
 
-import torch
+# Deterministic cuBLAS on a GPU: read when CUDA starts, so set before torch can start it (use_deterministic_algorithms
+# below refuses cuBLAS matrix products without it). A user's own setting is kept.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -270,6 +274,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
         meta["phase"] = "shard" if spec["kind"] == "fsdp2" else "ddp"
         runner = distributed.parallelize(spec, runner, rank, world)  # both runs, after the checkpoint (torchtitan)
     params = current(param_slots, "_parameters")  # fully_shard put sharded parameters in the modules
+    device = device_of(params)
     if spec is not None:
         meta["shards"] = distributed.shard_rows(params)
     opt = make_opt(model.parameters())  # after sharding, as FSDP2 requires
@@ -301,7 +306,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
 
         if step == profiled_step:  # the memory pass: this dumped step's forward and backward under the profiler
             meta["phase"] = "step %d (profiled)" % step
-            memory, loss = peak_memory.measure(forward, dump.out, lambda out: backward(out, params))
+            memory, loss = peak_memory.measure(forward, dump.out, lambda out: backward(out, params), device=device)
             meta["memory"] = dict(memory, step=step, first_call=step == 0 and compiled)
         elif step == 0 and "saved" in args.instruments:
             # Module hooks would see FSDP's unsharded parameters and DDP's buckets: no placement bound there.
@@ -337,7 +342,7 @@ def train(setup, args, dump, meta, rank=0, world=1):
         per_rank_dump(dump, step, "buffer", current(buffer_slots, "_buffers"), spec)
         for n, p in params.items():
             dump.tensor(step, "param", n, distributed.full(p))
-        per_rank_dump(dump, step, "rng", {"cpu": torch.get_rng_state()}, spec)
+        per_rank_dump(dump, step, "rng", generators(device), spec)
         for n, mask in sorted(probe.masks.items() if probe else []):
             dump.tensor(step, "mask", n, mask)
         if probe:
@@ -346,6 +351,25 @@ def train(setup, args, dump, meta, rank=0, world=1):
     if twin is not None and meta.get("plan"):
         meta["phase"] = "side-by-side timing"
         meta["plan"]["timing"] = side_by_side(setup, args.timing_pairs, (twin, twin_opt), (runner, opt), batch_size)
+
+
+def generators(device):
+    """Every generator the model may draw from, by device: the CPU's, and with the model on a GPU every CUDA
+    device's (dropout draws there). Decided by the model's device, the same in both runs: whether CUDA has
+    started is not (on a GPU machine Dynamo starts it to save its generator state, in a compiled run only)."""
+    states = {"cpu": torch.get_rng_state()}
+    if device.startswith("cuda"):
+        for i in range(torch.cuda.device_count()):
+            states["cuda:%d" % i] = torch.cuda.get_rng_state(i)
+    return states
+
+
+def device_of(params):
+    """The device the memory pass measures: the parameters' (a model on the GPU: torch.cuda's allocator)."""
+    for p in params.values():
+        if p is not None and p.device.type == "cuda":
+            return str(p.device)
+    return "cpu"
 
 
 def local(p):
