@@ -17,8 +17,8 @@
 // instrumented steps of the two in turn (the same stretch of time for both), each op call clocked (steady_clock,
 // a vDSO read of tens of ns; the thread's CPU clock is a system call, and two per call made a step of
 // microsecond ops half again as long), per op and class the mean over the steps of its per-step sum. Only steps
-// the scheduler left alone count (wall time within 1% of the thread's CPU time; the less interrupted half, where a
-// loaded machine left too few alone in 3 s). Besides the ops, each step spends time in the executor itself
+// the scheduler left alone count (wall time within 1% of the thread's CPU time; every step, where a loaded
+// machine left too few alone in 3 s). Besides the ops, each step spends time in the executor itself
 // (bookkeeping, the step's own allocations, the update): `outside` = the step's time less its op calls', mean
 // over steps, per schedule.
 //
@@ -165,16 +165,13 @@ struct CallTimes {
   ScheduleTimes storeAll, full;
 };
 
-// Means over steps of per-step samples, per op and class, as per-call seconds, over the steps the scheduler
-// interrupted least. Means, not medians: the parts' means add up to the step's mean, where the medians of a step's
-// hundred parts added up to less than its median (each part's spread is skewed up), and more so for the schedule
-// with more calls.
+// Means over steps of per-step samples, per op and class, as per-call seconds. Means, not medians: the parts'
+// means add up to the step's mean, where the medians of a step's hundred parts added up to less than its median
+// (each part's spread is skewed up), and more so for the schedule with more calls. The steps the scheduler
+// interrupted are left out before (calibrateTimeModel).
 class StepSamples {
  public:
-  // Interrupted for less than 1% of the step and 20 us.
-  static bool leftAlone(double step, double interrupted) { return interrupted < std::max(2e-5, 0.01 * step); }
-  // `interrupted`: the step's wall time less its CPU time.
-  void add(const CallClock& clock, double step, double interrupted) {
+  void add(const CallClock& clock, double step) {
     for (const auto& [key, s] : clock.seconds)
       for (int c = 0; c < kCallClasses; ++c)
         if (clock.calls.at(key)[c] > 0) {
@@ -183,45 +180,26 @@ class StepSamples {
         }
     outside_.push_back(step - clock.opSeconds);
     step_.push_back(step);
-    interrupted_.push_back(interrupted);
     recomputes_ = recomputeCalls(clock.calls);
   }
-  // The steps left alone, where there are at least `least`;
-  // on a machine so loaded that there are not, the less interrupted half.
-  ScheduleTimes times(int least) const {
-    std::vector<bool> keep(step_.size());
-    int alone = 0;
-    for (size_t i = 0; i < step_.size(); ++i) alone += leftAlone(step_[i], interrupted_[i]);
-    const double cut = alone >= least ? 0.0 : median(interrupted_);
-    for (size_t i = 0; i < step_.size(); ++i)
-      keep[i] = alone >= least ? leftAlone(step_[i], interrupted_[i]) : interrupted_[i] <= cut;
-    auto kept = [&](const std::vector<double>& v) {
-      std::vector<double> out;
-      for (size_t i = 0; i < v.size(); ++i)
-        if (keep[i]) out.push_back(v[i]);
-      return mean(out);
-    };
+  int size() const { return static_cast<int>(step_.size()); }
+  ScheduleTimes times() const {
     ScheduleTimes t;
     for (const auto& [key, byClass] : perStep_) {
       PerClass& p = t.perCall[key];
       p.fill(std::nan(""));
-      for (const auto& [c, v] : byClass) p[c] = kept(v) / static_cast<double>(calls_.at(key).at(c));
+      for (const auto& [c, v] : byClass) p[c] = mean(v) / static_cast<double>(calls_.at(key).at(c));
     }
-    t.outside = kept(outside_);
-    t.step = kept(step_);
+    t.outside = mean(outside_);
+    t.step = mean(step_);
     t.recomputes = recomputes_;
     return t;
-  }
-  int alone() const {
-    int n = 0;
-    for (size_t i = 0; i < step_.size(); ++i) n += leftAlone(step_[i], interrupted_[i]);
-    return n;
   }
 
  private:
   std::map<NodeKey, std::map<int, std::vector<double>>> perStep_;
   std::map<NodeKey, std::map<int, int64_t>> calls_;
-  std::vector<double> outside_, step_, interrupted_;
+  std::vector<double> outside_, step_;
   int64_t recomputes_ = 0;
 };
 
@@ -245,28 +223,36 @@ CallTimes calibrateTimeModel(const CaseSpec& spec, int steps) {
   CallClock clocks[2];
   Chain<T> chains[2] = {classedChain<T>(spec, &clocks[0]), classedChain<T>(spec, &clocks[1])};
   ChainSnapshot<T> starts[2] = {ChainSnapshot<T>(chains[0]), ChainSnapshot<T>(chains[1])};
-  auto instrumented = [&](int s) {
+  // A step's wall time, and whether the scheduler left it alone: its wall time within 1% (and 20 us) of its CPU
+  // time.
+  auto instrumented = [&](int s, bool& alone) {
     starts[s].restore();
     clocks[s] = CallClock();
     clocks[s].measure = true;
     const double c0 = threadCpuSeconds();
     const auto t0 = Clock::now();
     executeStep(chains[s], schedules[s], 0);
-    const double wall = seconds(t0, Clock::now());
-    return std::pair{wall, wall - (threadCpuSeconds() - c0)};
+    const double wall = seconds(t0, Clock::now()), cpu = threadCpuSeconds() - c0;
+    alone = wall - cpu < std::max(2e-5, 0.01 * wall);
+    return wall;
   };
-  StepSamples samples[2];
+  StepSamples samples[2], all[2];
   const double begin = threadCpuSeconds();
-  for (int i = 0;
-       i < steps + 1 || threadCpuSeconds() - begin < kMinSeconds ||
-       (std::min(samples[0].alone(), samples[1].alone()) < steps && threadCpuSeconds() - begin < kMaxSeconds);
+  for (int i = 0; i < steps + 1 || threadCpuSeconds() - begin < kMinSeconds ||
+                  (std::min(samples[0].size(), samples[1].size()) < steps && threadCpuSeconds() - begin < kMaxSeconds);
        ++i)
     for (int k = 0; k < 2; ++k) {
       const int s = i % 2 ? 1 - k : k;
-      const auto [step, interrupted] = instrumented(s);
-      if (i > 0) samples[s].add(clocks[s], step, interrupted);  // the first: warm-up
+      bool alone = false;
+      const double step = instrumented(s, alone);
+      if (i == 0) continue;  // warm-up
+      all[s].add(clocks[s], step);
+      if (alone) samples[s].add(clocks[s], step);
     }
-  return {samples[0].times(steps), samples[1].times(steps)};
+  // On a machine so loaded that hardly a step ran alone, every step's (interruptions and all).
+  for (int s = 0; s < 2; ++s)
+    if (samples[s].size() < steps) samples[s] = all[s];
+  return {samples[0].times(), samples[1].times()};
 }
 
 // Which op calls of each class the schedule makes in one step (the same every step), on an instrumented chain
