@@ -88,8 +88,8 @@ struct Warmup {
 const Warmup kCatalogWarmup{3, 5};
 const Warmup kLargeWarmup{1, 2};
 
-// The time model's calibration of a case (CallTimes: its store-all and full-recomputation schedules' per-call times)
-// is measured once per case, at its first policy's fixture, and shared by its policies.
+// The time model's per-op shares of a case's store-all step (ForwardShares) are measured once per case and
+// shared by its policies.
 
 // Steps are timed in CPU time of the calling thread (threadCpuSeconds, bench/time_model.h): what a step costs,
 // whether or not the scheduler ran other work in between (wall time on a shared machine counts the time slices
@@ -127,17 +127,12 @@ double quantile(std::vector<double> v, double q) {
 double firstQuartile(const std::vector<double>& v) { return quantile(v, 0.25); }
 double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 
-// A case's time-model calibration and store-all's call counts, shared by its policies.
-struct CaseTimes {
-  CallTimes calls;
-  CallCounts storeAllCounts;
-};
-
 // One case x policy: chains, schedule, plan and recompute profile, built on the first call and kept for every
 // repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 template <class T>
 struct StepFixture {
-  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup, std::shared_ptr<CaseTimes>& times)
+  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup,
+              std::shared_ptr<ForwardShares>& shares)
       : spec(s),
         cost(caseChainCost(s)),
         schedule(makeSchedule(parsePolicy(policyText), cost)),
@@ -151,11 +146,8 @@ struct StepFixture {
       timeEng();
     }
     profile = profileRecompute<T>(spec, schedule, warmup.profileSteps);
-    if (!times)
-      times = std::make_shared<CaseTimes>(CaseTimes{calibrateTimeModel<T>(spec, warmup.profileSteps),
-                                                    policyCallCounts<T>(spec, storeAllSchedule(cost))});
-    predictedTimeOverhead =
-        predictTimeOverhead(times->calls, times->storeAllCounts, policyCallCounts<T>(spec, schedule));
+    if (!shares) shares = std::make_shared<ForwardShares>(storeAllForwardShares<T>(spec, warmup.profileSteps));
+    predictedTimeOverhead = predictTimeOverhead(*shares, policyForwardCounts<T>(spec, schedule));
   }
   Elapsed timeRef() {
     refStart.restore();
@@ -216,8 +208,8 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   c["bitwise_equal"] = bitwise ? 1 : 0;
   c["time_overhead"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu : 0.0;
   c["time_overhead_wall"] = t.ref.wall > 0 ? t.eng.wall / t.ref.wall : 0.0;
-  // The time model: predicted time overhead (the policy's op calls timed in store-all's and full recomputation's
-  // instrumented steps, bench/time_model.h) and what the measured overhead (time_overhead - 1) adds to it.
+  // The time model: predicted time overhead (recomputed ops' store-all forward time / store-all step) and what
+  // the measured overhead (time_overhead - 1) adds to it.
   c["predicted_time_overhead"] = fx.predictedTimeOverhead;
   c["time_model_tax"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu - 1.0 - fx.predictedTimeOverhead : 0.0;
   c["step_seconds"] = t.eng.cpu / n;
@@ -236,20 +228,12 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   state.SetLabel(fx.spec.name + " " + fx.schedule.policy);
 }
 
-// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `times` the
-// case's time-model calibration (shared by its policies). Only one fixture lives at a time: building one frees the
-// previous benchmark's, so every case x policy is timed in the same heap (with every earlier fixture's chains
-// kept, a store-all step late in the run took a quarter longer than alone, its activations scattered between
-// theirs, and a policy's time ratio moved by as much).
+// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `shares` the
+// case's time-model shares (shared by its policies).
 template <class T>
 void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::string& policyText, const Warmup& warmup,
-                   std::shared_ptr<void>& slot, std::shared_ptr<CaseTimes>& times) {
-  static std::shared_ptr<void>* live = nullptr;  // the slot holding the one fixture alive
-  if (!slot) {
-    if (live && live != &slot) live->reset();
-    slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, times);
-    live = &slot;
-  }
+                   std::shared_ptr<void>& slot, std::shared_ptr<ForwardShares>& shares) {
+  if (!slot) slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, shares);
   auto& fx = *static_cast<StepFixture<T>*>(slot.get());
   StepTimes t;
   for (auto _ : state) {
@@ -409,7 +393,7 @@ void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool la
   const Warmup warmup = large ? kLargeWarmup : kCatalogWarmup;
   for (const CaseSpec& spec : cases) {
     const ChainCost cost = caseChainCost(spec);
-    auto times = std::make_shared<std::shared_ptr<CaseTimes>>();
+    auto shares = std::make_shared<std::shared_ptr<ForwardShares>>();
     const std::vector<std::string> policies =
         large ? std::vector<std::string>{"store-all", "uniform:k=" + std::to_string(cost.layers())}
               : stepPolicies(cost);
@@ -417,10 +401,10 @@ void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool la
       addPolicyFamily(policy);
       auto slot = std::make_shared<std::shared_ptr<void>>();
       benchmark::RegisterBenchmark(("BM_Step/" + spec.name + "/" + policy).c_str(),
-                                   [spec, policy, warmup, slot, times](benchmark::State& st) {
+                                   [spec, policy, warmup, slot, shares](benchmark::State& st) {
                                      orSkip(st, [&] {
                                        withScalar(spec.dtype, [&](auto t) {
-                                         stepBenchmark<decltype(t)>(st, spec, policy, warmup, *slot, *times);
+                                         stepBenchmark<decltype(t)>(st, spec, policy, warmup, *slot, *shares);
                                        });
                                      });
                                    })

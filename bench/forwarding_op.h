@@ -1,5 +1,5 @@
 // An op that wraps another and hands every call to it. The benchmarks' instrumented ops (recompute_profile.h's
-// TimedOp, time_model.h's ClassedOp) derive from it and override forward only, so what they add is all they
+// TimedOp, time_model.h's NodeTimedOp) derive from it and override forward only, so what they add is all they
 // write.
 #pragma once
 #include <memory>

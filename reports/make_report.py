@@ -158,7 +158,7 @@ DEFINITIONS = (
     "overhead), what a policy costs beyond its FLOPs, split into *recomputed ops* (their time beyond "
     "their FLOP share) and *rest* (everything else: executor, allocation, cache; see Engine tax per "
     "policy); *time-model tax* = measured − predicted time overhead, the prediction coming from the "
-    "per-call times of store-all and full recomputation (see the time model's section); *frontier*: on = no more recompute "
+    "store-all step's own per-op times (see the time model's section); *frontier*: on = no more recompute "
     "than the optimal policy at the same budget; *bitwise*: loss, every gradient and all state after the "
     "step bitwise equal to the reference (the bench's own step and, when given, `ckptcheck verify`)."
 )

@@ -27,23 +27,21 @@ TIME_MODEL_HEADER = [
 ]
 
 TIME_MODEL_NOTE = (
-    "*predicted time overhead* = the policy's step predicted from its op calls and two calibration schedules "
-    "of the same case, both timed in the benchmark's own process (bench/time_model.h): every op call is of one "
-    "class (a first forward saving a context or keeping none, a recompute saving one or keeping none, a "
-    "backward reading a context from the first forward or from a recompute), and each op is timed in each class "
-    "where store-all or full recomputation (each block its own segment) runs it, in situ, in instrumented steps "
-    "of the two in turn; the policy's step = its calls × those per-call times + the executor's time outside the "
-    "ops (store-all's, plus full recomputation's extra per recompute call), over store-all's predicted the same "
-    "way. Store-all is predicted at 0; full recomputation is the calibration schedule itself, so its row "
-    "compares two measurements; every other policy's is a prediction. The FLOP overhead weighs the same ops "
-    "by FLOPs instead. *measured* = time ratio − 1 (median over repetitions, interquartile range in brackets). "
-    "*time-model tax* = measured − predicted: what the policy costs beyond its calls' classes (a stored block "
-    "whose context a policy that keeps less finds in cache, an op rebuilt alone whose neighbours' cache state "
-    "differs from a block recompute's). The tax splits in two by an instrumented run of the policy that clocks "
-    "its recomputed op forwards (bench/recompute_profile.h): *recomputed ops' own time* = their measured time "
-    "(time ratio × their share of the policy's step) − the predicted overhead; *rest of the step* = everything "
-    "else the policy's step spends beyond store-all's (its first forward and backward, executor, update), "
-    "negative where they run faster than store-all's."
+    "*predicted time overhead* = the CPU time of every op forward the policy recomputes (as often as it recomputes "
+    "it, with or without saving a context as it does), each timed on the case's own inputs during instrumented "
+    "store-all steps, ÷ the store-all step's time, plus what the policy's first forwards that keep nothing save by "
+    "running in recycled memory, plus what its backwards save by finding a recomputed context in cache where "
+    "store-all's is read from beyond the L2 cache (bench/time_model.h); "
+    "the FLOP overhead weighs the same ops by FLOPs instead. *measured* = time ratio − 1 (median over "
+    "repetitions, interquartile range in brackets). *time-model tax* = measured − predicted: what the policy costs "
+    "beyond re-running those ops (executor bookkeeping, allocation, cache effects of another order of work). "
+    "The tax splits in two by an instrumented run of the policy that clocks its recomputed op forwards "
+    "(bench/recompute_profile.h): *recomputed ops' own time* = their measured time (time ratio × their share of the "
+    "policy's step) − the predicted overhead, where the model misjudged the ops themselves (a recompute in a "
+    "policy's small working set runs faster than the same op repeated inside a store-all step); *rest of the step* "
+    "= everything else the policy's step spends beyond store-all's (its first forward and backward, executor, "
+    "update): negative where the policy's smaller working set makes its own forward and backward faster than "
+    "store-all's, more than the model's cache credits allow."
 )
 
 
@@ -89,8 +87,8 @@ def time_model_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
 
 
 def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
-    """The section's one-line result over every predicted row; None when no row has a prediction (an older
-    bench_engine's JSON)."""
+    """The section's one-line result over every predicted row; None when no row has a prediction."""
+    """One summary line, or None when the benchmark JSON has no time model (older bench_engine)."""
     rows = [r for rs in steps_by_case.values() for r in rs if time_model_tax(r) is not None]
     if not rows:
         return None
@@ -105,16 +103,10 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
         if misses
         else ""
     )
-    # Store-all and full recomputation are the calibration schedules (bench/time_model.h): the count without them
-    # is the prediction's alone.
-    predicted_rows = [r for r in rows if r.policy != "store-all" and not r.is_full_recompute]
-    alone = sum(1 for r in predicted_rows if abs(time_model_tax(r)) <= TIME_MODEL_TAX_GOAL)
     return (
-        f"Time model (time overhead predicted from per-call times of store-all and full recomputation): "
-        f"time-model tax median "
+        f"Time model (time overhead predicted from the store-all step's per-op times): time-model tax median "
         f"{fmt_tax(statistics.median(taxes))}, worst {fmt_tax(time_model_tax(worst))} ({worst.case}, "
-        f"{worst.display}); within ±{TIME_MODEL_TAX_GOAL} on {within} of {len(rows)} case × policy runs "
-        f"({alone} of {len(predicted_rows)} without the calibration schedules' own rows).{split}"
+        f"{worst.display}); within ±{TIME_MODEL_TAX_GOAL} on {within} of {len(rows)} case × policy runs.{split}"
     )
 
 
