@@ -65,6 +65,8 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
        "costs.json: blocks[2].backward_seconds: must be a non-negative number"},
       {[](json& j) { j["blocks"][4]["saves_output"] = 1; },
        "costs.json: blocks[4].saves_output: must be true or false"},
+      {[](json& j) { j["checkpoint_seconds"] = -0.001; },
+       "costs.json: checkpoint_seconds: must be a non-negative number"},
   };
   for (const auto& [change, want] : cases) {
     json j = tinyJson();
@@ -73,6 +75,23 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
     EXPECT_EQ(got.rfind(want, 0), 0u) << "got: " << got << "\nwant: " << want;
     EXPECT_EQ(got.find('\n'), std::string::npos);
   }
+}
+
+// The predicted time overhead: each extra forward run of a block costs its forward seconds plus
+// checkpoint_seconds (absent in a file: 0), over the plain step; nothing recomputed, nothing predicted.
+TEST(CostsPlan, predictedTimeCountsEachRecomputedBlocksForwardAndCheckpointSeconds) {
+  json j = tinyJson();
+  j["step_seconds"] = 1.0;
+  for (size_t i = 0; i < j["blocks"].size(); ++i) j["blocks"][i]["forward_seconds"] = 0.01 * static_cast<double>(i + 1);
+  const ChainCosts plain = parseChainCosts(j, "costs.json");
+  EXPECT_EQ(plain.checkpointSeconds, 0.0);
+  j["checkpoint_seconds"] = 0.005;
+  const ChainCosts withCheckpoint = parseChainCosts(j, "costs.json");
+  const ChainCost cost = chainCostOf(plain);
+  const Schedule u3 = uniformSchedule(cost, 3);  // blocks 0 and 1-2 recomputed, 3-4 stored
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(plain, u3), 0.01 + 0.02 + 0.03);
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(withCheckpoint, u3), 0.01 + 0.02 + 0.03 + 3 * 0.005);
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(withCheckpoint, storeAllSchedule(cost)), 0.0);
 }
 
 // Store-all saves everything once: the sum of every byte count the fixture lists, each storage once.

@@ -160,6 +160,7 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
     r.fail("batch_size",
            "must be between 1 and " + std::to_string(kMaxCostsBatch) + " (got " + std::to_string(c.batchSize) + ")");
   c.stepSeconds = r.seconds(j, "step_seconds", "step_seconds");
+  if (j.contains("checkpoint_seconds")) c.checkpointSeconds = r.seconds(j, "checkpoint_seconds", "checkpoint_seconds");
   const json& blocks = r.array(j, "blocks", "blocks");
   if (blocks.empty()) r.fail("blocks", "must hold at least one block");
   if (blocks.size() > static_cast<size_t>(kMaxCostsBlocks))

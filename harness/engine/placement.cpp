@@ -181,7 +181,8 @@ std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule&
   const std::vector<int64_t> calls = forwardCalls(s);
   double extra = 0;
   for (int i = 0; i < c.layers(); ++i)
-    extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) * c.blocks[static_cast<size_t>(i)].forwardSeconds;
+    extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) *
+             (c.blocks[static_cast<size_t>(i)].forwardSeconds + c.checkpointSeconds);
   return extra / c.stepSeconds;
 }
 

@@ -10,7 +10,10 @@ format ckptcheck-chain-costs). `ckptcheck profile --adapter torch:module=PATH.py
 The factory is loaded as user_model.py loads it and must name its `chain`. Step 0 runs under saved-tensor hooks,
 a dispatch mode and FlopCounterMode: saved storages per block (the innermost chain block running), boundaries,
 shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
-the medians); then max(1, N-1) steps without any hook give step_seconds. Same determinism as user_model.py.
+the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and a copy of it with
+every block recomputed train side by side, which gives checkpoint_seconds (checkpoint_seconds()). Every time is
+CPU time of the thread (torch runs one thread here, backward included): on a machine shared with other work, wall
+time charges an op for whatever the scheduler ran meanwhile. Same determinism as user_model.py.
 
 Exit codes: 0 written; 2 bad arguments, a bad factory or a chain that is not sequential ("profile: ..." on
 stderr, one line); 3 the classified bytes do not add up to what the plain run saves (a profiler bug); 4 the
@@ -22,6 +25,7 @@ Python's own `profile` module, which cProfile imports (torch._dynamo imports cPr
 """
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -32,6 +36,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # saved_bytes.py, the saved-tensor counter this driver shares with the torch case adapter
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "adapters", "torch"))
+import apply_plan  # noqa: E402
 import chain_probe as cp  # noqa: E402
 import torch  # noqa: E402
 import user_model  # noqa: E402  (one thread, deterministic algorithms)
@@ -40,6 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
 FORMAT, VERSION = "ckptcheck-chain-costs", 1
+CALIBRATION_PAIRS = 6  # checkpoint_seconds: steps of the model and of its fully recomputed copy, each
 
 
 class Refused(Exception):
@@ -135,13 +141,13 @@ class Timer:
     def _mark(self, k):
         def hook(_grad):
             if self.grad[k] is None:
-                self.grad[k] = time.perf_counter()
+                self.grad[k] = time.thread_time()
 
         return hook
 
     def _pre(self, i):
         def hook(_m, args, _kwargs):
-            self.pre[i] = time.perf_counter()
+            self.pre[i] = time.thread_time()
             if i == 0 and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
                 args[0].register_hook(self._mark(0))
 
@@ -149,7 +155,7 @@ class Timer:
 
     def _post(self, i):
         def hook(_m, _args, output):
-            self.post[i] = time.perf_counter()
+            self.post[i] = time.thread_time()
             y = cp.first_tensor(output)
             if y is not None and y.requires_grad:
                 y.register_hook(self._mark(i + 1))
@@ -160,11 +166,11 @@ class Timer:
         """One training step; returns {"blocks": [(fwd, bwd)], "before": (fwd, bwd), "after": (fwd, bwd)}."""
         self.reset()
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         loss = compute_loss(setup, model, batch)
-        t1 = time.perf_counter()
+        t1 = time.thread_time()
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = time.thread_time()
         opt.step()
         if None in self.pre or None in self.post:
             raise cp.NotSequential("chain is not sequential: a block did not run in a timed step")
@@ -190,6 +196,45 @@ def _median_times(samples):
     blocks = [(med([s["blocks"][i][0] for s in samples]), med([s["blocks"][i][1] for s in samples])) for i in range(n)]
     part = {p: (med([s[p][0] for s in samples]), med([s[p][1] for s in samples])) for p in ("before", "after")}
     return blocks, part
+
+
+def checkpoint_seconds(setup, model, make_opt, args, batch_size, forward_seconds):
+    """What recomputing a block costs beyond its own forward (checkpoint's packing and unpacking, the recompute's
+    graph, the buffer guard), per recomputed block: a copy of the model with every block its own recomputed
+    segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
+    CALIBRATION_PAIRS steps each in turn, after a warm-up pair; the median ratio of their step times, less 1, is
+    full recomputation's measured overhead, and what it adds beyond the blocks' forward seconds, split evenly over
+    the blocks, is the per-block cost. Never negative."""
+    twin = copy.deepcopy(model)
+    twin_opt = make_opt(twin.parameters())
+    blocks = [m for _, m in cp.resolve_chain(setup, twin)]
+    names_of = {id(m): n for n, m in twin.named_modules()}
+    n = len(blocks)
+    apply_plan.apply(
+        twin,
+        blocks,
+        {
+            "blocks": [names_of[id(m)] for m in blocks],
+            "segments": [{"first": i, "last": i, "recompute": True} for i in range(n)],
+        },
+    )
+    plain_opt = make_opt(model.parameters())
+    ratios, plain = [], []
+    for k in range(-1, CALIBRATION_PAIRS):
+        batch = make_batch(setup, args, 2 * args.steps + k, batch_size)
+        runs = [(model, plain_opt), (twin, twin_opt)]
+        took = {}
+        for m, o in runs if k % 2 == 0 else runs[::-1]:
+            o.zero_grad(set_to_none=True)
+            t0 = time.thread_time()
+            compute_loss(setup, m, batch).backward()
+            o.step()
+            took[id(m)] = time.thread_time() - t0
+        if k >= 0 and took[id(model)] > 0:
+            ratios.append(took[id(twin)] / took[id(model)])
+            plain.append(took[id(model)])
+    extra = (statistics.median(ratios) - 1.0) * statistics.median(plain) - sum(forward_seconds)
+    return max(0.0, extra / n)
 
 
 def classify(probe, recorder, meter, blocks):
@@ -372,13 +417,14 @@ def run(args):
     for step in range(args.steps, args.steps + max(1, args.steps - 1)):
         batch = make_batch(setup, args, step, batch_size)
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         compute_loss(setup, model, batch).backward()
         opt.step()
-        plain.append(time.perf_counter() - t0)
+        plain.append(time.thread_time() - t0)
 
     for b, (f, g) in zip(out_blocks, block_times, strict=False):
         b["forward_seconds"], b["backward_seconds"] = f, g
+    ckpt_seconds = checkpoint_seconds(setup, model, make_opt, args, batch_size, [f for f, _ in block_times])
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]
     label = args.label or "torch:module=%s:%s" % (args.module, args.factory)
@@ -389,6 +435,7 @@ def run(args):
         "framework": "torch " + torch.__version__.split("+")[0],
         "batch_size": batch_size,
         "step_seconds": float(statistics.median(plain)),
+        "checkpoint_seconds": ckpt_seconds,
         "boundary_bytes": bounds,
         "blocks": out_blocks,
         "outside": {"before": outside[cp.BEFORE], "after": outside[cp.AFTER]},

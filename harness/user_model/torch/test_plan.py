@@ -3,8 +3,8 @@
 built here: a chain of four blocks (Linear, BatchNorm1d, ReLU, Dropout, times a gate every block takes as a
 further argument). Run as a plain script: exit 0 when every check holds, 1 otherwise (one line per failure).
 
-  - chain_profile.py writes costs whose byte counts add up (it checks that itself) and name the gate as a
-    shared argument;
+  - chain_profile.py writes costs whose byte counts add up (it checks that itself), name the gate as a
+    shared argument and hold checkpoint_seconds (a number, never negative; no timing is judged);
   - for three placements (all stored; [0,1] and [2] recomputed, [3] stored; every block its own recomputed
     segment but the last), user_model.py --plan trains bitwise as the plain run (every dumped tensor), saves
     what plan_check.predict_saved predicts (total, before, after, per block) and calls each block 1 or 2 times;
@@ -143,6 +143,11 @@ def check_placements(work, factory):
     costs = json.load(open(costs_path))
     check([b["name"] for b in costs["blocks"]] == ["blocks.%d" % i for i in range(BLOCKS)], "block names")
     check(len(costs["boundary_bytes"]) == BLOCKS + 1, "boundary_bytes: L+1 sizes")
+    ckpt = costs.get("checkpoint_seconds")
+    check(
+        isinstance(ckpt, float) and ckpt >= 0,
+        "%s: checkpoint_seconds, what recomputing a block costs beyond its forward, measured: %r" % (factory, ckpt),
+    )
     gate = [s for s in costs["shared"] if s["argument"]]
     check(
         len(gate) == 1 and gate[0]["saved_by"] == list(range(BLOCKS)) and not gate[0]["before"],
