@@ -46,8 +46,8 @@ SavedPrediction predictSaved(const ChainCosts& c, const std::vector<Segment>& se
 
 // The time the schedule's recomputes are predicted to add, over the plain step: each block's measured forward
 // seconds plus checkpoint_seconds (what recomputing a block costs beyond its forward, calibrated by the profile
-// on the model fully recomputed) times its extra forward runs, over step_seconds. nullopt when a tape drops op-level contexts (their
-// time was not measured per op) or the step time is zero.
+// on the model fully recomputed) times its extra forward runs, over step_seconds. nullopt when a tape drops op-level
+// contexts (their time was not measured per op) or the step time is zero.
 std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule& s);
 
 // placement.json (COSTS.md).

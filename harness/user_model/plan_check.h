@@ -42,7 +42,7 @@ PlacementFile parsePlacementFile(const nlohmann::json& j, const std::string& pat
 struct PlanOutcome {
   int64_t predictedBytes = 0, measuredBytes = 0;
   std::optional<double> predictedTime, measuredTime;
-  int timedPairs = 0;  // side-by-side pairs behind measuredTime (0: the two runs' own step times)
+  int timedPairs = 0;                   // side-by-side pairs behind measuredTime (0: the two runs' own step times)
   int64_t predictedPeak = 0;            // the planner's peak plus the part before the chain's saved bytes
   std::optional<int64_t> measuredPeak;  // none: the memory pass changed its run or could not categorise
   bool finding = false;
