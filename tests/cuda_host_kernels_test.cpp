@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "device/dops.h"
@@ -643,25 +644,51 @@ Numerics bf16Inputs() {
   return n;
 }
 
+// The ops DeviceOpsMatchReferenceOps compares on one rows x w input (add on two), one line an op or a setting of
+// it; attention and moe, which need inputs of their own shape, have tests of their own below.
+struct DeviceOpCase {
+  OpCase check;
+  OpNode node;
+  bool twoInputs = false;
+  Numerics numerics;
+};
+
+std::vector<DeviceOpCase> deviceOpCases(int64_t w) {
+  auto one = [](OpCase check, OpNode node, bool twoInputs = false, Numerics numerics = {}) {
+    return DeviceOpCase{check, std::move(node), twoInputs, numerics};
+  };
+  return {one({"relu", true}, opNode("relu", "relu")),
+          one({"tanh", true}, opNode("tanh", "tanh")),
+          one({"gelu", true}, opNode("gelu", "gelu")),
+          one({"add", true}, opNode("add", "add"), true),
+          one({"dropout", true}, opNode("dropout", "dropout", {}, 0.3)),
+          one({"dropout p=0", true}, opNode("dropout", "dropout", {}, 0.0)),
+          one({"linear", false}, opNode("fc", "linear", {w, 24})),
+          one({"linear, bf16 inputs", false}, opNode("fc", "linear", {w, 24}), false, bf16Inputs()),
+          one({"drop_path", true}, opNode("dp", "drop_path", {3}, 0.4)),  // 4 samples of 3 rows
+          one({"drop_path, a row a sample", true}, opNode("dp", "drop_path", {1}, 0.5)),
+          one({"rrelu", true}, rreluNode(0.125, 1.0 / 3.0)),
+          one({"layernorm", false}, opNode("ln", "layernorm", {w})),
+          one({"batchnorm", false}, opNode("bn", "batchnorm", {w}))};
+}
+
 TYPED_TEST(HostKernels, DeviceOpsMatchReferenceOps) {
   using T = TypeParam;
   const int64_t rows = 12, w = 16;
   const Mat<T> x = randomMat<T>(rows, w, 40, 2.0), x2 = randomMat<T>(rows, w, 41);
-  for (RngModel model : {RngModel::kStateful, RngModel::kCounter}) {
-    checkDeviceOp<T>({"relu", true}, opNode("relu", "relu"), {x}, model);
-    checkDeviceOp<T>({"tanh", true}, opNode("tanh", "tanh"), {x}, model);
-    checkDeviceOp<T>({"gelu", true}, opNode("gelu", "gelu"), {x}, model);
-    checkDeviceOp<T>({"add", true}, opNode("add", "add"), {x, x2}, model);
-    checkDeviceOp<T>({"dropout", true}, opNode("dropout", "dropout", {}, 0.3), {x}, model);
-    checkDeviceOp<T>({"dropout p=0", true}, opNode("dropout", "dropout", {}, 0.0), {x}, model);
-    checkDeviceOp<T>({"linear", false}, opNode("fc", "linear", {w, 24}), {x}, model);
-    checkDeviceOp<T>({"linear, bf16 inputs", false}, opNode("fc", "linear", {w, 24}), {x}, model, bf16Inputs());
-    checkDeviceOp<T>({"drop_path", true}, opNode("dp", "drop_path", {3}, 0.4), {x}, model);  // 4 samples of 3 rows
-    checkDeviceOp<T>({"drop_path, a row a sample", true}, opNode("dp", "drop_path", {1}, 0.5), {x}, model);
-    checkDeviceOp<T>({"rrelu", true}, rreluNode(0.125, 1.0 / 3.0), {x}, model);
-    checkDeviceOp<T>({"layernorm", false}, opNode("ln", "layernorm", {w}), {x}, model);
-    checkDeviceOp<T>({"batchnorm", false}, opNode("bn", "batchnorm", {w}), {x}, model);
-  }
+  for (RngModel model : {RngModel::kStateful, RngModel::kCounter})
+    for (const DeviceOpCase& c : deviceOpCases(w))
+      checkDeviceOp<T>(c.check, c.node, c.twoInputs ? std::vector<Mat<T>>{x, x2} : std::vector<Mat<T>>{x}, model,
+                       c.numerics);
+}
+
+// Every op of the op table is compared with its reference here: a new op adds its line to deviceOpCases.
+TEST(DeviceOps, everyOpOfTheTableIsComparedWithItsReference) {
+  std::set<std::string> compared = {"attention", "moe"};  // DeviceAttentionMatchesReference, DeviceMoeMatchesReference
+  for (const DeviceOpCase& c : deviceOpCases(16)) compared.insert(c.node.op);
+  for (const std::string& kind : opKindNames())
+    EXPECT_TRUE(compared.count(kind)) << "op '" << kind
+                                      << "' has no line in deviceOpCases (tests/cuda_host_kernels_test.cpp)";
 }
 
 // Attention: outputs and gradients within tolerance, the dropout mask (context tensor 2) bit for bit.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -101,6 +102,21 @@ TEST(KillMatrix, catalogueHasEveryBugClassOfTheIssue) {
     EXPECT_NE(findProperty(m.caughtBy), nullptr) << m.name << ": caughtBy names no property";
   }
   EXPECT_EQ(findMutant("no-such-mutant"), nullptr);
+}
+
+// Every mutant file of harness/mutants/ is in the catalogue (its factory's line in catalog.cpp): a file
+// NAME_WITH_UNDERSCORES.cpp holds mutant NAME-WITH-DASHES, and one the list forgets would never run.
+TEST(KillMatrix, everyMutantFileIsInTheCatalogue) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::sourceDir() / "harness" / "mutants")) {
+    if (e.path().extension() != ".cpp" || e.path().stem() == "catalog") continue;
+    std::string name = e.path().stem().string();
+    std::replace(name.begin(), name.end(), '_', '-');
+    EXPECT_NE(findMutant(name), nullptr) << e.path().filename().string()
+                                         << " is not in mutantCatalog() (harness/mutants/catalog.cpp)";
+    ++files;
+  }
+  EXPECT_EQ(files, static_cast<int>(mutantCatalog().size())) << "mutant files against catalogue lines";
 }
 
 TEST(KillMatrix, correctEngineIsNeverCaught) {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "reference/block.h"
+#include "reference/op_table.h"
 #include "reference/ops/add.h"
 #include "reference/ops/attention.h"
 #include "reference/ops/batchnorm.h"
@@ -168,6 +169,14 @@ TEST(OpsGradcheck, inputAndParameterGradientsMatchFiniteDifferences) {
     // Fixed inputs away from every kink: the oracle must be able to check every element.
     EXPECT_EQ(r.inputs.unreliable + r.params.unreliable, 0) << "finite differences disagree at two step sizes";
   }
+}
+
+// Every op of the op table is checked here: a new op adds its line to allOps.
+TEST(OpsGradcheck, everyOpOfTheTableIsChecked) {
+  std::set<std::string> checked;
+  for (const auto& c : allOps<double>()) checked.insert(c.op->kind());
+  for (const std::string& kind : opKindNames())
+    EXPECT_TRUE(checked.count(kind)) << "op '" << kind << "' has no line in allOps (tests/ops_gradcheck_test.cpp)";
 }
 
 // The replayed dropout masks must actually drop something, or the dropout checks above prove little.

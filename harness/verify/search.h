@@ -1,4 +1,4 @@
-// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs properties 1-6
+// The property runner behind `ckptcheck verify` and tests/mutants_test.cpp: runs the properties
 // (properties.h) over random cases and the catalogue, and when one fails, shrinks the case toward the smallest
 // model that still violates the same property.
 //
