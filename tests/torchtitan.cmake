@@ -19,8 +19,8 @@ foreach(f full selective_op selective_layer)
   add_torchtitan_test(user_model_torchtitan_${f}_holds ${EXAMPLES}/torchtitan_llama.py:${f} 240)
 endforeach()
 # torchtitan's apply_compile (Inductor, each block fullgraph) over FullAC: holds. Each of the six runs compiles the
-# blocks of both ranks: about 10 minutes here; one compiled mode, the compiled per-op and per-layer modes are
-# measured in USER_MODEL.md but not run in CI.
+# blocks on both ranks: 597 s here with Inductor's cache cold (load 11), 258 s with it warm (load 5-10). One
+# compiled mode only: the compiled per-op and per-layer modes are measured in USER_MODEL.md, not run in CI.
 # A compiled run's memory pass (Inductor, then the profiler) took more than validate's 300 s per run at load 14.
 add_torchtitan_test(user_model_torchtitan_full_compiled_holds ${EXAMPLES}/torchtitan_llama.py:full_compiled 600
                     --adapter-timeout 900)
