@@ -14,7 +14,7 @@ endfunction()
 
 # FullAC, SelectiveAC per op, every second block (torchtitan's former per-layer mode): all hold, and the
 # checkpointed run leaves 81%, 58% and 40% less activation memory on each rank. Measured here on 2 cores shared
-# with other work (load 12-20): 212-291 s each alone, 295-588 s under ctest -j2.
+# with other work: 119 s alone at load 6 (full), 212-291 s alone at load 12-18, 295-588 s under ctest -j2.
 foreach(f full selective_op selective_layer)
   add_torchtitan_test(user_model_torchtitan_${f}_holds ${EXAMPLES}/torchtitan_llama.py:${f} 240)
 endforeach()
