@@ -1,7 +1,8 @@
 # The wheel (`pip install .`, `pip wheel .`; pyproject.toml's [tool.scikit-build] configures it, scikit-build-core
 # sets SKBUILD). It holds the CLI and the Python files the CLI runs, in the `ckptcheck` package's data folder:
 #   ckptcheck/data/bin/ckptcheck       the CLI; the console script `ckptcheck` (python/ckptcheck/_cli.py) runs it
-#   ckptcheck/data/harness/adapters/   the built-in adapters and the user-model drivers (*.py)
+#   ckptcheck/data/harness/adapters/   the built-in case adapters (*.py)
+#   ckptcheck/data/harness/user_model/ the user-model drivers (*.py)
 #   ckptcheck/data/reports/            the report generator (`ckptcheck report`)
 #   ckptcheck/data/cases/catalog/      the catalogue (`ckptcheck verify`)
 # The CLI finds them through $CKPT_SOURCE_DIR, which the console script sets to that folder (the same variable a
@@ -19,6 +20,8 @@ function(ckpt_wheel_install)
   set_target_properties(ckptcheck PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS ckptcheck RUNTIME DESTINATION ckptcheck/data/bin)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/adapters/ DESTINATION ckptcheck/data/harness/adapters
+          FILES_MATCHING PATTERN "*.py" PATTERN "test_*.py" EXCLUDE PATTERN "__pycache__" EXCLUDE)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/user_model/ DESTINATION ckptcheck/data/harness/user_model
           FILES_MATCHING PATTERN "*.py" PATTERN "test_*.py" EXCLUDE PATTERN "__pycache__" EXCLUDE)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/reports/ DESTINATION ckptcheck/data/reports
           FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE PATTERN "out" EXCLUDE)

@@ -41,7 +41,7 @@ extern template Comparison compareSteps(const std::vector<StepResult<float>>&, c
 extern template Comparison compareSteps(const std::vector<StepResult<double>>&, const std::vector<StepResult<double>>&);
 
 // One named tensor of two runs, flat and of equal length, bit by bit: nullopt when equal. For user models
-// (harness/adapters/user_model.h), whose tensors are not StepResults. Integers: the distance is |a - b|.
+// (harness/user_model/user_model.h), whose tensors are not StepResults. Integers: the distance is |a - b|.
 std::optional<Difference> compareFlat(int step, const std::string& name, const float* a, const float* b, int64_t n);
 std::optional<Difference> compareFlat(int step, const std::string& name, const double* a, const double* b, int64_t n);
 std::optional<Difference> compareFlat(int step, const std::string& name, const int64_t* a, const int64_t* b, int64_t n);

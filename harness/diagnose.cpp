@@ -230,6 +230,14 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
   if (allFloat && worst <= static_cast<double>(roundingUlp))
     return {FindingClass::kRoundingLevel,
             "every difference is within " + w.str() + " ULP of its tensor's largest magnitude", worst};
+  // Only buffers differ, and not as further updates (a count the step clears after the forward, which the
+  // recompute adds into again): the computation is right and its state is not. Said, since the ULP means nothing
+  // to a buffer the plain step leaves at zero.
+  if (onlyState)
+    return {FindingClass::kSemantic,
+            "only buffers differ (the loss, gradients and parameters are equal); " + compared.front()->name +
+                " is not its plain value updated again",
+            worst};
   return {FindingClass::kSemantic,
           "no narrower class explains the differences (largest " + w.str() + " ULP of the tensor's scale)", worst};
 }

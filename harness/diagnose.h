@@ -11,11 +11,11 @@
 //                        element that cancels to nearly zero is thousands of its own ULPs off after any reordering.
 //                        A gradient zero in exact arithmetic (a bias before BatchNorm) is noise in both runs: within
 //                        N ULP of the step's largest differing gradient it counts as rounding, never as missing.
-//   semantic             anything else
+//   semantic             anything else (its line says when only buffers differ: the computation is right)
 // Checked in that order: the first that explains the evidence wins; a gradient absent where the plain run has one
 // is missing whatever the plain value. Used by `validate` for user models
-// (harness/adapters/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
-// (harness/adapters/validate_case.cpp); any caller with two runs' tensors can use it.
+// (harness/user_model/user_model.h) and, through diagnose_steps.h, for every adapter's check-1 finding
+// (harness/validate/validate_case.cpp); any caller with two runs' tensors can use it.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -68,7 +68,7 @@ Diagnosis diagnose(const std::vector<TensorEvidence>& differing, uint64_t roundi
 // that draws anew in the recompute and puts the generator back). `verify` re-runs its engine's policy run with
 // the engine's generator handling made the correct one and nothing else changed (harness/verify/draws_replayed.h):
 // the same model, masks and routing. `validate`, which cannot correct a framework, re-runs an adapter's case with
-// the draws off (randomnessOff; harness/adapters/validate_case.cpp), which removes drop-path nodes and changes
+// the draws off (randomnessOff; harness/validate/validate_case.cpp), which removes drop-path nodes and changes
 // routing, so there a non-random bug inside a stochastic block can still read as rng-desync.
 bool worthDropoutOffRerun(const Diagnosis& d, bool caseDraws);
 Diagnosis dropoutOffDiagnosis();     // rng-desync, with validate's evidence as its why

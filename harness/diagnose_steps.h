@@ -11,7 +11,7 @@
 
 namespace ckpt {
 
-// The state entry under which `validate` puts an adapter's generator state (harness/adapters/case_dir.h's
+// The state entry under which `validate` puts an adapter's generator state (harness/validate/case_dir.h's
 // kRngStateName): evidence of kind kRng, not a running statistic.
 inline constexpr const char* kAdapterRngStateName = "rng_state";
 

@@ -69,7 +69,7 @@ struct Param {
   Mat<T> value;
   Mat<T> grad;
   // PyTorch's shape is (rows, cols) (a Linear's, an embedding's or the LM head's weight, stored as PyTorch stores
-  // it); otherwise it is (rows * cols,). The adapter protocol's shapes follow it (harness/adapters/case_dir.h).
+  // it); otherwise it is (rows * cols,). The adapter protocol's shapes follow it (harness/validate/case_dir.h).
   bool matrix = false;
 };
 

@@ -1,7 +1,8 @@
 """The "applied in PyTorch and checked" table of a profiled model's section: tests/adapters/check_plan_loop.py's
 plan-loop.json (the loop of harness/engine/COSTS.md run on the model: each budget's placement applied with
-`validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes and
-predicted vs measured step-time overhead. Rows join the section whose model is the file's adapter."""
+`validate --plan`), one row per budget — the policy the planner picked, predicted vs measured saved bytes,
+step-time overhead and peak (COSTS.md, "The peak of a placement"). Rows join the section whose model is the
+file's adapter."""
 
 from __future__ import annotations
 
@@ -23,13 +24,18 @@ HEADER = [
     "plain saved",
     "time overhead predicted",
     "time overhead measured",
+    "peak predicted",
+    "peak measured",
 ]
 
 NOTE = (
     "Each placement was applied to the model in PyTorch (`validate --plan`) and trained next to the plain "
     "model: every row is bitwise equal to the plain run (else the loop fails), *saved* bytes are what the "
     "forward of step 0 left for backward as saved-tensor hooks count them, and the measured time overhead "
-    "is the median ratio of plain and checkpointed steps run side by side in one process."
+    "is the median ratio of plain and checkpointed steps run side by side in one process. The peak: the "
+    "planner's peak plus what the part before the chain saves, against torch.profiler's peak of the step's "
+    "tensors that are neither parameters, their gradients nor optimizer state (op workspace left out); more "
+    "than 25% above is a finding."
 )
 
 
@@ -46,6 +52,8 @@ class PlanCheckRow:
     plain_saved_bytes: int | None
     predicted_time_overhead: float | None
     measured_time_overhead: float | None
+    predicted_peak_bytes: int | None = None  # None: a plan loop written before the peak was checked
+    measured_peak_bytes: int | None = None
 
 
 def _pct(v: float | None) -> str:
@@ -69,6 +77,10 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
         for k in ("budget_label", "policy"):
             if not isinstance(r.get(k), str):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a string")
+        for k in ("predicted_peak_bytes", "measured_peak_bytes"):
+            v = r.get(k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise BadInput(f"{where}: rows[{i}].{k}: must be a non-negative integer or null")
         for k in ("predicted_time_overhead", "measured_time_overhead"):
             if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
@@ -82,6 +94,8 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
             r.get("plain_saved_bytes"),
             r.get("predicted_time_overhead"),
             r.get("measured_time_overhead"),
+            r.get("predicted_peak_bytes"),
+            r.get("measured_peak_bytes"),
         )
         for r in rows
     ]
@@ -104,9 +118,19 @@ def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
                 fmt_bytes(plain) if isinstance(plain, int) else "—",
                 _pct(r.predicted_time_overhead),
                 _pct(r.measured_time_overhead),
+                str(r.predicted_peak_bytes) if r.predicted_peak_bytes is not None else "—",
+                _peak(r.predicted_peak_bytes, r.measured_peak_bytes),
             ]
         )
     return out
+
+
+def _peak(predicted: int | None, measured: int | None) -> str:
+    if measured is None:
+        return "—"
+    if not predicted:
+        return str(measured)
+    return f"{measured} ({_pct(measured / predicted - 1)})"
 
 
 def blocks(rows: list[PlanCheckRow]) -> list[DocBlock]:

@@ -1,6 +1,6 @@
 """The "Your own models" table of the report: `ckptcheck validate --adapter torch:module=... --json` outputs (or
 their OUT/validate.json), one row per seed — verdicts, saved activation bytes plain vs checkpointed, and step
-times, all measured in the same run (harness/adapters/torch/USER_MODEL.md). Kept apart from make_report.py,
+times, all measured in the same run (harness/user_model/torch/USER_MODEL.md). Kept apart from make_report.py,
 which feeds it through `--frameworks`."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ NOTE = (
     "storage once, parameters excluded; for a JAX model the residuals JAX's autodiff saves, the step's "
     "arguments excluded); the *placement bound* is what the plain run saves outside the "
     "modules the checkpointed run recomputes, plus their inputs; *compiled temp* (JAX only) is XLA's memory "
-    "analysis of the compiled step, what the compiler kept (harness/adapters/jax/USER_MODEL.md); step times "
+    "analysis of the compiled step, what the compiler kept (harness/user_model/jax/USER_MODEL.md); step times "
     "are the median of the steps after the first; *activation* bytes (torch) are what the forward left allocated "
     "for the backward, from torch.profiler's memory timeline in a measuring pass of its own, which holds under "
     "torch.compile too: the memory property's figure. A JAX seed within its default tolerance is "

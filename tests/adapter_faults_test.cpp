@@ -9,7 +9,7 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 
-#include "harness/adapters/adapter.h"
+#include "harness/validate/adapter.h"
 #include "tests/cli_process.h"
 
 namespace ckpt::test {

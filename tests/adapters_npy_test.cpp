@@ -8,7 +8,7 @@
 #include <fstream>
 #include <limits>
 
-#include "harness/adapters/npy.h"
+#include "harness/validate/npy.h"
 
 namespace ckpt {
 namespace {

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "common/input_error.h"
-#include "harness/adapters/adapter.h"
-#include "harness/adapters/case_dir.h"
-#include "harness/adapters/runner.h"
+#include "harness/validate/adapter.h"
+#include "harness/validate/case_dir.h"
+#include "harness/validate/runner.h"
 #include "harness/compare.h"
 #include "reference/trainer.h"
 

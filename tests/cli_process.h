@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "harness/adapters/runner.h"
+#include "harness/validate/runner.h"
 #include "tests/test_util.h"
 
 namespace ckpt::test {

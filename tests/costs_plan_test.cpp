@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/input_error.h"
-#include "harness/adapters/plan_check.h"
+#include "harness/user_model/plan_check.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/costs_plans.h"
 #include "harness/engine/placement.h"
@@ -264,6 +264,38 @@ TEST(PlanCheck, holdsWhenPyTorchDidAsPlannedAndNamesTheFirstDivergence) {
   m["forward_calls"][1] = 3;
   const PlanOutcome calls = checkPlan(p, m, 0.1, 0.12);
   EXPECT_EQ(calls.why, "block h.1 ran 3 time(s) in the step, the plan says 2");
+}
+
+// The peak: predicted is the planner's peak plus what the part before the chain saves; a measured peak up to
+// kPeakTolerance above it holds (the working set inside a block's backward the planner does not model), as does
+// any below it; beyond it, a finding that says the saved bytes were as planned. Not measured: not checked.
+TEST(PlanCheck, peakBeyondTheToleranceIsAFindingAndBelowItHolds) {
+  const test::ScratchDir dir("plan-check-peak");
+  const PlacementFile p = placementOfTiny("uniform:k=2", dir);
+  const json m = measuredAsPredicted(p);
+  const int64_t predicted = p.peakBytes + p.savedBefore;
+  ASSERT_GT(p.peakBytes, 0);
+  const PlanOutcome unmeasured = checkPlan(p, m, 0.1, 0.12);
+  EXPECT_FALSE(unmeasured.finding);
+  EXPECT_FALSE(unmeasured.measuredPeak);
+  EXPECT_EQ(unmeasured.predictedPeak, predicted);
+  const auto atMost = static_cast<int64_t>(static_cast<double>(predicted) * (1.0 + kPeakTolerance));
+  for (const int64_t measured : {int64_t{0}, predicted / 2, predicted, atMost}) {
+    const PlanOutcome o = checkPlan(p, m, 0.1, 0.12, measured);
+    EXPECT_FALSE(o.finding) << measured << ": " << o.why;
+    EXPECT_EQ(o.measuredPeak, measured);
+  }
+  const PlanOutcome over = checkPlan(p, m, 0.1, 0.12, atMost + 1);
+  EXPECT_TRUE(over.finding);
+  EXPECT_EQ(over.why.rfind("the step's peak exceeds the plan: predicted " + std::to_string(predicted) + " B (planned " +
+                               std::to_string(p.peakBytes) + " + " + std::to_string(p.savedBefore) +
+                               " saved before the chain), torch.profiler measured " + std::to_string(atMost + 1),
+                           0),
+            0u)
+      << over.why;
+  json bytes = m;  // a saved-bytes divergence is named first
+  bytes["saved_bytes_by_block"][0] = p.savedByBlock[0] + 8;
+  EXPECT_EQ(checkPlan(p, bytes, 0.1, 0.12, 2 * predicted).why.rfind("saved activation bytes differ", 0), 0u);
 }
 
 TEST(PlanCli, writesAPlacementAndPicksTheCheapestUnderABudget) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/adapters/adapter.h"
+#include "harness/validate/adapter.h"
 #include "harness/atomic_file.h"
 #include "tests/cli_process.h"
 

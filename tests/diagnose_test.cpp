@@ -132,6 +132,23 @@ TEST(Diagnose, countsAddedAgainByTheRecomputeAreStateUpdatedTwice) {
   }
 }
 
+// A count the step clears after its forward (a forward hook's update, torchtitan issue 1117), which the recompute
+// adds into again: plain ends at zero, so no further update of its plain value explains it. Semantic, saying that
+// only buffers differ.
+TEST(Diagnose, bufferClearedThenAddedAgainIsSemanticNamingOnlyBuffers) {
+  TensorEvidence c = tensor(TensorKind::kState, {0, 0, 0, 0}, {10, 21, 18, 15}, 1);
+  c.name = "blocks.0.tokens_per_expert";
+  c.before = {0, 0, 0, 0};
+  EXPECT_EQ(furtherUpdates(c), 0);
+  const Diagnosis d = diagnose({c}, 64);
+  EXPECT_EQ(d.cls, FindingClass::kSemantic);
+  EXPECT_NE(d.why.find("only buffers differ"), std::string::npos) << d.why;
+  EXPECT_NE(d.why.find("blocks.0.tokens_per_expert"), std::string::npos) << d.why;
+  TensorEvidence g = tensor(TensorKind::kGradient, {1, 2}, {1, 3}, 1);
+  g.name = "blocks.0.router.weight";
+  EXPECT_EQ(diagnose({c, g}, 64).why.find("only buffers differ"), std::string::npos);
+}
+
 // verify's state-updated-twice under recursive: a residual-bn block recomputed twice moves its running statistics
 // two momentum updates past the plain run's (r0 = 1, batch variance 0: 0.9 plain, 0.729 = 0.9^3 checkpointed).
 TEST(Diagnose, runningStatUpdatedTwiceMoreIsStateUpdatedTwice) {

@@ -1,4 +1,4 @@
-// The fork server (harness/adapters/fork_server.h) gives what runProcess of `python SCRIPT ARGS...` gives: the exit
+// The fork server (harness/user_model/fork_server.h) gives what runProcess of `python SCRIPT ARGS...` gives: the exit
 // code, the signal, the timeout with the run's whole group killed, stdout and stderr in their files, argv, a fresh
 // interpreter's state in every run; and when the server cannot serve, the same results from fresh processes.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/adapters/adapter.h"
-#include "harness/adapters/fork_server.h"
-#include "harness/adapters/runner.h"
+#include "harness/validate/adapter.h"
+#include "harness/user_model/fork_server.h"
+#include "harness/validate/runner.h"
 #include "tests/cli_process.h"
 #include "tests/test_util.h"
 
@@ -125,7 +125,7 @@ TEST_F(ForkServerTest, timeoutKillsTheRunsWholeGroupAndTheServerGoesOn) {
 }
 
 // A grandchild that called setsid() is in no group a kill reaches; ckptcheck, the child subreaper of what it starts
-// (runner.h), ends it when the run ends, and when the run times out.
+// (harness/validate/runner.h), ends it when the run ends, and when the run times out.
 TEST_F(ForkServerTest, aRunsDescendantThatLeftItsSessionEndsWithTheRun) {
   for (const std::string mode : {"escape", "escape-and-hang"}) {
     SCOPED_TRACE(mode);

@@ -14,7 +14,7 @@
 
 #include "cases/user_file.h"
 #include "common/input_error.h"
-#include "harness/adapters/plan_check.h"
+#include "harness/user_model/plan_check.h"
 #include "harness/atomic_file.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/costs_plans.h"

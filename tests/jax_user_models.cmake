@@ -1,4 +1,4 @@
-# Your own JAX model (harness/adapters/jax/USER_MODEL.md): `validate --adapter jax:module=PATH.py:FACTORY` on the
+# Your own JAX model (harness/user_model/jax/USER_MODEL.md): `validate --adapter jax:module=PATH.py:FACTORY` on the
 # shipped examples (examples/jax/: Flax NNX, Equinox, plain JAX scan) with each verdict pinned, and on broken
 # factories (tests/adapters/jax_user_models.py) for exit codes 2 and 3. Included by tests/CMakeLists.txt. One seed
 # and few steps: each run compiles the step anew (1-3 s), and a finding adds a second plain run and, when semantic,

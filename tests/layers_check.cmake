@@ -1,6 +1,6 @@
 # The layering rule of ARCHITECTURE.md: every arrow (an #include of a project header) runs down. Each folder of
 # C++ sources is on a layer below; a file may include its own folder's headers and those of a lower layer, never
-# a higher one nor another folder of its own layer (policies and mutants, verify and adapters know nothing of each
+# a higher one nor another folder of its own layer (policies and mutants, verify and validate know nothing of each
 # other). Run as `cmake -DSOURCE_DIR=... -P layers_check.cmake`; fails naming every include that breaks the rule,
 # and every folder of sources that is on no layer (a new folder takes a line here).
 if(NOT SOURCE_DIR)
@@ -19,9 +19,10 @@ set(layers
     "7 harness/policies"
     "7 harness/mutants"
     "8 harness/verify"
-    "8 harness/adapters"
+    "8 harness/validate"
     "8 bench"
-    "9 harness/cli")
+    "9 harness/user_model"
+    "10 harness/cli")
 # Top-level folders that are no layer: tests include everything; cmake/ holds an empty anchor file.
 set(unlayered tests cmake)
 

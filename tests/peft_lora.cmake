@@ -1,5 +1,5 @@
 # PEFT LoRA on a frozen Hugging Face Llama (examples/torch/peft_lora.py, built from a tiny LlamaConfig): each
-# setup's verdict pinned (harness/adapters/torch/USER_MODEL.md). Two steps, so the second step's lora_A gradients
+# setup's verdict pinned (harness/user_model/torch/USER_MODEL.md). Two steps, so the second step's lora_A gradients
 # are not zero (lora_B starts at zero, which makes every lora_A gradient of step 0 zero in both runs). Each test is
 # 25-35 s on this 2-core machine (six processes, each building the model): labels slow, COST 30. Included from
 # tests/CMakeLists.txt (add_user_model_test, EXAMPLES).

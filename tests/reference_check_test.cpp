@@ -1,9 +1,9 @@
-// Check 2's comparison (harness/adapters/reference_check.h): what each tensor is judged against, and that a fault
+// Check 2's comparison (harness/validate/reference_check.h): what each tensor is judged against, and that a fault
 // names absolute figures a person can check.
 #include <gtest/gtest.h>
 
 #include "cases/case_json.h"
-#include "harness/adapters/reference_check.h"
+#include "harness/validate/reference_check.h"
 
 namespace ckpt {
 namespace {

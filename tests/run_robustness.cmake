@@ -21,11 +21,11 @@ add_validate_test(validate_numpy_timing_lr_overflow_not_judged TIMEOUT 120
                        --timing-case ${CMAKE_CURRENT_SOURCE_DIR}/bad-inputs/cases/lr-overflow.json)
 
 # A factory's run that forks a grandchild calling setsid() (out of every group kill's reach): ckptcheck, the child
-# subreaper of what it starts (harness/adapters/runner.h), ends it with the run; none is left once validate exits.
+# subreaper of what it starts (harness/validate/runner.h), ends it with the run; none is left once validate exits.
 # The same for runProcess, ServeProcess and the fork server in adapters_test (*LeftTheGroupAndSession,
 # *LeftItsSession*).
 # Two validate runs given one --out: the second is refused at once (exit 2, one line) while the first holds OUT's
-# lock (harness/adapters/work_dir.h, OutDirLock), so no verdict is read from the other run's files.
+# lock (harness/validate/work_dir.h, OutDirLock), so no verdict is read from the other run's files.
 foreach(t "user_model_setsid_grandchildren_ended;escaped-children;${BROKEN};FALSE"
           "validate_shared_out_refused;shared-out;${EXAMPLES};TRUE")
   list(GET t 0 name)

@@ -1,4 +1,4 @@
-// Check 3's memory property against the plan (harness/adapters/saved_bytes_plan.h) without a framework: the
+// Check 3's memory property against the plan (harness/validate/saved_bytes_plan.h) without a framework: the
 // per-block checkpoint schedule is valid for any set of recomputed blocks, checkpointing a block never keeps more
 // than taping it, every-block-taped is store-all, and the verdict's branches (no effect, above the planned ratio,
 // within it, a selective run, a plan that requires no saving).
@@ -7,7 +7,7 @@
 
 #include "cases/generators.h"
 #include "cases/lm_case.h"
-#include "harness/adapters/saved_bytes_plan.h"
+#include "harness/validate/saved_bytes_plan.h"
 #include "harness/engine/chain_cost.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/policy.h"

@@ -1,4 +1,4 @@
-# Distributed factories under torchrun (harness/adapters/torch/USER_MODEL.md, "Sharded and data-parallel models"):
+# Distributed factories under torchrun (harness/user_model/torch/USER_MODEL.md, "Sharded and data-parallel models"):
 # FSDP2 (examples/torch/fsdp2.py) and DDP (examples/torch/ddp.py) over gloo on the CPU, each rank a process torchrun
 # starts, with their verdicts pinned, a two-node run on the loopback address, and the bad input of a distributed
 # setup. Each validate run starts torchrun and W fresh interpreters (no fork server there): 15-25 s a run on 2

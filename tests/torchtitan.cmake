@@ -1,6 +1,6 @@
 # torchtitan 0.3.0 as a client (examples/torch/torchtitan_llama.py): its Llama3 debug model, its activation
 # checkpointing modes applied by its own functions, with and without its per-block torch.compile, under its own
-# FSDP2 sharding on 2 ranks (torchrun, gloo, CPU). Verdicts in harness/adapters/torch/USER_MODEL.md ("torchtitan").
+# FSDP2 sharding on 2 ranks (torchrun, gloo, CPU). Verdicts in harness/user_model/torch/USER_MODEL.md ("torchtitan").
 # One seed, two steps (the memory pass profiles step 1: AdamW's state and the compiled blocks exist by then) of
 # batch 4 x 64 tokens per rank; each validate run is torchrun and 2 ranks building the 6.2M-parameter model, six
 # runs a holding seed. Included from tests/CMakeLists.txt (add_user_model_test, EXAMPLES).

@@ -1,5 +1,5 @@
 // The C++ half of `validate --adapter torch:module=...` without PyTorch: the module= spec, and the comparison of
-// two run dumps (harness/adapters/user_model_run.h) on hand-written .npy files — the first difference by module
+// two run dumps (harness/user_model/user_model_run.h) on hand-written .npy files — the first difference by module
 // path, an absent gradient, integer counters, the evidence diagnose() gets, a malformed dump.
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "common/input_error.h"
-#include "harness/adapters/case_dir.h"
-#include "harness/adapters/npy.h"
-#include "harness/adapters/user_model_jax.h"
-#include "harness/adapters/user_model_run.h"
+#include "harness/validate/case_dir.h"
+#include "harness/validate/npy.h"
+#include "harness/user_model/user_model_jax.h"
+#include "harness/user_model/user_model_run.h"
 
 namespace ckpt {
 namespace {

@@ -1,4 +1,4 @@
-// validate's scratch directory (harness/adapters/work_dir.h): under $CKPT_SCRATCH (or /dev/shm) and removed
+// validate's scratch directory (harness/validate/work_dir.h): under $CKPT_SCRATCH (or /dev/shm) and removed
 // afterwards; OUT/work and kept with --keep-work; OUT/work when the scratch root cannot take it.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "harness/adapters/work_dir.h"
+#include "harness/validate/work_dir.h"
 
 namespace ckpt {
 namespace {

@@ -1,4 +1,4 @@
-"""An Equinox model for `ckptcheck validate --adapter jax:module=...` (harness/adapters/jax/USER_MODEL.md): residual
+"""An Equinox model for `ckptcheck validate --adapter jax:module=...` (harness/user_model/jax/USER_MODEL.md): residual
 MLP blocks (eqx.nn.LayerNorm, eqx.nn.Linear, eqx.nn.Dropout) and a linear head, each block run through
 eqx.filter_checkpoint when the model's static `remat` field says so. The model is an eqx.Module, a pytree: its
 floating-point arrays are trained, its static fields and functions are not. Factories:

@@ -1,5 +1,5 @@
 """A small Flax NNX transformer language model for `ckptcheck validate --adapter jax:module=...`
-(harness/adapters/jax/USER_MODEL.md): token embedding, pre-norm blocks (causal attention, MLP, dropout drawn from
+(harness/user_model/jax/USER_MODEL.md): token embedding, pre-norm blocks (causal attention, MLP, dropout drawn from
 the model's nnx.Rngs), LM head, cross-entropy. Factories:
 
   remat         nnx.remat on every block's call (the usual NNX setup): holds

@@ -1,6 +1,6 @@
 """Plain JAX, the LLM pattern: identical residual MLP blocks, their parameters stacked along a leading axis, run by
 jax.lax.scan over layers, each block's body under jax.checkpoint with a policy; dropout keyed per step and layer
-(`validate --adapter jax:module=...`, harness/adapters/jax/USER_MODEL.md). The model is a dict of arrays and the
+(`validate --adapter jax:module=...`, harness/user_model/jax/USER_MODEL.md). The model is a dict of arrays and the
 remat choice (a static leaf the loss reads). Factories:
 
   nothing_saveable   jax.checkpoint's default policy: holds

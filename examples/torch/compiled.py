@@ -1,7 +1,7 @@
 """The compiled zoo: checkpointing under torch.compile as users write it, for `ckptcheck validate --adapter
 torch:module=examples/torch/compiled.py:FACTORY`. Both runs are compiled alike (the factory's `wrap`), so the
 comparison is "compiled with checkpointing" against "compiled without". Each factory's verdict is pinned in
-tests/CMakeLists.txt (user_model_compiled_* tests) and listed in harness/adapters/torch/USER_MODEL.md.
+tests/CMakeLists.txt (user_model_compiled_* tests) and listed in harness/user_model/torch/USER_MODEL.md.
 
 The model is the size of a test, not of a workload: three residual blocks of width 64 with dropout, batch 32, so
 that a block's activations outweigh the 5056 bytes of generator state each checkpoint region keeps."""

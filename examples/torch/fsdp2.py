@@ -4,7 +4,7 @@ evenly among the ranks: FSDP2 pads its shards). ckptcheck applies the factory's 
 (fully_shard per block, then the root, as torchtitan writes it), in both runs, and compares per step every rank's
 loss, buffers and generator, and the gradients and parameters gathered whole from their shards.
 Factories for `ckptcheck validate --adapter torch:module=examples/torch/fsdp2.py:FACTORY`; each verdict is pinned in
-tests/torch_distributed.cmake."""
+tests/torch_distributed.cmake (`autocast_bf16`, PyTorch issue 148831: tests/torch_repro.cmake)."""
 
 import functools
 import os
@@ -29,8 +29,8 @@ def shard(model, mesh, mp_policy):
     fully_shard(model, mesh=mesh, mp_policy=mp_policy)
 
 
-def _fsdp2(checkpoint, world_size=2, mp_policy=None):
-    s = mlp._setup(checkpoint)
+def _fsdp2(checkpoint, world_size=2, mp_policy=None, loss_context=None):
+    s = mlp._setup(checkpoint, loss_context=loss_context)
     # mlp.py's 64 rows per rank: the profiler's activation figure under FSDP2 may or may not hold one block's
     # unsharded parameters (all-gathered for the backward, 16768 B in float32, 8384 B in bf16) depending on when
     # the all-gather lands against the backward's start; 64 rows keep that well inside --min-saving's margin.
@@ -67,3 +67,10 @@ def mixed_precision_bf16(seed):
     return _fsdp2(
         _non_reentrant_wrapper, mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     )
+
+
+def autocast_bf16(seed):
+    """CPU autocast to bfloat16 around the loss (both runs), FSDP2 with the default MixedPrecisionPolicy, each
+    sharded block a checkpoint_wrapper whose forward checkpoints the block (PyTorch issue 148831 reports fully_shard
+    losing the autocast context in the recompute: other dtypes, a metadata mismatch)."""
+    return _fsdp2(_non_reentrant_wrapper, loss_context=lambda: torch.autocast("cpu", dtype=torch.bfloat16))

@@ -174,3 +174,35 @@ def compiled_memory_budget(seed):
     s = _setup(_memory_budget)
     s["wrap"] = lambda m: torch.compile(m, backend="aot_eager_decomp_partition")
     return s
+
+
+class HiddenKeepingBlock(Block):
+    """Keeps its hidden layer on the module for logging, with its graph (the bug: no .detach()). In a recomputed
+    segment the forward's hidden layer is then not freed until the recompute replaces it, so every recomputed
+    block still waiting for its backward holds one: PyTorch packs none of it (the saved bytes are as planned), but
+    the step's peak holds it."""
+
+    def forward(self, x):
+        self.hidden = F.gelu(self.fc1(x))
+        return x + self.drop(self.fc2(self.hidden))
+
+
+def plan(seed):
+    """The MLP for `ckptcheck profile` and `validate --plan`: the chain is the four residual blocks; `checkpoint`
+    is correct's (checked by the same property elsewhere). Batch 512, so a block's activations (128 KB each of
+    fc1's and gelu's outputs) outweigh the generator state every checkpoint keeps (5056 bytes)."""
+    s = correct(seed)
+    s["chain"] = lambda m: m.blocks
+    s["batch_size"] = 512
+    return s
+
+
+def plan_hidden_kept(seed):
+    """`plan` with blocks that keep their hidden layer (HiddenKeepingBlock): a placement's saved bytes hold as
+    planned; its peak does not."""
+    s = plan(seed)
+    for i in range(len(s["model"].blocks)):
+        keeping = HiddenKeepingBlock()
+        keeping.load_state_dict(s["model"].blocks[i].state_dict())
+        s["model"].blocks[i] = keeping
+    return s

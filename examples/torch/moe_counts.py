@@ -3,7 +3,15 @@ into, as torchtitan's MoE does for load balancing (`tokens_per_expert`; torchtit
 full activation checkpointing). Every block is checkpointed (non-reentrant): the recompute runs the forward again
 and adds the step's counts a second time, 37 -> 74 where plain has 37. ckptcheck compares the buffer with its value
 before the step and classes the finding `state-updated-twice`. Factories for
-`ckptcheck validate --adapter torch:module=examples/torch/moe_counts.py:FACTORY`, pinned in tests/CMakeLists.txt."""
+`ckptcheck validate --adapter torch:module=examples/torch/moe_counts.py:FACTORY`, pinned in tests/CMakeLists.txt.
+
+`bias_*`: auxiliary-loss-free load balancing (torchtitan PR 1114): the routing picks each token's expert by its
+score plus a per-expert `expert_bias` buffer, and an update moves the bias against the counts (torchtitan's rule,
+coefficient 1e-3) and clears them. torchtitan runs the update before the optimizer step; PR 1114 notes that a
+forward hook would conflict with activation checkpointing, and torchtitan issue 1117 is the recompute seeing other
+routing (a metadata mismatch). `bias_forward_hook` updates in a forward hook on each MoE block, so the recompute
+routes with the bias the forward moved; `bias_optimizer_hook` updates in the optimizer's step pre-hook. Pinned in
+tests/torch_repro.cmake."""
 
 import torch
 import torch.nn as nn
@@ -21,10 +29,11 @@ class MoE(nn.Module):
         self.router = nn.Linear(WIDTH, EXPERTS)
         self.experts = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(EXPERTS))
         self.register_buffer("tokens_per_expert", torch.zeros(EXPERTS))
+        self.register_buffer("expert_bias", torch.zeros(EXPERTS))  # zero unless a factory's update moves it
 
     def forward(self, x):
         scores = F.softmax(self.router(x), dim=-1)
-        top = scores.argmax(dim=-1)
+        top = (scores + self.expert_bias).argmax(dim=-1)  # the bias steers the choice, not the gate's weight
         with torch.no_grad():
             self.tokens_per_expert += torch.bincount(top, minlength=EXPERTS).float()
         out = torch.zeros_like(x)
@@ -63,3 +72,47 @@ def counted_twice(seed):
         "checkpoint": checkpoint,
         "batch_size": 64,
     }
+
+
+LOAD_BALANCE_COEFF = 1e-3  # torchtitan's default
+
+
+@torch.no_grad()
+def update_bias(moe):
+    """torchtitan's update: the bias moves by the coefficient towards under-used experts (sign of mean - count),
+    kept at zero mean; the counts start again."""
+    counts = moe.tokens_per_expert
+    delta = LOAD_BALANCE_COEFF * torch.sign(counts.mean() - counts)
+    moe.expert_bias.add_(delta - delta.mean())
+    counts.zero_()
+
+
+def _balanced(hook):
+    s = counted_twice(0)
+    moes = list(s["model"].blocks)
+    if hook == "forward":
+        for moe in moes:
+            moe.register_forward_hook(lambda m, inputs, output: update_bias(m))
+    else:
+
+        def before_step(opt, args, kwargs):
+            for moe in moes:
+                update_bias(moe)
+
+        def optimizer(params):
+            opt = torch.optim.SGD(params, lr=0.01)  # the driver's default optimizer, with the update before its step
+            opt.register_step_pre_hook(before_step)
+            return opt
+
+        s["optimizer"] = optimizer
+    return s
+
+
+def bias_forward_hook(seed):
+    """The bias updated by a forward hook on each MoE block: it runs after the forward and again in the recompute."""
+    return _balanced("forward")
+
+
+def bias_optimizer_hook(seed):
+    """The bias updated before the optimizer step (torchtitan's place): once a step, after the backward."""
+    return _balanced("optimizer")

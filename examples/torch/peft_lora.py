@@ -20,12 +20,17 @@ plain run is the same recipe without it.
 `alora_*`: activated LoRA (`alora_invocation_tokens`), whose adapters read per-call offsets that a forward hook
 passes in (PEFT issue 2826: the recompute of a checkpointed layer ran without them).
 
+`fsdp2_non_reentrant`: the same LoRA fine-tuning on 2 ranks under FSDP2 (torchrun, gloo on the CPU): each
+decoder layer `fully_shard`, then the root, as torchtitan writes it; frozen base and LoRA parameters share each
+layer's FSDP unit. Pinned in tests/torch_repro.cmake.
+
 Factories for `ckptcheck validate --adapter torch:module=examples/torch/peft_lora.py:FACTORY`."""
 
 import tempfile
 
 import torch
 from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+from torch.distributed.fsdp import fully_shard
 from transformers import BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
 
 VOCAB, SEQ = 96, 16
@@ -123,3 +128,16 @@ def alora_reentrant(seed):
 
 def alora_non_reentrant(seed):
     return _lora(use_reentrant=False, alora=True)
+
+
+def shard_layers(model, mesh, mp_policy):
+    """fully_shard each decoder layer (its frozen projections and their LoRA adapters together), then the root."""
+    for layer in model.base_model.model.model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy)
+
+
+def fsdp2_non_reentrant(seed):
+    s = _lora(use_reentrant=False)
+    s["distributed"] = {"kind": "fsdp2", "world_size": 2, "shard": shard_layers}
+    return s

@@ -1,5 +1,5 @@
 // ckptcheck profile: measures a user's PyTorch model once, plain, and writes its chain costs (harness/engine/
-// COSTS.md) for `plan --costs` and `report --costs`. harness/adapters/torch/chain_profile.py does the measuring; this
+// COSTS.md) for `plan --costs` and `report --costs`. harness/user_model/torch/chain_profile.py does the measuring; this
 // command checks the arguments, runs it, and reads the file back through the same checks every reader applies,
 // so a costs file it leaves behind always loads.
 #include <filesystem>
@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "common/input_error.h"
-#include "harness/adapters/adapter.h"
-#include "harness/adapters/runner.h"
-#include "harness/adapters/user_model_run.h"
+#include "harness/validate/adapter.h"
+#include "harness/validate/runner.h"
+#include "harness/user_model/user_model_run.h"
 #include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 #include "harness/engine/costs_file.h"
@@ -49,7 +49,7 @@ int profile(const Options& o) {
   const fs::path out = fs::absolute(o.out);
   if (!out.has_filename() || fs::is_directory(out)) throw InputError("--out '" + o.out + "': give a file name");
   if (!fs::is_directory(out.parent_path())) throw InputError("--out '" + o.out + "': no such directory");
-  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "adapters" / "torch" / "chain_profile.py";
+  const fs::path script = fs::path(adapterSourceDir()) / "harness" / "user_model" / "torch" / "chain_profile.py";
   std::vector<std::string> argv = {adapterPython(), script.string(),
                                    "--module",      spec.module,
                                    "--factory",     spec.factory,

@@ -6,9 +6,9 @@
 
 #include "cases/block_kind.h"
 #include "common/input_error.h"
-#include "harness/adapters/user_model.h"
-#include "harness/adapters/user_model_run.h"
-#include "harness/adapters/validate.h"
+#include "harness/user_model/user_model.h"
+#include "harness/user_model/user_model_run.h"
+#include "harness/validate/validate.h"
 #include "harness/cli/cli_checks.h"
 #include "harness/cli/commands.h"
 
@@ -30,8 +30,8 @@ void addValidate(CLI::App& app, int& exitCode) {
                             "Built-in adapter NAME[:k=v,...]: numpy [segments=K]; torch [use_reentrant=0|1, "
                             "preserve_rng_state=0|1, mode=checkpoint|sequential|selective, segments=K]; jax "
                             "[policy=nothing_saveable|dots_saveable|everything_saveable]; your own PyTorch model: "
-                            "torch:module=PATH.py[:FACTORY] (harness/adapters/torch/USER_MODEL.md); your own JAX "
-                            "model: jax:module=PATH.py[:FACTORY] (harness/adapters/jax/USER_MODEL.md)");
+                            "torch:module=PATH.py[:FACTORY] (harness/user_model/torch/USER_MODEL.md); your own JAX "
+                            "model: jax:module=PATH.py[:FACTORY] (harness/user_model/jax/USER_MODEL.md)");
   auto* c = cmd->add_option("--adapter-cmd", o->adapterCmd, "Any adapter command line \"COMMAND ARGS\" (PROTOCOL.md)");
   a->excludes(c);
   c->excludes(a);

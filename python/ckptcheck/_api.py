@@ -73,7 +73,7 @@ class ValidateOptions(TypedDict, total=False):
 
 def validate(factory: Factory, framework: str = "torch", **options: Unpack[ValidateOptions]) -> ValidateResult:
     """`ckptcheck validate --adapter FRAMEWORK:module=...` on a factory (a function a module-level name holds, or
-    "file.py:name"; harness/adapters/torch/USER_MODEL.md and jax/USER_MODEL.md say what it returns). Returns the
+    "file.py:name"; harness/user_model/{torch,jax}/USER_MODEL.md say what it returns). Returns the
     verdict, holds or finding, with what it rests on; raises CkptcheckError on bad input or an adapter fault."""
     if framework not in ("torch", "jax"):
         raise ValueError("framework must be torch or jax, not %r" % framework)
@@ -104,7 +104,7 @@ def validate_torch(factory: Factory, **options: Unpack[ValidateOptions]) -> Vali
 
 def validate_jax(factory: Factory, **options: Unpack[ValidateOptions]) -> ValidateResult:
     """Validate a JAX model's remat: validate(factory, "jax", ...); without `ulp`, JAX's default of 64 ULP of scale
-    on the gradients (harness/adapters/jax/USER_MODEL.md)."""
+    on the gradients (harness/user_model/jax/USER_MODEL.md)."""
     return validate(factory, "jax", **options)
 
 

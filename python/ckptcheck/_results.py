@@ -1,6 +1,6 @@
 """Typed results, read from the CLI's own report files (validate's validate.json, plan's --json output).
 
-The fields follow harness/adapters/user_model_report.cpp and harness/cli/cmd_plan.cpp; `raw` keeps the whole
+The fields follow harness/user_model/user_model_report.cpp and harness/cli/cmd_plan.cpp; `raw` keeps the whole
 record for anything not lifted into a field.
 """
 

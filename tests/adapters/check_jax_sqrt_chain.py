@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The √L shape of uniform segments, in JAX and in ckptcheck's planner (harness/adapters/jax/USER_MODEL.md,
+"""The √L shape of uniform segments, in JAX and in ckptcheck's planner (harness/user_model/jax/USER_MODEL.md,
 "Memory"): a chain of L identical blocks of the planner's `mlp` kind (Linear(W, W), ReLU; no dropout), run by
 `jax.lax.scan` over k segments, each one `jax.checkpoint` around a scan of its L/k blocks, for every k dividing L.
 
   check_jax_sqrt_chain.py CKPTCHECK
 
-Checks, with the figures the JAX driver reports (harness/adapters/jax/residuals.py):
+Checks, with the figures the JAX driver reports (harness/user_model/jax/residuals.py):
 - saved residuals: the k segments keep exactly one boundary each: bytes(k) - bytes(1) = (k - 1) * B * W * 4;
 - compiled temp bytes (XLA's memory analysis of the jitted gradient): falls from k = 1, rises again at k = L, is
   lowest at a k where `ckptcheck plan --case CHAIN --policy uniform:k=K` predicts its lowest peak (k boundaries
@@ -69,7 +69,7 @@ def main():
     if len(sys.argv) != 2:
         fail("usage: check_jax_sqrt_chain.py CKPTCHECK")
     require_python_modules(["jax"])
-    jax_dir = os.path.join(HERE, "..", "..", "harness", "adapters", "jax")
+    jax_dir = os.path.join(HERE, "..", "..", "harness", "user_model", "jax")
     r = subprocess.run(
         [adapter_python(), "-c", MEASURE, jax_dir, str(L), str(W), str(B)], capture_output=True, text=True
     )

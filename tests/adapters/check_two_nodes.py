@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from check_validate import adapter_python  # noqa: E402
 
-DRIVER = os.path.join(HERE, "..", "..", "harness", "adapters", "torch", "user_model.py")
+DRIVER = os.path.join(HERE, "..", "..", "harness", "user_model", "torch", "user_model.py")
 MAX_JOINS = 40
 
 

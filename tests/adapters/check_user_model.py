@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs one `ckptcheck validate --adapter torch:module=...` command and checks its exit code, its stderr and its
-JSON report (CTest's user-model tests; harness/adapters/torch/USER_MODEL.md).
+JSON report (CTest's user-model tests; harness/user_model/torch/USER_MODEL.md).
 
   check_user_model.py [expectations] -- CKPTCHECK validate ARGS... --out DIR
 
@@ -16,6 +16,10 @@ Expectations:
   --replay                   the shrunk finding's replay command, run too, exits the same way
   --needs-python-module M    the Python of the built-in adapters must import M, else fail with a hint (or skip,
                              exit 77, when CKPT_SKIP_FRAMEWORK_TESTS=1)
+  --needs-cuda               that Python's torch must see a CUDA device, else skip (exit 77, "no CUDA device");
+                             with CKPT_REQUIRE_GPU=1 fail instead
+  --generators A,B           every run the driver wrote (compared runs and passes) dumped the state of exactly these
+                             generators after every step (cpu, cuda:0, ...): all of them were compared
   --changed INSTRUMENT:MODE  the report says this measuring pass changed its run (user_model_instruments.h); every
                              pass not named must have changed nothing (--changed none: no pass changed its run)
   --profiled-step N          every compared seed's profiler figures (both modes) come from dumped step N, the
@@ -36,7 +40,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_validate import fail, require_python_modules  # noqa: E402
+from check_validate import fail, require_cuda, require_python_modules  # noqa: E402
 
 
 def check_seeds(rep, a):
@@ -148,6 +152,27 @@ def check_finding(rep, a, cmd, code):
         print("replay: exit %d as expected" % rr.returncode)
 
 
+def check_generators(out, want):
+    """Every index.json under the validate output lists, for each dumped step, the generators `want`."""
+    runs = 0
+    for root, _dirs, files in os.walk(out):
+        if "index.json" not in files:
+            continue
+        with open(os.path.join(root, "index.json")) as f:
+            tensors = json.load(f).get("tensors", [])
+        by_step = {}
+        for t in tensors:
+            if t.get("kind") == "rng":
+                by_step.setdefault(t["step"], set()).add(t["name"])
+        for step, names in sorted(by_step.items()):
+            if names != set(want):
+                fail("%s: step %d dumped generators %s, expected %s" % (root, step, sorted(names), sorted(want)))
+        runs += bool(by_step)
+    if not runs:
+        fail("no run under %s dumped a generator state" % out)
+    print("generators compared: %s (%d runs)" % (", ".join(want), runs))
+
+
 def rep_dir(cmd):
     return cmd[cmd.index("--out") + 1]
 
@@ -168,6 +193,8 @@ def main():
     p.add_argument("--seed-status", action="append", default=[])
     p.add_argument("--replay", action="store_true")
     p.add_argument("--needs-python-module", action="append", default=[])
+    p.add_argument("--needs-cuda", action="store_true")
+    p.add_argument("--generators")
     p.add_argument("--changed", action="append", default=None)
     p.add_argument("--profiled-step", type=int)
     p.add_argument("--max-seconds", type=float)
@@ -175,6 +202,8 @@ def main():
     a = p.parse_args(argv[:split])
     cmd = argv[split + 1 :]
     require_python_modules(a.needs_python_module)
+    if a.needs_cuda:
+        require_cuda()
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -198,6 +227,8 @@ def main():
     if rep["exit_code"] != r.returncode:
         fail("report says exit %d, the process exited %d" % (rep["exit_code"], r.returncode))
     check_seeds(rep, a)
+    if a.generators:
+        check_generators(rep_dir(cmd), a.generators.split(","))
     if a.bitwise == "finding" or a.class_ or a.tensor:
         check_finding(rep, a, cmd, r.returncode)
 

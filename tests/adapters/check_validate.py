@@ -66,6 +66,19 @@ def require_python_modules(modules):
             fail("%s cannot import %s: run ci/setup-python (or set CKPT_PYTHON)" % (adapter_python(), m))
 
 
+def require_cuda():
+    """The adapter Python's torch must see a CUDA device: else skip (exit 77) with the reason, or fail when
+    CKPT_REQUIRE_GPU=1 (a GPU machine, where a skip would hide that the GPU tests did not run)."""
+    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+    if subprocess.run([adapter_python(), "-c", probe], capture_output=True).returncode == 0:
+        return
+    why = "no CUDA device (torch.cuda.is_available() is False in %s)" % adapter_python()
+    if os.environ.get("CKPT_REQUIRE_GPU") == "1":
+        fail("CKPT_REQUIRE_GPU=1 but " + why)
+    print("SKIP: %s: GPU test skipped" % why)
+    sys.exit(77)
+
+
 def check_class_reported(finding, cls, stdout, markdown_path):
     """The class stands next to the raw difference in every report: the JSON (checked by the caller), the
     Markdown report and the printed summary."""

@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "harness", "adapters", "numpy"))
 import adapter as npad  # noqa: E402  (harness/adapters/numpy/adapter.py)
 import np_blocks as npad_blocks  # noqa: E402  (harness/adapters/numpy/np_blocks.py)
+import np_env as npad_env  # noqa: E402  (harness/adapters/numpy/np_env.py: Env and the operand rounding)
 import numpy as np  # noqa: E402
 from ckpt_adapter import main  # noqa: E402
 
@@ -123,8 +124,8 @@ elif FAULT == "moe-aux-grad-dropped":
 
     npad.moe.moe_forward = moe_forward_no_aux
 elif FAULT == "bf16-recompute-in-float":
-    real_rounding = npad.sto.rounding
-    npad.sto.rounding = lambda case, update_state: real_rounding(case, True) if update_state else npad.sto.exact
+    real_rounding = npad_env.rounding
+    npad_env.rounding = lambda case, update_state: real_rounding(case, True) if update_state else npad_env.exact
 
 if __name__ == "__main__":
     main(Faulty)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The torch adapter with one deliberate fault, for validate's memory property (check 3 against the plan,
-harness/adapters/saved_bytes_plan.h):
+harness/validate/saved_bytes_plan.h):
   faulty_torch_adapter.py FAULT <protocol arguments...>
 FAULT:
   no-op-checkpoint        torch.utils.checkpoint.checkpoint replaced by a direct call of the block: bitwise

@@ -1,5 +1,5 @@
 """Broken JAX factories for the bad-input tests of `validate --adapter jax:module=...` (tests/CMakeLists.txt,
-harness/adapters/jax/USER_MODEL.md): each breaks the contract one way, and must get one line and exit 2 or 3."""
+harness/user_model/jax/USER_MODEL.md): each breaks the contract one way, and must get one line and exit 2 or 3."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-// libFuzzer target: the .npy reader (harness/adapters/npy.cpp), which reads every tensor an adapter writes — the
+// libFuzzer target: the .npy reader (harness/validate/npy.cpp), which reads every tensor an adapter writes — the
 // least trusted input ckptcheck has. Every input must parse or be refused with an NpyError (an adapter fault);
 // a parsed array's bytes must match its shape, and converting it to float or double must succeed or be refused
 // with an NpyError. See tests/fuzz/README.md.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/adapters/npy.h"
+#include "harness/validate/npy.h"
 
 namespace {
 [[noreturn]] void finding(const std::string& what) {

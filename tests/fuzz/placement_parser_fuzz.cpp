@@ -1,4 +1,4 @@
-// libFuzzer target: the placement reader of `validate --plan` (harness/adapters/plan_check.cpp, placement.json of
+// libFuzzer target: the placement reader of `validate --plan` (harness/user_model/plan_check.cpp, placement.json of
 // harness/engine/COSTS.md) on arbitrary bytes, through the same depth-limited JSON parse. Every input must be
 // accepted or refused with an InputError; an accepted placement must satisfy what the reader promises: a batch in
 // [1, 2^20], one name, one forward-call count and one saved-bytes count per block, counts within 2^53, a total
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cases/user_file.h"
-#include "harness/adapters/plan_check.h"
+#include "harness/user_model/plan_check.h"
 #include "harness/engine/costs_file.h"
 
 namespace {

@@ -1,4 +1,4 @@
-"""harness/adapters/torch/apply_plan.py: a placement file is checked field by field (one line naming the field) and
+"""harness/user_model/torch/apply_plan.py: a placement file is checked field by field (one line naming the field) and
 its segments must cover the chain in order."""
 
 import json

@@ -1,4 +1,4 @@
-"""harness/adapters/torch/placement.py: the probe counts each named module's forward calls, keeps the stack of
+"""harness/user_model/torch/placement.py: the probe counts each named module's forward calls, keeps the stack of
 running modules for every packed tensor, records each module's first inputs (parameters excluded)."""
 
 import pytest

@@ -35,6 +35,15 @@ def test_rows_load_typed(tmp_path):
     assert c[0][5] == "yes" and c[1][5] == "**NO**"
     assert c[0][7] == "+21.0%" and c[0][8] == "—"
     assert c[1][6] == "—"  # no plain bytes measured
+    assert c[0][9] == "—" and c[0][10] == "—"  # a plan loop written before the peak was checked
+
+
+def test_peak_cells(tmp_path):
+    _, rows = load(write(tmp_path, [{**ROW, "predicted_peak_bytes": 8000, "measured_peak_bytes": 9240}]))
+    assert (rows[0].predicted_peak_bytes, rows[0].measured_peak_bytes) == (8000, 9240)
+    assert cells(rows)[0][9:] == ["8000", "9240 (+15.5%)"]
+    with pytest.raises(BadInput, match=r"rows\[0\]\.measured_peak_bytes: must be a non-negative integer or null"):
+        load(write(tmp_path, [{**ROW, "measured_peak_bytes": -1}]))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""harness/adapters/torch/user_model.py's `as_numpy`: what the dump holds of a tensor the C++ side cannot read as
+"""harness/user_model/torch/user_model.py's `as_numpy`: what the dump holds of a tensor the C++ side cannot read as
 it is (bf16, fp16, complex): a float32 array with the same values, bit for bit, and the dtype it came from."""
 
 import numpy as np

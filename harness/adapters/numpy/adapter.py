@@ -27,11 +27,11 @@ outside every checkpoint segment. The embedding backward scatter-adds g_0's rows
 order, so a token used twice adds both rows); a tied head reads and accumulates into emb.weight's arrays, head
 first, as backward reaches it first. A frozen embedding skips the stem's backward.
 
-Stochastic depth, RReLU and bf16 compute (PROTOCOL.md; np_stochastic.py): a block's `drop_path` drops its residual
-branch per sample (residual-bn after the ReLU, transformer after each branch's dropout, as timm's ViT block), mlp
-`rrelu` multiplies negative elements by slopes drawn in [lower, upper], both from the generator below and restored
-with it for a recompute; backward uses the saved scales and slopes. `compute` bf16 rounds every matrix product's
-operands in a block to bfloat16 and accumulates in float32, in the first forward and every recompute alike.
+Stochastic depth, RReLU and bf16 compute (PROTOCOL.md; np_stochastic.py, np_env.py): a block's `drop_path` drops
+its residual branch per sample (residual-bn after the ReLU, transformer after each branch's dropout, as timm's ViT
+block), mlp `rrelu` multiplies negative elements by slopes drawn in [lower, upper], both from the generator below and
+restored with it for a recompute; backward uses the saved scales and slopes. `compute` bf16 rounds every matrix
+product's operands in a block to bfloat16 and accumulates in float32, in the first forward and every recompute alike.
 
 Mixture of experts (np_moe.py): a moe block's router jitter draws from the generator below like dropout; its
 expert_counts and aux_loss buffers move in the first forward only, and each pass's loss adds the aux_loss trackers.
@@ -58,11 +58,6 @@ import numpy as np  # noqa: E402
 from ckpt_adapter import BadRequest, Case, MicroBatch, Output, main  # noqa: E402
 from np_blocks import (  # noqa: E402  (numpy/np_blocks.py)
     BLOCKS,
-    Array,
-    Arrays,
-    Env,
-    Params,
-    Tape,
     lm_loss_backward,
     lm_loss_forward,
     loss_backward,
@@ -70,6 +65,7 @@ from np_blocks import (  # noqa: E402  (numpy/np_blocks.py)
     stem_backward,
     stem_forward,
 )
+from np_env import Array, Arrays, Env, Params, Tape  # noqa: E402  (numpy/np_env.py)
 from np_rng import CounterRng, Rng, StatefulRng  # noqa: E402  (numpy/np_rng.py)
 from np_schedule import array_bytes, recursive_recompute_counts, segment_bounds  # noqa: E402,F401
 

@@ -6,21 +6,13 @@ restored generator redraws the same masks."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import np_moe as moe
 import np_stochastic as sto
 import numpy as np
 from ckpt_adapter import Block, Case, MicroBatch
-
-if TYPE_CHECKING:
-    from np_rng import Rng
-
-Array = np.ndarray
-Arrays = dict[str, np.ndarray]  # parameters, gradients or state by name
-Tape = tuple[Any, ...]  # what a forward keeps for its backward
-Rounding = Callable[[Array], Array]  # a matrix product's operand rounding (np_stochastic.exact or to_bf16)
+from np_env import Array, Arrays, Env, Params, Rounding, Tape, exact
 
 GELU_BETA = math.sqrt(2.0 / math.pi)
 GELU_KAPPA = 0.044715
@@ -32,19 +24,6 @@ def op_key(step: int, block: int, node: int) -> int:
 
 
 # ---------------------------------------------------------------- ops (forward returns output and what backward needs)
-class Env:
-    """What a block's forward reads besides its input: the case, the generator, the step, whether state moves."""
-
-    def __init__(self, case: Case, rng: Rng, step: int, update_state: bool, calls: list[int]) -> None:
-        self.case = case
-        self.rng = rng
-        self.step = step
-        self.update_state = update_state
-        self.calls = calls
-        self.rd = sto.rounding(case, update_state)  # matmul operands: bf16-rounded under compute bf16
-        self.case_state: Arrays | None = None  # the case's state (BatchNorm, MoE buffers), set by the pass
-
-
 def dropout(x: Array, p: float, env: Env, block: int, node: int) -> tuple[Array, Array | None]:
     """Inverted dropout with rate p: the output and the scaled mask (None when p is 0)."""
     if p == 0:
@@ -55,12 +34,12 @@ def dropout(x: Array, p: float, env: Env, block: int, node: int) -> tuple[Array,
     return x * mask, mask
 
 
-def linear(x: Array, w: Array, b: Array, rd: Rounding = sto.exact) -> Array:
+def linear(x: Array, w: Array, b: Array, rd: Rounding = exact) -> Array:
     """x w^T + b, the operands rounded by `rd`."""
     return rd(x) @ rd(w).T + b
 
 
-def linear_back(x: Array, w: Array, dy: Array, gw: Array, gb: Array, rd: Rounding = sto.exact) -> Array:
+def linear_back(x: Array, w: Array, dy: Array, gw: Array, gb: Array, rd: Rounding = exact) -> Array:
     """`rd`: the forward's operand rounding (bf16 compute rounds x and w again, never dy)."""
     gw += dy.T @ rd(x)
     gb += dy.sum(axis=0)
@@ -107,21 +86,6 @@ def layernorm_back(ctx: Tape, g: Array, dy: Array, gg: Array, gb: Array) -> Arra
     gb += dy.sum(axis=0)
     dn = dy * g
     return rstd * (dn - dn.mean(axis=1, keepdims=True) - xhat * (dn * xhat).mean(axis=1, keepdims=True))
-
-
-class Params:
-    """One block's view of the parameters and gradients: its prefix (its owner's, for a sharing block) added."""
-
-    def __init__(self, values: Arrays, grads: Arrays, prefix: str) -> None:
-        self.v, self.g, self.p = values, grads, prefix
-
-    def __getitem__(self, name: str) -> Array:
-        """The block's parameter `name`."""
-        return self.v[self.p + name]
-
-    def grad(self, name: str) -> Array:
-        """The gradient array of the block's parameter `name`, accumulated into in place."""
-        return self.g[self.p + name]
 
 
 # ---------------------------------------------------------------- blocks

@@ -22,15 +22,14 @@ micro-batch's pass starts and adds it into that pass's loss.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from np_env import Array, Env, Params, Tape
 
 if TYPE_CHECKING:
     from ckpt_adapter import Block, Case
-    from np_blocks import Array, Env, Params, Tape
-
-import math
-
-import numpy as np
 
 
 def moe_jitter_uniforms(env: Env, shape: tuple[int, ...], key: int) -> Array:

@@ -1,44 +1,16 @@
-"""The numpy adapter's stochastic depth, RReLU and bf16 compute (PROTOCOL.md, "Stochastic depth, RReLU, bf16";
-the reference's semantics in reference/ops/drop_path.h, rrelu.h and op.h's roundToBf16).
+"""The numpy adapter's stochastic depth and RReLU (PROTOCOL.md, "Stochastic depth, RReLU, bf16"; the reference's
+semantics in reference/ops/drop_path.h and rrelu.h; bf16 compute is the operand rounding of np_env.py).
 
 Both random ops draw from the adapter's own generator (`env.rng`: the stateful stream in execution order, or a
 counter-based draw keyed by the op), so their numbers need not match ckptcheck's; what checkpointing must keep is
 that a recompute draws the same numbers as the first forward, which the restored generator gives. Backward uses
 what the forward saved: the per-sample scales of drop_path, the per-element slopes of RReLU.
-
-bf16 compute rounds the operands of every matrix product in a block to bfloat16 (round to nearest even, on the
-float32 bits) and accumulates in float32, as the reference does; the backward rounds the forward's operands again
-(never the incoming gradient), so it differentiates the function the forward computed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ckpt_adapter import Case
-    from np_blocks import Array, Env
-
 import numpy as np
-
-
-def to_bf16(a: Array) -> Array:
-    """float32 -> the nearest bfloat16 value (ties to even), kept as float32."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
-    return r.astype(np.uint32).view(np.float32).reshape(np.shape(a))
-
-
-def exact(a: Array) -> Array:
-    """The operand as it is (compute exact)."""
-    return a
-
-
-def rounding(case: Case, update_state: bool) -> Callable[[Array], Array]:
-    """The operand rounding of a forward (first or recompute) of this case. `update_state` is False for a
-    recompute, which a broken scheme may run otherwise (tests/adapters/faulty_adapter.py)."""
-    return to_bf16 if case.compute == "bf16" else exact
+from np_env import Array, Env
 
 
 def drop_path_uniforms(env: Env, samples: int, key: int) -> Array:

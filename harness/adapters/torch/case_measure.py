@@ -1,8 +1,8 @@
-"""The torch case adapter's measuring pass (adapter.py; USER_MODEL.md, "The compared runs are yours", applies to
-ckptcheck's own cases too). The run whose results validate compares trains without the saved-tensor hooks; a
-forked child then trains the same case again with them, in a process of its own, and its saved bytes are
-reported only if its step 0 (loss, gradients, input gradient, state, generator) equals the compared run's bit for
-bit: the hooks act in step 0 alone, so the pass stops there. Otherwise meta's saved_activation_bytes is null and
+"""The torch case adapter's measuring pass (adapter.py; harness/user_model/torch/USER_MODEL.md, "The compared runs
+are yours", applies to ckptcheck's own cases too). The run whose results validate compares trains without the
+saved-tensor hooks; a forked child then trains the same case again with them, in a process of its own, and its saved
+bytes are reported only if its step 0 (loss, gradients, input gradient, state, generator) equals the compared run's
+bit for bit: the hooks act in step 0 alone, so the pass stops there. Otherwise meta's saved_activation_bytes is null and
 instruments_changed says what differed."""
 
 import json

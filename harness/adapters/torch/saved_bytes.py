@@ -1,6 +1,7 @@
 """The activation bytes a forward saves for backward, as the torch adapters measure them (PROTOCOL.md, "Saved
 bytes"): the distinct storages packed by torch.autograd.graph.saved_tensors_hooks, parameters excluded. The case
-adapter (case_model.py) and the user-model driver (user_model.py, with a probe per block) share it."""
+adapter (case_model.py) and the user-model driver (harness/user_model/torch/user_model.py, with a probe per block)
+share it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 
 class SavedBytes:
     """Distinct storages packed for backward during one forward, parameters excluded. `probe`, if given, is told
-    of every counted pack (chain_probe.py attributes them to blocks)."""
+    of every counted pack (harness/user_model/torch/chain_probe.py attributes them to blocks)."""
 
     def __init__(self, params: Iterable[torch.Tensor], probe: Any = None) -> None:
         self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Profiles the user's own PyTorch model, trained plain, and writes its chain costs (harness/engine/COSTS.md,
+format ckptcheck-chain-costs). `ckptcheck profile --adapter torch:module=PATH.py:FACTORY --out costs.json` runs
+
+  chain_profile.py --module PATH --factory NAME --out FILE [--batch-size B] [--steps N] [--seed S]
+                   [--label SPEC]
+
+--label: the adapter spec as the user gave it, written as the costs' `model` (default torch:module=PATH:NAME).
+
+The factory is loaded as user_model.py loads it and must name its `chain`. Step 0 runs under saved-tensor hooks,
+a dispatch mode and FlopCounterMode: saved storages per block (the innermost chain block running), boundaries,
+shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
+the medians); then max(1, N-1) steps without any hook give step_seconds. Same determinism as user_model.py.
+
+Exit codes: 0 written; 2 bad arguments, a bad factory or a chain that is not sequential ("profile: ..." on
+stderr, one line); 3 the classified bytes do not add up to what the plain run saves (a profiler bug); 4 the
+user's code raised (one line; CKPTCHECK_PROFILE_TRACEBACK=1 adds the traceback). What the user's code itself
+writes to stderr (library warnings) comes before that line.
+
+Not named profile.py: this directory is on sys.path of every adapter script, and a profile.py there shadows
+Python's own `profile` module, which cProfile imports (torch._dynamo imports cProfile; `import torch` fails).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# saved_bytes.py, the saved-tensor counter this driver shares with the torch case adapter
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "adapters", "torch"))
+import chain_probe as cp  # noqa: E402
+import torch  # noqa: E402
+import user_model  # noqa: E402  (one thread, deterministic algorithms)
+from saved_bytes import SavedBytes  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
+FORMAT, VERSION = "ckptcheck-chain-costs", 1
+
+
+class Refused(Exception):
+    """Bad arguments, a bad factory or a chain that is not sequential: exit 2."""
+
+
+class Inconsistent(Exception):
+    """The classification does not add up: exit 3."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Refused(message)
+
+
+def parse(argv):
+    ap = _Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--factory", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch-size", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--label", default=None, help="the costs' model field (default torch:module=PATH:FACTORY)")
+    args = ap.parse_args(argv)
+    if args.steps < 2:
+        raise Refused("--steps must be at least 2 (step 0 is profiled, later steps are timed)")
+    if args.batch_size < 0:
+        raise Refused("--batch-size must be positive")
+    return args
+
+
+def make_batch(setup, args, step, batch_size):
+    gen = torch.Generator().manual_seed(args.seed * 1000003 + step)  # as user_model.py (one rank)
+    return setup["batch"](gen, batch_size)
+
+
+def compute_loss(setup, model, batch):
+    loss = setup["loss"](model, batch)
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise user_model.BadFactory("'loss' returned %s, expected a scalar tensor" % type(loss).__name__)
+    return loss
+
+
+def _sum_flops(counts, name):
+    return sum(counts.get(name, {}).values())
+
+
+def profile_step(setup, model, opt, batch, blocks):
+    """Step 0, plain, under every probe. Returns the probe, the recorder, the SavedBytes meter and
+    FlopCounterMode's per-module counts at the end of forward and at the end of backward."""
+    param_ptrs = {cp.storage_ptr(p) for p in model.parameters()}
+    probe = cp.ChainProbe(blocks, param_ptrs)
+    counter = FlopCounterMode(display=False)
+    recorder = cp.OpRecorder(probe.stack.party, counter)
+    probe.recorder = recorder
+    meter = SavedBytes(model.parameters(), probe)
+    opt.zero_grad(set_to_none=True)
+    try:
+        with counter:
+            with recorder:
+                with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+                    loss = compute_loss(setup, model, batch)
+                problem = probe.error()
+                if problem:
+                    raise cp.NotSequential(problem)
+                forward_counts = {k: dict(v) for k, v in counter.get_flop_counts().items()}
+                recorder.start_backward()
+                loss.backward()
+        total_counts = counter.get_flop_counts()
+    finally:
+        probe.remove()
+    opt.step()
+    return probe, recorder, meter, forward_counts, total_counts
+
+
+class Timer:
+    """Timing hooks only: forward pre/post hooks on the blocks; tensor hooks on the boundaries x_0..x_L, whose
+    gradient is complete when the block after them has run its backward."""
+
+    def __init__(self, modules):
+        self.n = len(modules)
+        self.handles = []
+        for i, m in enumerate(modules):
+            self.handles.append(m.register_forward_pre_hook(self._pre(i), with_kwargs=True))
+            self.handles.append(m.register_forward_hook(self._post(i)))
+        self.reset()
+
+    def reset(self):
+        self.pre, self.post = [None] * self.n, [None] * self.n
+        self.grad = [None] * (self.n + 1)
+
+    def _mark(self, k):
+        def hook(_grad):
+            if self.grad[k] is None:
+                self.grad[k] = time.perf_counter()
+
+        return hook
+
+    def _pre(self, i):
+        def hook(_m, args, _kwargs):
+            self.pre[i] = time.perf_counter()
+            if i == 0 and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
+                args[0].register_hook(self._mark(0))
+
+        return hook
+
+    def _post(self, i):
+        def hook(_m, _args, output):
+            self.post[i] = time.perf_counter()
+            y = cp.first_tensor(output)
+            if y is not None and y.requires_grad:
+                y.register_hook(self._mark(i + 1))
+
+        return hook
+
+    def step(self, setup, model, opt, batch):
+        """One training step; returns {"blocks": [(fwd, bwd)], "before": (fwd, bwd), "after": (fwd, bwd)}."""
+        self.reset()
+        opt.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        loss = compute_loss(setup, model, batch)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        if None in self.pre or None in self.post:
+            raise cp.NotSequential("chain is not sequential: a block did not run in a timed step")
+        grad = list(self.grad)
+        grad[self.n] = grad[self.n] if grad[self.n] is not None else t1
+        for k in range(self.n - 1, -1, -1):  # a boundary without gradient: no time of its own
+            grad[k] = grad[k] if grad[k] is not None else grad[k + 1]
+        pos = lambda s: max(0.0, s)  # noqa: E731
+        return {
+            "blocks": [(pos(self.post[i] - self.pre[i]), pos(grad[i] - grad[i + 1])) for i in range(self.n)],
+            "before": (pos(self.pre[0] - t0), pos(t2 - grad[0])),
+            "after": (pos(t1 - self.post[-1]), pos(grad[self.n] - t1)),
+        }
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _median_times(samples):
+    med = lambda xs: float(statistics.median(xs))  # noqa: E731
+    n = len(samples[0]["blocks"])
+    blocks = [(med([s["blocks"][i][0] for s in samples]), med([s["blocks"][i][1] for s in samples])) for i in range(n)]
+    part = {p: (med([s[p][0] for s in samples]), med([s[p][1] for s in samples])) for p in ("before", "after")}
+    return blocks, part
+
+
+def classify(probe, recorder, meter, blocks):
+    """The costs' byte and FLOP fields from step 0 (COSTS.md), and the check that they add up."""
+    L = len(blocks)
+    bounds = probe.boundaries()
+    bptr = {}
+    for k, (p, _) in enumerate(bounds):
+        if p in bptr:
+            raise cp.NotSequential(
+                "chain is not sequential: x_%d and x_%d are one storage (block %s runs in place)"
+                % (bptr[p], k, blocks[k - 1][0])
+            )
+        bptr[p] = k
+    arguments = probe.arguments or {}
+    for p in arguments:
+        if p in bptr:
+            raise cp.NotSequential("chain is not sequential: x_%d is also a further argument of the blocks" % bptr[p])
+
+    def party_name(p):
+        return p if p in (cp.BEFORE, cp.AFTER) else "block " + blocks[p][0]
+
+    flags = {"in": [False] * L, "out": [False] * L, "chain_in": False, "chain_out": False}
+    outside_saved = {cp.BEFORE: 0, cp.AFTER: 0}
+    op_saved = [{} for _ in range(L)]
+    shared, saved_boundaries, saved_args = [], set(), set()
+    for ptr, e in probe.saved.items():
+        n, parties = e["bytes"], e["parties"]
+        if n == 0:
+            continue
+        if ptr in bptr:
+            k = bptr[ptr]
+            allowed = {k - 1, k} | ({cp.BEFORE} if k == 0 else set()) | ({cp.AFTER} if k == L else set())
+            for p in parties:
+                if p not in allowed:
+                    raise cp.NotSequential(
+                        "chain is not sequential: %s saves x_%d, a boundary it does not touch" % (party_name(p), k)
+                    )
+                if p == cp.BEFORE:
+                    flags["chain_in"] = True
+                elif p == cp.AFTER:
+                    flags["chain_out"] = True
+                elif p == k:
+                    flags["in"][k] = True
+                else:
+                    flags["out"][k - 1] = True
+            saved_boundaries.add(k)
+        elif ptr in arguments or len(parties) > 1:
+            shared.append(
+                {
+                    "bytes": n,
+                    "saved_by": sorted(p for p in parties if isinstance(p, int)),
+                    "before": cp.BEFORE in parties,
+                    "after": cp.AFTER in parties,
+                    "argument": ptr in arguments,
+                }
+            )
+            if ptr in arguments:
+                saved_args.add(ptr)
+        elif parties[0] in (cp.BEFORE, cp.AFTER):
+            outside_saved[parties[0]] += n
+        else:
+            name = e["producer"] or "external"  # produced by no op of the step: a buffer, the batch
+            op_saved[parties[0]][name] = op_saved[parties[0]].get(name, 0) + n
+    for ptr, n in arguments.items():
+        if ptr not in saved_args and n > 0:  # a further argument nobody saves: a checkpoint would keep it
+            shared.append({"bytes": n, "saved_by": [], "before": False, "after": False, "argument": True})
+
+    out_blocks = []
+    for i, (name, _) in enumerate(blocks):
+        rec = recorder.ops.get(i, {})
+        names = list(rec) + [n for n in op_saved[i] if n not in rec]
+        ops = []
+        for op in names:
+            fwd, bwd = rec.get(op, (0, 0))
+            sb = op_saved[i].get(op, 0)
+            if sb or fwd or bwd:
+                ops.append(
+                    {
+                        "op": op,
+                        "saved_bytes": sb,
+                        "forward_flops": int(fwd),
+                        "backward_flops": int(bwd),
+                        "matmul": cp.is_matmul(op),
+                    }
+                )
+        out_blocks.append(
+            {
+                "name": name,
+                "saves_input": flags["in"][i],
+                "saves_output": flags["out"][i],
+                "ops": ops,
+                "forward_flops": sum(o["forward_flops"] for o in ops),
+                "backward_flops": sum(o["backward_flops"] for o in ops),
+            }
+        )
+    outside = {}
+    for part in (cp.BEFORE, cp.AFTER):
+        rec = recorder.ops.get(part, {})
+        outside[part] = {
+            "saved_bytes": outside_saved[part],
+            "forward_flops": int(sum(v[0] for v in rec.values())),
+            "backward_flops": int(sum(v[1] for v in rec.values())),
+        }
+    outside[cp.BEFORE]["saves_chain_input"] = flags["chain_in"]
+    outside[cp.AFTER]["saves_chain_output"] = flags["chain_out"]
+
+    total = (
+        outside_saved[cp.BEFORE]
+        + outside_saved[cp.AFTER]
+        + sum(sum(d.values()) for d in op_saved)
+        + sum(bounds[k][1] for k in saved_boundaries)
+        + sum(s["bytes"] for s in shared if s["saved_by"] or s["before"] or s["after"])
+    )
+    if total != meter.total():
+        raise Inconsistent(
+            "classified saved bytes %d (outside, ops, boundaries, shared) != %d saved by the plain "
+            "run" % (total, meter.total())
+        )
+    return [b for _, b in bounds], out_blocks, outside, shared
+
+
+def check_flops(recorder, out_blocks, outside, forward_counts, total_counts):
+    """The per-op attribution against FlopCounterMode's own totals ("Global"; the counts at the end of forward
+    split forward from backward): they must agree, or exit 3. Its per-module rows are not used: get_flop_counts()
+    puts a module's forward and backward FLOPs under one name, and its ModuleTracker keeps a block "in backward"
+    until every input's gradient is done, so blocks that share an argument needing a gradient get the later
+    blocks' backward FLOPs too."""
+    fwd_global = _sum_flops(forward_counts, "Global")
+    bwd_global = _sum_flops(total_counts, "Global") - fwd_global
+    fwd = sum(b["forward_flops"] for b in out_blocks) + sum(p["forward_flops"] for p in outside.values())
+    bwd = sum(b["backward_flops"] for b in out_blocks) + sum(p["backward_flops"] for p in outside.values())
+    if fwd != fwd_global or bwd + recorder.unattributed != bwd_global:
+        raise Inconsistent(
+            "per-op FLOPs forward %d backward %d (+%d unattributed) != FlopCounterMode's %d / %d"
+            % (fwd, bwd, recorder.unattributed, fwd_global, bwd_global)
+        )
+    if recorder.unattributed:
+        print(
+            "profile: warning: %d backward FLOPs ran outside every recorded autograd node (not in any block)"
+            % recorder.unattributed,
+            file=sys.stderr,
+        )
+
+
+def run(args):
+    factory = user_model.load_factory(args.module, args.factory)
+    torch.manual_seed(args.seed)
+    setup = factory(args.seed)
+    user_model.check_setup(setup, args.factory, require_chain=True)
+    for key in ("wrap", "ddp"):
+        if setup.get(key) is not None:
+            raise Refused(
+                "factory '%s' has '%s': the profile runs the model eagerly in one process" % (args.factory, key)
+            )
+    model = setup["model"]
+    blocks = cp.resolve_chain(setup, model)
+    make_opt = setup.get("optimizer") or (lambda ps: torch.optim.SGD(ps, lr=0.01))
+    opt = make_opt(model.parameters())
+    batch_size = args.batch_size or int(setup.get("batch_size", user_model.DEFAULT_BATCH))
+    torch.manual_seed(args.seed)
+    model.train()
+
+    probe, recorder, meter, fwd_counts, total_counts = profile_step(
+        setup, model, opt, make_batch(setup, args, 0, batch_size), blocks
+    )
+    bounds, out_blocks, outside, shared = classify(probe, recorder, meter, blocks)
+    check_flops(recorder, out_blocks, outside, fwd_counts, total_counts)
+    del probe, recorder
+
+    timer = Timer([m for _, m in blocks])
+    try:
+        samples = [
+            timer.step(setup, model, opt, make_batch(setup, args, step, batch_size)) for step in range(1, args.steps)
+        ]
+    finally:
+        timer.remove()
+    block_times, part_times = _median_times(samples)
+    plain = []
+    for step in range(args.steps, args.steps + max(1, args.steps - 1)):
+        batch = make_batch(setup, args, step, batch_size)
+        opt.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        compute_loss(setup, model, batch).backward()
+        opt.step()
+        plain.append(time.perf_counter() - t0)
+
+    for b, (f, g) in zip(out_blocks, block_times, strict=False):
+        b["forward_seconds"], b["backward_seconds"] = f, g
+    for part in (cp.BEFORE, cp.AFTER):
+        outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]
+    label = args.label or "torch:module=%s:%s" % (args.module, args.factory)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": label,
+        "framework": "torch " + torch.__version__.split("+")[0],
+        "batch_size": batch_size,
+        "step_seconds": float(statistics.median(plain)),
+        "boundary_bytes": bounds,
+        "blocks": out_blocks,
+        "outside": {"before": outside[cp.BEFORE], "after": outside[cp.AFTER]},
+        "shared": shared,
+    }
+
+
+def write_atomically(path, obj):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    """Returns the exit code; the one-line reason goes to stderr."""
+    try:
+        args = parse(argv)
+        costs = run(args)
+        write_atomically(args.out, costs)
+        return EXIT_OK
+    except (Refused, user_model.BadFactory, cp.ChainError, cp.NotSequential) as e:
+        print("profile: %s" % user_model.one_line(e), file=sys.stderr)
+        return EXIT_BAD
+    except Inconsistent as e:
+        print("profile: inconsistent: %s" % user_model.one_line(e), file=sys.stderr)
+        return EXIT_INCONSISTENT
+    except Exception as e:  # the user's code raised (the import, the factory, chain, batch, loss, training)
+        if os.environ.get("CKPTCHECK_PROFILE_TRACEBACK"):
+            traceback.print_exc()
+        print("profile: raised: %s" % user_model.one_line("%s: %s" % (type(e).__name__, e)), file=sys.stderr)
+        return EXIT_RAISED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
