@@ -14,12 +14,12 @@ endfunction()
 
 # FullAC, SelectiveAC per op, every second block (torchtitan's former per-layer mode): all hold, and the
 # checkpointed run leaves 81%, 58% and 40% less activation memory on each rank. Measured here on 2 cores shared
-# with other work: 119 s alone at load 6 (full), 212-291 s alone at load 12-18, 295-588 s under ctest -j2.
+# with other work: 65-74 s each alone at load 2-3, 212-291 s alone at load 12-18, 295-588 s under ctest -j2.
 foreach(f full selective_op selective_layer)
   add_torchtitan_test(user_model_torchtitan_${f}_holds ${EXAMPLES}/torchtitan_llama.py:${f} 240)
 endforeach()
 # torchtitan's apply_compile (Inductor, each block fullgraph) over FullAC: holds. Each of the six runs compiles the
-# blocks on both ranks: 597 s here with Inductor's cache cold (load 11), 258 s with it warm (load 5-10). One
+# blocks on both ranks: 597 s here with Inductor's cache cold (load 11), 88-258 s with it warm (load 2-10). One
 # compiled mode only: the compiled per-op and per-layer modes are measured in USER_MODEL.md, not run in CI.
 # A compiled run's memory pass (Inductor, then the profiler) took more than validate's 300 s per run at load 14.
 add_torchtitan_test(user_model_torchtitan_full_compiled_holds ${EXAMPLES}/torchtitan_llama.py:full_compiled 600
