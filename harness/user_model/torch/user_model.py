@@ -135,6 +135,9 @@ def as_numpy(value, entry):
         if a.dtype in (torch.bfloat16, torch.float16):
             a = a.float()  # exact: every bf16/fp16 value is a float32 value
             entry["converted_from"] = str(value.dtype).replace("torch.", "")
+        elif a.is_complex():  # e.g. a RoPE cache (torchtitan's Llama): its real and imaginary parts, bits kept
+            a = torch.view_as_real(a.resolve_conj())
+            entry["converted_from"] = str(value.dtype).replace("torch.", "")
         a = a.numpy()
     return a
 
