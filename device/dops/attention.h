@@ -7,6 +7,7 @@
 #include "device/dop.h"
 #include "device/gemm.h"
 #include "device/kernels/softmax.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -101,12 +102,7 @@ class DAttention final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> qkv;
-    DTensor<T> probs;  // P, (batch heads seq, seq)
-    DTensor<T> mask;   // the dropout mask over P, scaled; only when p > 0
-    auto fields() { return std::tie(qkv, probs, mask); }
-  };
+  using Saved = ckpt::AttentionSaved<DTensor<T>>;
   struct Dims {
     int64_t batch, c, hd;
   };

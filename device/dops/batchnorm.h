@@ -6,6 +6,7 @@
 
 #include "device/dop.h"
 #include "device/kernels/batchnorm.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -49,10 +50,7 @@ class DBatchNorm final : public DOp<T, X> {
   std::vector<DBuffer<T>*> buffers() override { return {&runningMean_, &runningVar_, &numBatches_}; }
 
  private:
-  struct Saved {
-    DTensor<T> x, mean, rstd;  // mean and rstd (1, C)
-    auto fields() { return std::tie(x, mean, rstd); }
-  };
+  using Saved = ckpt::NormSaved<DTensor<T>>;
   double eps_, momentum_;
   DParam<T> w_, b_;
   DBuffer<T> runningMean_, runningVar_, numBatches_;

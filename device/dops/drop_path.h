@@ -5,6 +5,7 @@
 
 #include "device/dop.h"
 #include "device/kernels/drop_path.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -42,10 +43,7 @@ class DDropPath final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> scales;  // (samples, 1): 1 / (1 - p) or 0
-    auto fields() { return std::tie(scales); }
-  };
+  using Saved = ckpt::DropPathSaved<DTensor<T>>;
   int64_t seq_;
   double p_;
 };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "device/dop.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -38,10 +39,7 @@ class DDropout final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> mask;  // m / (1 - p)
-    auto fields() { return std::tie(mask); }
-  };
+  using Saved = ckpt::DropoutSaved<DTensor<T>>;
   double p_;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "device/dop.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -24,10 +25,7 @@ class DGelu final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> x;
-    auto fields() { return std::tie(x); }
-  };
+  using Saved = ckpt::InputSaved<DTensor<T>>;
 };
 
 }  // namespace ckpt::gpu

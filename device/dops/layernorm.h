@@ -4,6 +4,7 @@
 
 #include "device/dop.h"
 #include "device/kernels/layernorm.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -38,10 +39,7 @@ class DLayerNorm final : public DOp<T, X> {
   std::vector<DParam<T>*> params() override { return {&w_, &b_}; }
 
  private:
-  struct Saved {
-    DTensor<T> x, mean, rstd;  // mean and rstd (N, 1)
-    auto fields() { return std::tie(x, mean, rstd); }
-  };
+  using Saved = ckpt::NormSaved<DTensor<T>>;
 
  private:
   double eps_;

@@ -5,6 +5,7 @@
 #include "device/dop.h"
 #include "device/gemm.h"
 #include "device/kernels/reduce.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -95,10 +96,7 @@ class DLinear final : public DOp<T, X> {
   std::vector<DParam<T>*> params() override { return {&w_, &b_}; }
 
  private:
-  struct Saved {
-    DTensor<T> x;
-    auto fields() { return std::tie(x); }
-  };
+  using Saved = ckpt::InputSaved<DTensor<T>>;
   int64_t in_, out_;
   DParam<T> w_, b_;
 };

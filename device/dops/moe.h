@@ -7,6 +7,7 @@
 #include "device/dop.h"
 #include "device/dops/linear.h"
 #include "device/kernels/moe.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -161,10 +162,7 @@ class DMoe final : public DOp<T, X> {
   std::vector<DBuffer<T>*> buffers() override { return {&counts_, &aux_}; }
 
  private:
-  struct Saved {
-    DTensor<T> x, probs, token, gate, frac, z1, act, z2, jitter;  // jitter only when eps > 0
-    auto fields() { return std::tie(x, probs, token, gate, frac, z1, act, z2, jitter); }
-  };
+  using Saved = ckpt::MoeSaved<DTensor<T>>;
   static size_t at(int64_t e) { return static_cast<size_t>(e); }
   int64_t experts_, topK_, width_, hidden_;
   double capacityFactor_, jitter_, auxCoef_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "device/dop.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -23,10 +24,7 @@ class DOutputActivation final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> y;  // the output
-    auto fields() { return std::tie(y); }
-  };
+  using Saved = ckpt::OutputSaved<DTensor<T>>;
 };
 
 }  // namespace ckpt::gpu

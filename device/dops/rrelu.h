@@ -3,6 +3,7 @@
 
 #include "device/dop.h"
 #include "device/kernels/rrelu.cuh"
+#include "reference/saved_contexts.h"
 
 namespace ckpt::gpu {
 
@@ -31,10 +32,7 @@ class DRrelu final : public DOp<T, X> {
   }
 
  private:
-  struct Saved {
-    DTensor<T> noise;  // slope_i where x_i <= 0, else 1
-    auto fields() { return std::tie(noise); }
-  };
+  using Saved = ckpt::RReluSaved<DTensor<T>>;
   double lower_, upper_;
 };
 

@@ -16,6 +16,7 @@
 #include "reference/op.h"
 #include "reference/ops/dropout.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -152,12 +153,7 @@ class CausalSelfAttention final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> qkv;
-    Tensor<T> probs;  // P, (batch heads seq, seq)
-    Tensor<T> mask;   // the dropout mask over P, scaled; only when p > 0
-    auto fields() { return std::tie(qkv, probs, mask); }
-  };
+  using Saved = AttentionSaved<Tensor<T>>;
   struct Dims {
     int64_t batch, c, hd;
   };

@@ -10,6 +10,7 @@
 #include "cases/op_node.h"
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -110,10 +111,7 @@ class BatchNorm final : public Op<T> {
   std::vector<Buffer<T>*> buffers() override { return {&runningMean_, &runningVar_, &numBatches_}; }
 
  private:
-  struct Saved {
-    Tensor<T> x, mean, rstd;  // mean and rstd (1, C)
-    auto fields() { return std::tie(x, mean, rstd); }
-  };
+  using Saved = NormSaved<Tensor<T>>;
   Param<T> w_, b_;
   Buffer<T> runningMean_, runningVar_, numBatches_;
   double momentum_;

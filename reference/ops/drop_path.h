@@ -11,6 +11,7 @@
 
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -57,10 +58,7 @@ class DropPath final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> scales;  // per sample: 1/(1 - p) kept, 0 dropped
-    auto fields() { return std::tie(scales); }
-  };
+  using Saved = DropPathSaved<Tensor<T>>;
   int64_t samples(Shape x) const {
     if (x.rows % seq_ != 0)
       throw std::invalid_argument("drop_path: " + std::to_string(x.rows) + " rows are not whole sequences of " +

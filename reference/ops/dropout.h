@@ -7,6 +7,7 @@
 
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -82,10 +83,7 @@ class Dropout final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> mask;  // m / (1 - p)
-    auto fields() { return std::tie(mask); }
-  };
+  using Saved = DropoutSaved<Tensor<T>>;
   double p_;
 };
 

@@ -10,6 +10,7 @@
 #include "reference/op.h"
 #include "reference/saved_fields.h"
 #include "reference/tanh_of.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -64,10 +65,7 @@ class Gelu final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> x;
-    auto fields() { return std::tie(x); }
-  };
+  using Saved = InputSaved<Tensor<T>>;
   // Rounded once from double, as PyTorch's kernels do.
   static constexpr T kBeta = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // sqrt(2/pi)
   static constexpr T kKappa = static_cast<T>(0.044715);

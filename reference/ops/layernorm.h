@@ -7,6 +7,7 @@
 #include "cases/op_node.h"
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -103,10 +104,7 @@ class LayerNorm final : public Op<T> {
   std::vector<Param<T>*> params() override { return {&w_, &b_}; }
 
  private:
-  struct Saved {
-    Tensor<T> x, mean, rstd;  // mean and rstd (N, 1)
-    auto fields() { return std::tie(x, mean, rstd); }
-  };
+  using Saved = NormSaved<Tensor<T>>;
   Param<T> w_, b_;
   double eps_;
 };

@@ -3,6 +3,7 @@
 #pragma once
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -53,10 +54,7 @@ class Linear final : public Op<T> {
   std::vector<Param<T>*> params() override { return {&w_, &b_}; }
 
  private:
-  struct Saved {
-    Tensor<T> x;
-    auto fields() { return std::tie(x); }
-  };
+  using Saved = InputSaved<Tensor<T>>;
   Param<T> w_, b_;
 };
 

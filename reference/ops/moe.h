@@ -27,6 +27,7 @@
 #include "reference/ops/gelu.h"
 #include "reference/ops/linear.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -203,10 +204,7 @@ class Moe final : public Op<T> {
     Mat<T> frac;                                                                    // (1, E): f_e
     std::vector<int64_t> filled;
   };
-  struct Saved {
-    Tensor<T> x, probs, token, gate, frac, z1, act, z2, jitter;  // jitter only when eps > 0
-    auto fields() { return std::tie(x, probs, token, gate, frac, z1, act, z2, jitter); }
-  };
+  using Saved = MoeSaved<Tensor<T>>;
 
   Mat<T> jitterOf(const RngDraw& d, int64_t r, int64_t w) const {
     Mat<T> m(r, w);

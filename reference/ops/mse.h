@@ -5,6 +5,7 @@
 
 #include "reference/loss.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -50,10 +51,7 @@ class MseLoss final : public Loss<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> x;
-    auto fields() { return std::tie(x); }
-  };
+  using Saved = InputSaved<Tensor<T>>;
   Mat<T> target_;
   LossDivisor<T> divisor_;
 };

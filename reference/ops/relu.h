@@ -2,6 +2,7 @@
 #pragma once
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -30,10 +31,7 @@ class Relu final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> y;  // the output
-    auto fields() { return std::tie(y); }
-  };
+  using Saved = OutputSaved<Tensor<T>>;
 };
 
 }  // namespace ckpt

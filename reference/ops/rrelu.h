@@ -8,6 +8,7 @@
 
 #include "reference/op.h"
 #include "reference/saved_fields.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -58,10 +59,7 @@ class Rrelu final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> noise;  // the slope where x <= 0, 1 elsewhere
-    auto fields() { return std::tie(noise); }
-  };
+  using Saved = RReluSaved<Tensor<T>>;
   double lower_, upper_;
 };
 

@@ -3,6 +3,7 @@
 #include "reference/op.h"
 #include "reference/saved_fields.h"
 #include "reference/tanh_of.h"
+#include "reference/saved_contexts.h"
 
 namespace ckpt {
 
@@ -35,10 +36,7 @@ class Tanh final : public Op<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> y;  // the output
-    auto fields() { return std::tie(y); }
-  };
+  using Saved = OutputSaved<Tensor<T>>;
 };
 
 }  // namespace ckpt
