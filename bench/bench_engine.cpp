@@ -52,6 +52,7 @@
 
 #include "bench/recompute_profile.h"
 #include "bench/time_model.h"
+#include "bench/time_model_fit.h"
 #include "cases/case_json.h"
 #include "harness/build_info.h"
 #include "harness/compare.h"
@@ -84,12 +85,18 @@ const Mode kFull{"full", 21, 0.3, 0.2, 3000, 60, 7};
 struct Warmup {
   int steps;
   int profileSteps;
+  double calibrationSeconds;  // CPU seconds of each of the time model's calibration schedules (time_model_fit.h)
 };
-const Warmup kCatalogWarmup{3, 5};
-const Warmup kLargeWarmup{1, 2};
+const Warmup kCatalogWarmup{3, 5, 0.5};
+const Warmup kLargeWarmup{1, 2, 1.0};
 
-// The time model's per-op shares of a case's store-all step (ForwardShares) are measured once per case and
-// shared by its policies.
+// The time model of a case (bench/time_model.h): the per-op shares of its store-all step and the weights fitted
+// on its calibration schedules (bench/time_model_fit.h), measured once per case and shared by its policies.
+struct CaseTimeModel {
+  ForwardShares shares;
+  TimeModelFit fit;
+  Schedule fullRecompute;  // the calibration schedule that is also a catalogue policy
+};
 
 // Steps are timed in CPU time of the calling thread (threadCpuSeconds, bench/time_model.h): what a step costs,
 // whether or not the scheduler ran other work in between (wall time on a shared machine counts the time slices
@@ -132,7 +139,7 @@ double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 template <class T>
 struct StepFixture {
   StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup,
-              std::shared_ptr<ForwardShares>& shares)
+              const std::vector<std::string>& evaluatedPolicies, std::shared_ptr<CaseTimeModel>& model)
       : spec(s),
         cost(caseChainCost(s)),
         schedule(makeSchedule(parsePolicy(policyText), cost)),
@@ -146,8 +153,18 @@ struct StepFixture {
       timeEng();
     }
     profile = profileRecompute<T>(spec, schedule, warmup.profileSteps);
-    if (!shares) shares = std::make_shared<ForwardShares>(storeAllForwardShares<T>(spec, warmup.profileSteps));
-    predictedTimeOverhead = predictTimeOverhead(*shares, policyForwardCounts<T>(spec, schedule));
+    if (!model) {
+      model = std::make_shared<CaseTimeModel>();
+      model->shares = storeAllForwardShares<T>(spec, warmup.profileSteps);
+      std::vector<Schedule> evaluated;
+      for (const std::string& p : evaluatedPolicies) evaluated.push_back(makeSchedule(parsePolicy(p), cost));
+      model->fit = fitTimeModel<T>(spec, model->shares, evaluated, warmup.calibrationSeconds);
+      model->fullRecompute = fullRecomputeSchedule(cost);
+    }
+    fit = model->fit;
+    recomputes = recomputeShares(model->shares, policyForwardCounts<T>(spec, schedule));
+    predictedTimeOverhead = predictTimeOverhead(fit, recomputes);
+    calibrationRow = fit.fitted && schedule.instrs == model->fullRecompute.instrs;
   }
   Elapsed timeRef() {
     refStart.restore();
@@ -171,6 +188,9 @@ struct StepFixture {
   StepResult<T> refResult, engResult;
   RecomputeProfile profile;
   double predictedTimeOverhead = 0;  // the time model (bench/time_model.h)
+  TimeModelFit fit;
+  RecomputeShares recomputes;   // what the policy recomputes, weighed by the per-op times (the model's terms)
+  bool calibrationRow = false;  // the policy is one of the calibration schedules (full recomputation)
   bool engFirst = false;
 };
 
@@ -208,9 +228,14 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   c["bitwise_equal"] = bitwise ? 1 : 0;
   c["time_overhead"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu : 0.0;
   c["time_overhead_wall"] = t.ref.wall > 0 ? t.eng.wall / t.ref.wall : 0.0;
-  // The time model: predicted time overhead (recomputed ops' store-all forward time / store-all step) and what
-  // the measured overhead (time_overhead - 1) adds to it.
+  // The time model (bench/time_model.h): the predicted time overhead, its inputs, and what the measured
+  // overhead (time_overhead - 1) adds to it.
   c["predicted_time_overhead"] = fx.predictedTimeOverhead;
+  c["time_model_recompute_share"] = fx.recomputes.taped + fx.recomputes.advancing;  // weights 1, 1
+  c["time_model_tape_weight"] = fx.fit.tape;
+  c["time_model_advance_weight"] = fx.fit.advance;
+  c["time_model_calibration_residual"] = fx.fit.residual;
+  c["time_model_calibration_row"] = fx.calibrationRow ? 1 : 0;
   c["time_model_tax"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu - 1.0 - fx.predictedTimeOverhead : 0.0;
   c["step_seconds"] = t.eng.cpu / n;
   c["store_all_step_seconds"] = t.ref.cpu / n;
@@ -228,12 +253,21 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   state.SetLabel(fx.spec.name + " " + fx.schedule.policy);
 }
 
-// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `shares` the
-// case's time-model shares (shared by its policies).
+// `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `model` the
+// case's time model (shared by its policies, `policies`). Only one fixture is alive at a time: Google Benchmark
+// runs a benchmark's repetitions one after another, and every earlier fixture's chains kept alive moved
+// resnet-bn's store-all step from 1.69 ms to 2.13 ms and its uniform:k=24 overhead from +0.14 to +0.04.
+std::shared_ptr<void>* liveFixture = nullptr;
+
 template <class T>
 void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::string& policyText, const Warmup& warmup,
-                   std::shared_ptr<void>& slot, std::shared_ptr<ForwardShares>& shares) {
-  if (!slot) slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, shares);
+                   const std::vector<std::string>& policies, std::shared_ptr<void>& slot,
+                   std::shared_ptr<CaseTimeModel>& model) {
+  if (!slot) {
+    if (liveFixture) liveFixture->reset();
+    slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, policies, model);
+    liveFixture = &slot;
+  }
   auto& fx = *static_cast<StepFixture<T>*>(slot.get());
   StepTimes t;
   for (auto _ : state) {
@@ -393,7 +427,7 @@ void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool la
   const Warmup warmup = large ? kLargeWarmup : kCatalogWarmup;
   for (const CaseSpec& spec : cases) {
     const ChainCost cost = caseChainCost(spec);
-    auto shares = std::make_shared<std::shared_ptr<ForwardShares>>();
+    auto model = std::make_shared<std::shared_ptr<CaseTimeModel>>();
     const std::vector<std::string> policies =
         large ? std::vector<std::string>{"store-all", "uniform:k=" + std::to_string(cost.layers())}
               : stepPolicies(cost);
@@ -401,10 +435,10 @@ void registerSteps(const Mode& mode, const std::vector<CaseSpec>& cases, bool la
       addPolicyFamily(policy);
       auto slot = std::make_shared<std::shared_ptr<void>>();
       benchmark::RegisterBenchmark(("BM_Step/" + spec.name + "/" + policy).c_str(),
-                                   [spec, policy, warmup, slot, shares](benchmark::State& st) {
+                                   [spec, policy, policies, warmup, slot, model](benchmark::State& st) {
                                      orSkip(st, [&] {
                                        withScalar(spec.dtype, [&](auto t) {
-                                         stepBenchmark<decltype(t)>(st, spec, policy, warmup, *slot, *shares);
+                                         stepBenchmark<decltype(t)>(st, spec, policy, warmup, policies, *slot, *model);
                                        });
                                      });
                                    })

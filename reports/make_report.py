@@ -203,6 +203,9 @@ def analysis_blocks(rep: Report) -> list[DocBlock]:
                 [("table", time_model.TIME_MODEL_HEADER, tm, None), ("p", time_model.TIME_MODEL_NOTE)],
             ),
         ]
+        weights = time_model.weights_rows(rep.steps)
+        if weights:
+            d += [("details", "The fitted weights per case", [("table", time_model.WEIGHTS_HEADER, weights, None)])]
     fr = full_recompute_rows(rep)
     if fr:
         d += [

@@ -189,6 +189,12 @@ class StepRow:
     # Per op kind: (recompute time as a fraction of the reference step, recompute FLOP share).
     recompute_kinds: dict[str, tuple[float, float]]
     verdict: str | None = None
+    # The time model's inputs (bench/time_model.h); None in older JSON: the per-op repeats' share of the step of
+    # what the policy recomputes (weights 1), the case's fitted weights (a_tape, a_advance) and worst calibration
+    # residual, and whether this policy is one of the calibration schedules (full recomputation).
+    repeat_share: float | None = None
+    weights: tuple[float, float, float] | None = None
+    calibration_row: bool = False
 
     @classmethod
     def from_entry(cls, case: str, policy: str, e: dict[str, Any], family: str) -> StepRow:
@@ -239,6 +245,17 @@ class StepRow:
             predicted_time_overhead=None if pred is None else float(pred),
             recompute_share=None if share is None else float(share),
             recompute_kinds=kinds,
+            repeat_share=opt_float(e.get("time_model_recompute_share")),
+            weights=(
+                (
+                    float(e["time_model_tape_weight"]),
+                    float(e["time_model_advance_weight"]),
+                    float(e.get("time_model_calibration_residual", 0.0)),
+                )
+                if "time_model_tape_weight" in e and "time_model_advance_weight" in e
+                else None
+            ),
+            calibration_row=e.get("time_model_calibration_row", 0) == 1,
         )
 
     @property
@@ -265,6 +282,10 @@ class StepRow:
     def is_full_recompute(self) -> bool:
         """Whether the policy recomputes every block (uniform:k=L)."""
         return self.display == f"uniform:k={self.layers}" or self.policy == f"uniform:k={self.layers}"
+
+
+def opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 @dataclass(frozen=True)

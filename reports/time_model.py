@@ -27,22 +27,25 @@ TIME_MODEL_HEADER = [
 ]
 
 TIME_MODEL_NOTE = (
-    "*predicted time overhead* = the CPU time of every op forward the policy recomputes (as often as it recomputes "
-    "it, with or without saving a context as it does), each timed on the case's own inputs during instrumented "
-    "store-all steps, ÷ the store-all step's time, plus what the policy's first forwards that keep nothing save by "
-    "running in recycled memory, plus what its backwards save by finding a recomputed context in cache where "
-    "store-all's is read from beyond the L2 cache (bench/time_model.h); "
-    "the FLOP overhead weighs the same ops by FLOPs instead. *measured* = time ratio − 1 (median over "
-    "repetitions, interquartile range in brackets). *time-model tax* = measured − predicted: what the policy costs "
-    "beyond re-running those ops (executor bookkeeping, allocation, cache effects of another order of work). "
-    "The tax splits in two by an instrumented run of the policy that clocks its recomputed op forwards "
-    "(bench/recompute_profile.h): *recomputed ops' own time* = their measured time (time ratio × their share of the "
-    "policy's step) − the predicted overhead, where the model misjudged the ops themselves (a recompute in a "
-    "policy's small working set runs faster than the same op repeated inside a store-all step); *rest of the step* "
-    "= everything else the policy's step spends beyond store-all's (its first forward and backward, executor, "
-    "update): negative where the policy's smaller working set makes its own forward and backward faster than "
-    "store-all's, more than the model's cache credits allow."
+    "*predicted time overhead* = a_tape × the CPU time of every op forward the policy recomputes with a tape + "
+    "a_advance × the CPU time of those it recomputes keeping nothing (as often as it recomputes each), each op timed "
+    "on the case's own inputs during instrumented store-all steps, ÷ the store-all step's time (bench/time_model.h). "
+    "The two weights are the case's, fitted by least squares on its calibration schedules, each timed side by side "
+    "with store-all as the policies are: full recomputation, and schedules no catalogue policy runs (blocks "
+    "recomputed in segments of two; pairs rebuilt by advancing their first block; revolve with another number of "
+    "slots; bench/time_model_fit.h). A weight below 1 is what a recomputation really costs next to the same op "
+    "repeated inside a store-all step: the policy's first forward keeps nothing and runs in recycled memory, and the "
+    "backward right after a recompute finds its context in cache. Full recomputation is a calibration schedule, so "
+    "its rows are marked *calibration* and left out of the count. The FLOP overhead weighs the same ops by FLOPs "
+    "instead. *measured* = time ratio − 1 (median over repetitions, interquartile range in brackets). "
+    "*time-model tax* = measured − predicted. It splits in two by an instrumented run of the policy that clocks "
+    "its recomputed op forwards (bench/recompute_profile.h): *recomputed ops' own time* = their measured time (time "
+    "ratio × their share of the policy's step) − their time in the store-all repeats, where a recompute ran faster "
+    "or slower than the same op repeated inside a store-all step; *rest of the step* = the rest of the tax: what "
+    "the policy's first forward, backward, executor and update spend beyond store-all's, less the weights' credit."
 )
+
+WEIGHTS_HEADER = ["case", "a_tape", "a_advance", "worst calibration residual"]
 
 
 def predicted(row: StepRow) -> float | None:
@@ -57,9 +60,16 @@ def time_model_tax(row: StepRow) -> float | None:
 
 
 def ops_error(row: StepRow) -> float | None:
-    """The tax's part in the recomputed ops' own time: measured (time ratio × their share) − predicted."""
-    p = predicted(row)
+    """The tax's part in the recomputed ops' own time: their measured time (time ratio × their share) − their time
+    in the store-all repeats (the prediction itself in older JSON, whose model had no weights)."""
+    p = row.repeat_share if row.repeat_share is not None else predicted(row)
     return None if p is None or row.recompute_share is None else row.time_ratio * row.recompute_share - p
+
+
+def rest_error(row: StepRow) -> float | None:
+    """The rest of the tax (tax − ops_error)."""
+    tax, ops = time_model_tax(row), ops_error(row)
+    return None if tax is None or ops is None else tax - ops
 
 
 def time_model_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
@@ -79,34 +89,49 @@ def time_model_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
                     f"{fmt_overhead(r.time_ratio - 1.0)} ({fmt_overhead(r.q1 - 1.0)}–{fmt_overhead(r.q3 - 1.0)})",
                     fmt_tax(tax),
                     opt_tax(ops_error(r)),
-                    opt_tax(r.rest_tax),
-                    "yes" if abs(tax) <= TIME_MODEL_TAX_GOAL else "no",
+                    opt_tax(rest_error(r)),
+                    "calibration" if r.calibration_row else ("yes" if abs(tax) <= TIME_MODEL_TAX_GOAL else "no"),
                 ]
             )
     return out
 
 
+def weights_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
+    """Per case, the time model's fitted weights (WEIGHTS_HEADER's columns); empty for older JSON."""
+    out = []
+    for case, rows in steps_by_case.items():
+        w = next((r.weights for r in rows if r.weights is not None), None)
+        if w is not None:
+            out.append([case, f"{w[0]:.3f}", f"{w[1]:.3f}", f"{w[2]:.3f}"])
+    return out
+
+
 def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
-    """The section's one-line result over every predicted row; None when no row has a prediction."""
-    """One summary line, or None when the benchmark JSON has no time model (older bench_engine)."""
-    rows = [r for rs in steps_by_case.values() for r in rs if time_model_tax(r) is not None]
+    """The section's one-line result over every predicted row (calibration rows apart); None when no row has a
+    prediction (older bench_engine)."""
+    every = [r for rs in steps_by_case.values() for r in rs if time_model_tax(r) is not None]
+    rows = [r for r in every if not r.calibration_row]
     if not rows:
         return None
     taxes = [time_model_tax(r) for r in rows]
     worst = max(rows, key=lambda r: abs(time_model_tax(r)))
     within = sum(1 for t in taxes if abs(t) <= TIME_MODEL_TAX_GOAL)
     misses = [r for r in rows if abs(time_model_tax(r)) > TIME_MODEL_TAX_GOAL and ops_error(r) is not None]
-    ops_led = sum(1 for r in misses if abs(ops_error(r)) > abs(r.rest_tax))
+    ops_led = sum(1 for r in misses if abs(ops_error(r)) > abs(rest_error(r)))
     split = (
         f" Of the {len(misses)} outside, {ops_led} mostly in the recomputed ops' own time, "
         f"{len(misses) - ops_led} mostly in the rest of the step."
         if misses
         else ""
     )
+    calibration = len(every) - len(rows)
+    runs = "run is" if calibration == 1 else "runs are"
+    cal = f" ({calibration} full-recomputation {runs} calibration, not counted)" if calibration else ""
     return (
-        f"Time model (time overhead predicted from the store-all step's per-op times): time-model tax median "
-        f"{fmt_tax(statistics.median(taxes))}, worst {fmt_tax(time_model_tax(worst))} ({worst.case}, "
-        f"{worst.display}); within ±{TIME_MODEL_TAX_GOAL} on {within} of {len(rows)} case × policy runs.{split}"
+        f"Time model (time overhead predicted from the store-all step's per-op times and each case's calibration "
+        f"schedules): time-model tax median {fmt_tax(statistics.median(taxes))}, worst "
+        f"{fmt_tax(time_model_tax(worst))} ({worst.case}, {worst.display}); within ±{TIME_MODEL_TAX_GOAL} on "
+        f"{within} of {len(rows)} case × policy runs{cal}.{split}"
     )
 
 

@@ -294,6 +294,36 @@ TEST_F(ReportTest, timeModelSummarySaysWhereEachMissIs) {
   }
 }
 
+// The calibrated model's counters (bench/time_model_fit.h): revolve's per-op repeats put its recomputed ops at
+// 0.04 of the step, so of its +0.018 tax +0.025 is their own time (0.0649 - 0.04) and -0.007 the rest; a row
+// marked as a calibration schedule says so and is left out of the count; the case's weights get their table.
+TEST_F(ReportTest, timeModelMarksCalibrationRowsAndShowsTheWeights) {
+  auto replaceAll = [](std::string s, const std::string& from, const std::string& to) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+    return s;
+  };
+  std::string j = replaceAll(slurp(data("bench_time_model_small.json")), "\"predicted_time_overhead\": 0.05",
+                             "\"time_model_recompute_share\": 0.04, \"time_model_tape_weight\": 0.7, "
+                             "\"time_model_advance_weight\": 0.9, \"time_model_calibration_residual\": 0.004, "
+                             "\"predicted_time_overhead\": 0.05");
+  j = replaceAll(j, "\"predicted_time_overhead\": 0.0\n",
+                 "\"time_model_calibration_row\": 1, \"predicted_time_overhead\": 0.0\n");
+  const fs::path in = root_ / "tm-calibrated.json";
+  std::ofstream(in) << j;
+  const CliRun r =
+      ckptcheck({"report", "--bench", in.string(), "--out", (root_ / "cal").string(), "--quiet"}, root_ / "run-cal");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string m = slurp(root_ / "cal" / "report.md");
+  EXPECT_NE(m.find("| +0.018 | +0.025 | -0.007 | yes |"), std::string::npos) << m;
+  EXPECT_NE(m.find("| tiny | store-all |"), std::string::npos) << m;
+  EXPECT_NE(m.find("| calibration |"), std::string::npos) << m;
+  EXPECT_NE(m.find("within ±0.03 on 1 of 1 case × policy runs (1 full-recomputation run is calibration, not counted)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("| tiny | 0.700 | 0.900 | 0.004 |"), std::string::npos) << m;
+}
+
 // bench_engine's output as it is now: BM_Step repeated (Google Benchmark's statistics, q1/q3 among them),
 // BM_Planner/BM_Frontier with named arguments (layers:L, budget:B), and a benchmark skipped with its error
 // (tests/data/report/bench_gb_small.json, a trimmed real run on tiny plus one skipped entry).

@@ -1,0 +1,110 @@
+// bench_engine's time model (bench/time_model.h, bench/time_model_fit.h): the calibration schedules are valid,
+// recompute what each is for, and (full recomputation apart) are no schedule a catalogue policy runs; the least
+// squares gives back the weights that made its data, and declines to fit what the data cannot tell apart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/time_model_fit.h"
+#include "cases/case_json.h"
+#include "harness/engine/policy.h"
+#include "tests/test_util.h"
+
+namespace ckpt::bench {
+namespace {
+
+std::vector<Schedule> catalogueSchedules(const ChainCost& cost) {
+  std::vector<Schedule> out;
+  for (const std::string& p : defaultPolicies(cost)) out.push_back(makeSchedule(parsePolicy(p), cost));
+  out.push_back(fullRecomputeSchedule(cost));
+  return out;
+}
+
+int64_t total(const std::map<NodeKey, int64_t>& m) {
+  int64_t n = 0;
+  for (const auto& [key, count] : m) n += count;
+  return n;
+}
+
+// On every catalogue case: full recomputation first, then schedules that validate and that no policy runs.
+TEST(TimeModelCalibration, fullRecomputationThenSchedulesNoPolicyRuns) {
+  for (const auto& entry : std::filesystem::directory_iterator(test::catalogueDir())) {
+    const CaseSpec spec = loadCase(entry.path().string());
+    const ChainCost cost = caseChainCost(spec);
+    const std::vector<Schedule> evaluated = catalogueSchedules(cost);
+    const std::vector<Schedule> cal = calibrationSchedules(cost, evaluated);
+    ASSERT_FALSE(cal.empty()) << spec.name;
+    EXPECT_EQ(cal.front().instrs, fullRecomputeSchedule(cost).instrs) << spec.name;
+    EXPECT_LE(cal.size(), kCalibrationSchedules) << spec.name;
+    EXPECT_GE(cal.size(), 2u) << spec.name << ": nothing to fit the advancing weight on";
+    EXPECT_NO_THROW(validateSchedule(twosSchedule(cost.layers()), cost)) << spec.name;
+    EXPECT_NO_THROW(validateSchedule(pairsSchedule(cost.layers()), cost)) << spec.name;
+    for (size_t i = 0; i < cal.size(); ++i) {
+      EXPECT_NO_THROW(validateSchedule(cal[i], cost)) << spec.name << " " << cal[i].policy;
+      if (i == 0) continue;
+      for (const Schedule& e : evaluated)
+        EXPECT_FALSE(e.instrs == cal[i].instrs && e.keep == cal[i].keep)
+            << spec.name << ": calibration " << cal[i].policy << " is the schedule of " << e.policy;
+    }
+  }
+}
+
+// pairs recomputes every block with its tape and advances the first of each pair once more; twos recomputes
+// every block once with its tape and advances nothing. Counted on a real chain by the executor's meter.
+TEST(TimeModelCalibration, pairsAdvancesTheFirstBlockOfEachPairTwosNothing) {
+  const CaseSpec spec = loadCase(test::catalogueCase("mlp-deep").string());
+  const ChainCost cost = caseChainCost(spec);
+  const int n = cost.layers();
+  ASSERT_GE(n, 4);
+  std::vector<int64_t> nodes;  // ops per block
+  for (const auto& block : buildChain<float>(spec).blocks) nodes.push_back(static_cast<int64_t>(block.nodes.size()));
+  auto ops = [&](auto pick) {
+    int64_t k = 0;
+    for (int b = 0; b < n; ++b) k += pick(b) ? nodes[static_cast<size_t>(b)] : 0;
+    return k;
+  };
+  const NodeClock pairs = policyForwardCounts<float>(spec, pairsSchedule(n));
+  const NodeClock twos = policyForwardCounts<float>(spec, twosSchedule(n));
+  // pairs: the last block runs once, taped, in the backward; every other block is recomputed with its tape; the
+  // first of each pair but the last pair is advanced once more first (the last pair's advance is its first run).
+  const int lastPair = (n - 1) / 2 * 2;
+  EXPECT_EQ(total(pairs.recomputes), ops([&](int b) { return b != n - 1; }));
+  EXPECT_EQ(total(pairs.recomputesUntaped), ops([&](int b) { return b % 2 == 0 && b < lastPair; }));
+  EXPECT_EQ(total(twos.recomputes), ops([](int) { return true; }));
+  EXPECT_EQ(total(twos.recomputesUntaped), 0);
+}
+
+TEST(TimeModelFit, leastSquaresGivesBackTheWeightsThatMadeTheData) {
+  const std::vector<RecomputeShares> x{{0.30, 0.0}, {0.33, 0.10}, {0.33, 0.40}, {0.20, 0.05}};
+  std::vector<double> y;
+  for (const RecomputeShares& r : x) y.push_back(0.6 * r.taped + 0.9 * r.advancing);
+  const TimeModelFit fit = fitWeights(x, y);
+  ASSERT_TRUE(fit.fitted);
+  EXPECT_NEAR(fit.tape, 0.6, 1e-12);
+  EXPECT_NEAR(fit.advance, 0.9, 1e-12);
+  EXPECT_NEAR(fit.residual, 0.0, 1e-12);
+  EXPECT_NEAR(predictTimeOverhead(fit, {0.5, 0.25}), 0.6 * 0.5 + 0.9 * 0.25, 1e-12);
+  // A schedule off the model shows in the residual, the fit still the best over all four.
+  y[2] += 0.05;
+  const TimeModelFit off = fitWeights(x, y);
+  EXPECT_GT(off.residual, 1e-3);
+  EXPECT_LT(off.residual, 0.05);
+}
+
+TEST(TimeModelFit, declinesWhatTheDataCannotTellApart) {
+  // One schedule, or none that advances: the weights stay 1 (the per-op repeats' own times), unfitted.
+  for (const auto& x :
+       {std::vector<RecomputeShares>{{0.3, 0.1}}, std::vector<RecomputeShares>{{0.3, 0.0}, {0.2, 0.0}}}) {
+    const TimeModelFit fit = fitWeights(x, std::vector<double>(x.size(), 0.2));
+    EXPECT_FALSE(fit.fitted);
+    EXPECT_EQ(fit.tape, 1.0);
+    EXPECT_EQ(fit.advance, 1.0);
+  }
+  EXPECT_FALSE(fitWeights({{0.3, 0.1}, {0.2, 0.05}}, {0.2}).fitted);  // a measurement missing
+}
+
+}  // namespace
+}  // namespace ckpt::bench
