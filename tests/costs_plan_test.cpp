@@ -65,8 +65,10 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
        "costs.json: blocks[2].backward_seconds: must be a non-negative number"},
       {[](json& j) { j["blocks"][4]["saves_output"] = 1; },
        "costs.json: blocks[4].saves_output: must be true or false"},
-      {[](json& j) { j["checkpoint_seconds"] = -0.001; },
-       "costs.json: checkpoint_seconds: must be a non-negative number"},
+      {[](json& j) { j["checkpoint_seconds"] = "fast"; },
+       "costs.json: checkpoint_seconds: must be a number of seconds, at most 10^9 either way"},
+      {[](json& j) { j["checkpoint_seconds"] = -2e9; },
+       "costs.json: checkpoint_seconds: must be a number of seconds, at most 10^9 either way"},
   };
   for (const auto& [change, want] : cases) {
     json j = tinyJson();
@@ -92,6 +94,11 @@ TEST(CostsPlan, predictedTimeCountsEachRecomputedBlocksForwardAndCheckpointSecon
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(plain, u3), 0.01 + 0.02 + 0.03);
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(withCheckpoint, u3), 0.01 + 0.02 + 0.03 + 3 * 0.005);
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(withCheckpoint, storeAllSchedule(cost)), 0.0);
+  // Negative (full recomputation measured below the blocks' forwards): subtracted, but no block's recompute
+  // counts below zero (block 0's 0.01 - 0.015).
+  j["checkpoint_seconds"] = -0.015;
+  const ChainCosts faster = parseChainCosts(j, "costs.json");
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(faster, u3), 0.0 + (0.02 - 0.015) + (0.03 - 0.015));
 }
 
 // Store-all saves everything once: the sum of every byte count the fixture lists, each storage once.

@@ -1,5 +1,6 @@
 #include "harness/engine/costs_file.h"
 
+#include <cmath>
 #include <numeric>
 
 #include "cases/user_file.h"
@@ -53,6 +54,12 @@ struct Reader {
     const json& v = at(obj, key, field);
     if (!v.is_number() || !(v.get<double>() >= 0)) fail(field, "must be a non-negative number");
     if (!(v.get<double>() <= kMaxCostsSeconds)) fail(field, "must be at most 10^9 seconds");
+    return v.get<double>();
+  }
+  double signedSeconds(const json& obj, const std::string& key, const std::string& field) const {
+    const json& v = at(obj, key, field);
+    if (!v.is_number() || !(std::abs(v.get<double>()) <= kMaxCostsSeconds))
+      fail(field, "must be a number of seconds, at most 10^9 either way");
     return v.get<double>();
   }
   bool flag(const json& obj, const std::string& key, const std::string& field) const {
@@ -160,7 +167,8 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
     r.fail("batch_size",
            "must be between 1 and " + std::to_string(kMaxCostsBatch) + " (got " + std::to_string(c.batchSize) + ")");
   c.stepSeconds = r.seconds(j, "step_seconds", "step_seconds");
-  if (j.contains("checkpoint_seconds")) c.checkpointSeconds = r.seconds(j, "checkpoint_seconds", "checkpoint_seconds");
+  if (j.contains("checkpoint_seconds"))
+    c.checkpointSeconds = r.signedSeconds(j, "checkpoint_seconds", "checkpoint_seconds");
   const json& blocks = r.array(j, "blocks", "blocks");
   if (blocks.empty()) r.fail("blocks", "must hold at least one block");
   if (blocks.size() > static_cast<size_t>(kMaxCostsBlocks))

@@ -45,7 +45,8 @@ struct ChainCosts {
   std::string model, framework;
   int64_t batchSize = 1;
   double stepSeconds = 0;
-  double checkpointSeconds = 0;        // what recomputing a block costs beyond its forward (optional; older files: 0)
+  double checkpointSeconds = 0;        // what recomputing a block costs beyond its forward, may be negative
+                                       // (optional; older files: 0)
   std::vector<int64_t> boundaryBytes;  // x_0 .. x_L
   std::vector<ProfiledBlock> blocks;
   ProfiledPart before, after;

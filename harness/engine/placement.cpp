@@ -1,5 +1,6 @@
 #include "harness/engine/placement.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "common/input_error.h"
@@ -180,9 +181,9 @@ std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule&
   if (dropsContexts(s) || !(c.stepSeconds > 0)) return std::nullopt;
   const std::vector<int64_t> calls = forwardCalls(s);
   double extra = 0;
-  for (int i = 0; i < c.layers(); ++i)
+  for (int i = 0; i < c.layers(); ++i)  // a negative checkpoint_seconds never makes a recompute cost less than 0
     extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) *
-             (c.blocks[static_cast<size_t>(i)].forwardSeconds + c.checkpointSeconds);
+             std::max(0.0, c.blocks[static_cast<size_t>(i)].forwardSeconds + c.checkpointSeconds);
   return extra / c.stepSeconds;
 }
 

@@ -45,7 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
 FORMAT, VERSION = "ckptcheck-chain-costs", 1
-CALIBRATION_PAIRS = 6  # checkpoint_seconds: steps of the model and of its fully recomputed copy, each
+CALIBRATION_PAIRS = 16  # checkpoint_seconds: steps of the model and of its fully recomputed copy, each
 
 
 class Refused(Exception):
@@ -200,11 +200,13 @@ def _median_times(samples):
 
 def checkpoint_seconds(setup, model, make_opt, args, batch_size, forward_seconds):
     """What recomputing a block costs beyond its own forward (checkpoint's packing and unpacking, the recompute's
-    graph, the buffer guard), per recomputed block: a copy of the model with every block its own recomputed
-    segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
-    CALIBRATION_PAIRS steps each in turn, after a warm-up pair; the median ratio of their step times, less 1, is
-    full recomputation's measured overhead, and what it adds beyond the blocks' forward seconds, split evenly over
-    the blocks, is the per-block cost. Never negative."""
+    graph, the buffer guard, less what the checkpointed first forward saves by keeping nothing), per recomputed
+    block: a copy of the model with every block its own recomputed segment (apply_plan.py, as `validate --plan`
+    applies a placement) and the model itself train CALIBRATION_PAIRS steps each in turn, after a warm-up pair; the
+    median ratio of their step times, less 1, is full recomputation's measured overhead, and what it adds beyond the
+    blocks' forward seconds, split evenly over the blocks, is the per-block cost. Negative where full recomputation
+    costs less than the blocks' profiled forwards (GPT-2 here: the first forward saves nothing, and the timing hooks
+    that measured the forwards are gone); a placement's prediction never counts a block's recompute below zero."""
     twin = copy.deepcopy(model)
     twin_opt = make_opt(twin.parameters())
     blocks = [m for _, m in cp.resolve_chain(setup, twin)]
@@ -234,7 +236,7 @@ def checkpoint_seconds(setup, model, make_opt, args, batch_size, forward_seconds
             ratios.append(took[id(twin)] / took[id(model)])
             plain.append(took[id(model)])
     extra = (statistics.median(ratios) - 1.0) * statistics.median(plain) - sum(forward_seconds)
-    return max(0.0, extra / n)
+    return extra / n
 
 
 def classify(probe, recorder, meter, blocks):

@@ -88,7 +88,9 @@ def placement(costs, segments, policy="hand"):
     total_flops = sum(b["forward_flops"] + b["backward_flops"] for b in costs["blocks"]) + sum(
         part["forward_flops"] + part["backward_flops"] for part in costs["outside"].values()
     )
-    secs = sum(costs["blocks"][i]["forward_seconds"] + costs.get("checkpoint_seconds", 0.0) for i in recomputed)
+    secs = sum(
+        max(0.0, costs["blocks"][i]["forward_seconds"] + costs.get("checkpoint_seconds", 0.0)) for i in recomputed
+    )
     return {
         "format": "ckptcheck-placement",
         "version": 1,

@@ -4,7 +4,8 @@ built here: a chain of four blocks (Linear, BatchNorm1d, ReLU, Dropout, times a 
 further argument). Run as a plain script: exit 0 when every check holds, 1 otherwise (one line per failure).
 
   - chain_profile.py writes costs whose byte counts add up (it checks that itself), name the gate as a
-    shared argument and hold checkpoint_seconds (a number, never negative; no timing is judged);
+    shared argument and hold checkpoint_seconds (a finite number, negative where recomputing costs less than the
+    profiled forward; no timing is judged);
   - for three placements (all stored; [0,1] and [2] recomputed, [3] stored; every block its own recomputed
     segment but the last), user_model.py --plan trains bitwise as the plain run (every dumped tensor), saves
     what plan_check.predict_saved predicts (total, before, after, per block) and calls each block 1 or 2 times;
@@ -18,6 +19,7 @@ Everything runs in this process (the factories below are loaded from this file, 
 import contextlib
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -145,7 +147,7 @@ def check_placements(work, factory):
     check(len(costs["boundary_bytes"]) == BLOCKS + 1, "boundary_bytes: L+1 sizes")
     ckpt = costs.get("checkpoint_seconds")
     check(
-        isinstance(ckpt, float) and ckpt >= 0,
+        isinstance(ckpt, float) and math.isfinite(ckpt),
         "%s: checkpoint_seconds, what recomputing a block costs beyond its forward, measured: %r" % (factory, ckpt),
     )
     gate = [s for s in costs["shared"] if s["argument"]]
