@@ -92,7 +92,8 @@ inline std::vector<Schedule> calibrationSchedules(const ChainCost& cost, const s
   };
   int slots = 2;
   for (const Schedule& e : evaluated)
-    if (e.policy.rfind("revolve:slots=", 0) == 0) slots = std::stoi(e.policy.substr(14)) + 1;
+    if (const PolicySpec p = parsePolicy(e.policy); p.name == "revolve" && !p.selective)
+      slots = std::stoi(p.params.at("slots")) + 1;
   add(twosSchedule(n));
   add(pairsSchedule(n));
   for (int c : {slots, 2, 3, 1})
