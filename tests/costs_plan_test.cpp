@@ -69,6 +69,12 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
        "costs.json: checkpoint_seconds: must be a number of seconds, at most 10^9 either way"},
       {[](json& j) { j["checkpoint_seconds"] = -2e9; },
        "costs.json: checkpoint_seconds: must be a number of seconds, at most 10^9 either way"},
+      {[](json& j) { j["blocks"][2]["recompute_seconds"] = 2e9; },
+       "costs.json: blocks[2].recompute_seconds: must be a number of seconds, at most 10^9 either way"},
+      {[](json& j) { j["blocks"][0]["recompute_seconds"] = 0.1; },
+       "costs.json: blocks[1].recompute_seconds: missing, blocks[0] has one (every block has one or none does)"},
+      {[](json& j) { j["blocks"][3]["recompute_seconds"] = 0.1; },
+       "costs.json: blocks[3].recompute_seconds: present, blocks[0] has none (every block has one or none does)"},
   };
   for (const auto& [change, want] : cases) {
     json j = tinyJson();
@@ -99,6 +105,25 @@ TEST(CostsPlan, predictedTimeCountsEachRecomputedBlocksForwardAndCheckpointSecon
   j["checkpoint_seconds"] = -0.015;
   const ChainCosts faster = parseChainCosts(j, "costs.json");
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(faster, u3), 0.0 + (0.02 - 0.015) + (0.03 - 0.015));
+}
+
+// recompute_seconds, measured per block, replaces forward seconds plus checkpoint_seconds for every block (the
+// file's checkpoint_seconds is then not read into any prediction); a negative one counts as 0.
+TEST(CostsPlan, predictedTimeCountsEachRecomputedBlocksOwnRecomputeSeconds) {
+  json j = tinyJson();
+  j["step_seconds"] = 2.0;
+  j["checkpoint_seconds"] = 0.5;
+  const std::vector<double> recompute = {0.04, -0.01, 0.08, 0.3, 0.6};
+  for (size_t i = 0; i < j["blocks"].size(); ++i) {
+    j["blocks"][i]["forward_seconds"] = 0.01;
+    j["blocks"][i]["recompute_seconds"] = recompute[i];
+  }
+  const ChainCosts c = parseChainCosts(j, "costs.json");
+  ASSERT_TRUE(c.blocks[1].recomputeSeconds.has_value());
+  EXPECT_EQ(*c.blocks[1].recomputeSeconds, -0.01);
+  const ChainCost cost = chainCostOf(c);
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, uniformSchedule(cost, 3)), (0.04 + 0.0 + 0.08) / 2.0);
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, storeAllSchedule(cost)), 0.0);
 }
 
 // Store-all saves everything once: the sum of every byte count the fixture lists, each storage once.
@@ -276,6 +301,24 @@ TEST(PlanCheck, holdsWhenPyTorchDidAsPlannedAndNamesTheFirstDivergence) {
   EXPECT_FALSE(ok.finding) << ok.why;
   ASSERT_TRUE(ok.measuredTime);
   EXPECT_NEAR(*ok.measuredTime, 0.2, 1e-12);
+  EXPECT_EQ(ok.timedPairs, 0);  // the two runs' own step times: no pairs, no spread
+  EXPECT_FALSE(ok.measuredTimeMiddleHalf);
+  // Side-by-side pairs: the median of their ratios, and their 25th and 75th percentiles, linear between ranks
+  // (ratios - 1 sorted: 0, 0.1, 0.2, 0.3, 0.4; ranks 1 and 3).
+  json timed = m;
+  timed["timing"] = {{"plain", {1.0, 2.0, 1.0, 2.0, 1.0}}, {"checkpoint", {1.3, 2.0, 1.1, 2.8, 1.2}}};
+  const PlanOutcome pairs = checkPlan(p, timed, 0.1, 0.12);
+  EXPECT_EQ(pairs.timedPairs, 5);
+  EXPECT_NEAR(*pairs.measuredTime, 0.2, 1e-12);
+  ASSERT_TRUE(pairs.measuredTimeMiddleHalf);
+  EXPECT_NEAR(pairs.measuredTimeMiddleHalf->first, 0.1, 1e-12);
+  EXPECT_NEAR(pairs.measuredTimeMiddleHalf->second, 0.3, 1e-12);
+  timed["timing"]["plain"].push_back(1.0);  // six pairs: between ranks (1.25 and 3.75 of 0 .. 0.5)
+  timed["timing"]["checkpoint"].push_back(1.5);
+  const PlanOutcome six = checkPlan(p, timed, 0.1, 0.12);
+  EXPECT_NEAR(*six.measuredTime, 0.25, 1e-12);
+  EXPECT_NEAR(six.measuredTimeMiddleHalf->first, 0.125, 1e-12);
+  EXPECT_NEAR(six.measuredTimeMiddleHalf->second, 0.375, 1e-12);
   m["saved_bytes_by_block"][3] = p.savedByBlock[3] + 64;
   m["saved_bytes"] = p.savedBytes + 64;
   const PlanOutcome bytes = checkPlan(p, m, 0.1, 0.12);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,9 @@ struct ProfiledBlock {
   std::vector<ProfiledOp> ops;
   int64_t forwardFlops = 0, backwardFlops = 0;
   double forwardSeconds = 0, backwardSeconds = 0;
-  int64_t savedBytes() const;  // its ops' saved bytes
+  std::optional<double> recomputeSeconds;  // what recomputing it adds to the step, may be negative (optional; older
+                                           // files: forward_seconds + checkpoint_seconds)
+  int64_t savedBytes() const;              // its ops' saved bytes
 };
 
 struct ProfiledPart {  // what runs before or after the chain

@@ -181,9 +181,11 @@ std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule&
   if (dropsContexts(s) || !(c.stepSeconds > 0)) return std::nullopt;
   const std::vector<int64_t> calls = forwardCalls(s);
   double extra = 0;
-  for (int i = 0; i < c.layers(); ++i)  // a negative checkpoint_seconds never makes a recompute cost less than 0
-    extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) *
-             std::max(0.0, c.blocks[static_cast<size_t>(i)].forwardSeconds + c.checkpointSeconds);
+  for (int i = 0; i < c.layers(); ++i) {  // a negative measurement never makes a recompute cost less than 0
+    const ProfiledBlock& b = c.blocks[static_cast<size_t>(i)];
+    const double once = b.recomputeSeconds ? *b.recomputeSeconds : b.forwardSeconds + c.checkpointSeconds;
+    extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) * std::max(0.0, once);
+  }
   return extra / c.stepSeconds;
 }
 

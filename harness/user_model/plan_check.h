@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ckpt {
@@ -42,7 +43,8 @@ PlacementFile parsePlacementFile(const nlohmann::json& j, const std::string& pat
 struct PlanOutcome {
   int64_t predictedBytes = 0, measuredBytes = 0;
   std::optional<double> predictedTime, measuredTime;
-  int timedPairs = 0;                   // side-by-side pairs behind measuredTime (0: the two runs' own step times)
+  int timedPairs = 0;  // side-by-side pairs behind measuredTime (0: the two runs' own step times)
+  std::optional<std::pair<double, double>> measuredTimeMiddleHalf;  // the pairs' 25th and 75th percentiles
   int64_t predictedPeak = 0;            // the planner's peak plus the part before the chain's saved bytes
   std::optional<int64_t> measuredPeak;  // none: the memory pass changed its run or could not categorise
   bool finding = false;
@@ -50,7 +52,9 @@ struct PlanOutcome {
 };
 
 // `measured` is the driver's "plan" record (user_model.py). The measured overhead is the median, over its
-// side-by-side timing pairs, of checkpointed / plain - 1; without them, secondsPlan / secondsPlain - 1 (the two
+// side-by-side timing pairs, of checkpointed / plain - 1, with the middle half of those ratios (25th to 75th
+// percentile, linear between ranks), so a gap to the prediction can be read against the pairs' own spread;
+// without them, secondsPlan / secondsPlain - 1 (the two
 // runs' own step times, each in its own process). `measuredPeak`: the checkpointed run's memory pass's
 // peak_activation_bytes (none when not measured: the peak is then not checked, and the report says so).
 // Throws std::runtime_error for a record that is not the driver's.

@@ -55,6 +55,9 @@ json planJson(const UserModelReport& r, const PlanOutcome& p) {
             {"predicted_time_overhead", optionalNumber(p.predictedTime)},
             {"measured_time_overhead", optionalNumber(p.measuredTime)},
             {"timed_pairs", p.timedPairs},
+            {"measured_time_overhead_middle_half",
+             p.measuredTimeMiddleHalf ? json::array({p.measuredTimeMiddleHalf->first, p.measuredTimeMiddleHalf->second})
+                                      : json(nullptr)},
             {"predicted_peak_bytes", p.predictedPeak},
             {"measured_peak_bytes", p.measuredPeak ? json(*p.measuredPeak) : json(nullptr)},
             {"result", p.finding ? "finding" : "holds"}};
@@ -73,7 +76,13 @@ std::string planLine(const UserModelReport& r, const PlanOutcome& p) {
   if (p.predictedTime || p.measuredTime)
     line += "; step-time overhead predicted " + (p.predictedTime ? signedPct(*p.predictedTime) : std::string("n/a")) +
             ", measured " + (p.measuredTime ? signedPct(*p.measuredTime) : std::string("n/a")) +
-            (p.timedPairs > 0 ? " (median of " + std::to_string(p.timedPairs) + " steps side by side)" : "");
+            (p.timedPairs > 0
+                 ? " (median of " + std::to_string(p.timedPairs) + " steps side by side" +
+                       (p.measuredTimeMiddleHalf ? ", middle half " + signedPct(p.measuredTimeMiddleHalf->first) +
+                                                       " to " + signedPct(p.measuredTimeMiddleHalf->second)
+                                                 : std::string()) +
+                       ")"
+                 : "");
   return line;
 }
 

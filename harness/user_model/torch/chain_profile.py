@@ -11,7 +11,8 @@ The factory is loaded as user_model.py loads it and must name its `chain`. Step 
 a dispatch mode and FlopCounterMode: saved storages per block (the innermost chain block running), boundaries,
 shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
 the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and a copy of it with
-every block recomputed train side by side, which gives checkpoint_seconds (checkpoint_seconds()). Every time is
+every block recomputed train side by side under the timing hooks, which gives each block's recompute_seconds
+(recompute_seconds()). Every time is
 CPU time of the thread (torch runs one thread here, backward included): on a machine shared with other work, wall
 time charges an op for whatever the scheduler ran meanwhile. Same determinism as user_model.py.
 
@@ -45,7 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
 FORMAT, VERSION = "ckptcheck-chain-costs", 1
-CALIBRATION_PAIRS = 16  # checkpoint_seconds: steps of the model and of its fully recomputed copy, each
+CALIBRATION_PAIRS = 16  # recompute_seconds: steps of the model and of its fully recomputed copy, each
 
 
 class Refused(Exception):
@@ -124,7 +125,9 @@ def profile_step(setup, model, opt, batch, blocks):
 
 class Timer:
     """Timing hooks only: forward pre/post hooks on the blocks; tensor hooks on the boundaries x_0..x_L, whose
-    gradient is complete when the block after them has run its backward."""
+    gradient is complete when the block after them has run its backward. A block's forward is its first in the
+    step; on a recomputed block the recompute runs in its backward interval (it starts when the gradient of its
+    output is complete)."""
 
     def __init__(self, modules):
         self.n = len(modules)
@@ -147,6 +150,8 @@ class Timer:
 
     def _pre(self, i):
         def hook(_m, args, _kwargs):
+            if self.pre[i] is not None:  # a recompute in backward: the block's first forward counts
+                return
             self.pre[i] = time.thread_time()
             if i == 0 and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
                 args[0].register_hook(self._mark(0))
@@ -155,6 +160,8 @@ class Timer:
 
     def _post(self, i):
         def hook(_m, _args, output):
+            if self.post[i] is not None:
+                return
             self.post[i] = time.thread_time()
             y = cp.first_tensor(output)
             if y is not None and y.requires_grad:
@@ -163,7 +170,8 @@ class Timer:
         return hook
 
     def step(self, setup, model, opt, batch):
-        """One training step; returns {"blocks": [(fwd, bwd)], "before": (fwd, bwd), "after": (fwd, bwd)}."""
+        """One training step; returns {"blocks": [(fwd, bwd)], "before": (fwd, bwd), "after": (fwd, bwd),
+        "step": the whole step, optimizer included}."""
         self.reset()
         opt.zero_grad(set_to_none=True)
         t0 = time.thread_time()
@@ -172,6 +180,7 @@ class Timer:
         loss.backward()
         t2 = time.thread_time()
         opt.step()
+        t3 = time.thread_time()
         if None in self.pre or None in self.post:
             raise cp.NotSequential("chain is not sequential: a block did not run in a timed step")
         grad = list(self.grad)
@@ -183,6 +192,7 @@ class Timer:
             "blocks": [(pos(self.post[i] - self.pre[i]), pos(grad[i] - grad[i + 1])) for i in range(self.n)],
             "before": (pos(self.pre[0] - t0), pos(t2 - grad[0])),
             "after": (pos(t1 - self.post[-1]), pos(grad[self.n] - t1)),
+            "step": t3 - t0,
         }
 
     def remove(self):
@@ -198,45 +208,57 @@ def _median_times(samples):
     return blocks, part
 
 
-def checkpoint_seconds(setup, model, make_opt, args, batch_size, forward_seconds):
-    """What recomputing a block costs beyond its own forward (checkpoint's packing and unpacking, the recompute's
-    graph, the buffer guard, less what the checkpointed first forward saves by keeping nothing), per recomputed
-    block: a copy of the model with every block its own recomputed segment (apply_plan.py, as `validate --plan`
-    applies a placement) and the model itself train CALIBRATION_PAIRS steps each in turn, after a warm-up pair; the
-    median ratio of their step times, less 1, is full recomputation's measured overhead, and what it adds beyond the
-    blocks' forward seconds, split evenly over the blocks, is the per-block cost. Negative where full recomputation
-    costs less than the blocks' profiled forwards (GPT-2 here: the first forward saves nothing, and the timing hooks
-    that measured the forwards are gone); a placement's prediction never counts a block's recompute below zero."""
+def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
+    """What recomputing each block adds to the step, measured per block: a copy of the model with every block its
+    own recomputed segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
+    CALIBRATION_PAIRS steps each in turn under the Timer, after a warm-up pair, which goes first alternating. Per
+    pair, block i's cost is the copy's forward plus backward interval (the recompute included) less the model's;
+    per pair, the copy's step (forward and backward) less the model's, less the blocks' costs, is what
+    checkpointing adds outside any block's interval (checkpoint's own entry and exit, the parts before and after the
+    chain), spread evenly over the blocks. Block i's result is the median of its per-pair costs plus that spread
+    median, as a fraction of the median plain step of the same pairs, times step_seconds: the step the prediction
+    divides by, so a machine that ran faster or slower during these pairs moves no prediction.
+
+    Per block, because recomputing a block does not cost its forward: ResNet-18's last two blocks (7.3 and 5.7 ms
+    of forward) added 0.9-6 ms each, their recompute warming the weights their backward then reads, while its
+    first blocks added more than their forward. Negative where recomputing a block costs less than it saves; a
+    placement's prediction never counts a block's recompute below zero."""
     twin = copy.deepcopy(model)
     twin_opt = make_opt(twin.parameters())
-    blocks = [m for _, m in cp.resolve_chain(setup, twin)]
+    twin_blocks = [m for _, m in cp.resolve_chain(setup, twin)]
     names_of = {id(m): n for n, m in twin.named_modules()}
-    n = len(blocks)
+    n = len(twin_blocks)
     apply_plan.apply(
         twin,
-        blocks,
+        twin_blocks,
         {
-            "blocks": [names_of[id(m)] for m in blocks],
+            "blocks": [names_of[id(m)] for m in twin_blocks],
             "segments": [{"first": i, "last": i, "recompute": True} for i in range(n)],
         },
     )
-    plain_opt = make_opt(model.parameters())
-    ratios, plain = [], []
-    for k in range(-1, CALIBRATION_PAIRS):
-        batch = make_batch(setup, args, 2 * args.steps + k, batch_size)
-        runs = [(model, plain_opt), (twin, twin_opt)]
-        took = {}
-        for m, o in runs if k % 2 == 0 else runs[::-1]:
-            o.zero_grad(set_to_none=True)
-            t0 = time.thread_time()
-            compute_loss(setup, m, batch).backward()
-            o.step()
-            took[id(m)] = time.thread_time() - t0
-        if k >= 0 and took[id(model)] > 0:
-            ratios.append(took[id(twin)] / took[id(model)])
-            plain.append(took[id(model)])
-    extra = (statistics.median(ratios) - 1.0) * statistics.median(plain) - sum(forward_seconds)
-    return extra / n
+    plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)]))
+    recomputed = (twin, twin_opt, Timer(twin_blocks))
+    pairs = []
+    try:
+        for k in range(-1, CALIBRATION_PAIRS):
+            batch = make_batch(setup, args, 2 * args.steps + k, batch_size)
+            runs = [plain, recomputed]
+            took = {}
+            for m, o, timer in runs if k % 2 == 0 else runs[::-1]:
+                took[id(m)] = timer.step(setup, m, o, batch)
+            if k >= 0:
+                pairs.append((took[id(model)], took[id(twin)]))
+    finally:
+        plain[2].remove()
+        recomputed[2].remove()
+    med = statistics.median
+    per_block = [med([sum(c["blocks"][i]) - sum(p["blocks"][i]) for p, c in pairs]) for i in range(n)]
+    outside = med(
+        [c["step"] - p["step"] - sum(sum(c["blocks"][i]) - sum(p["blocks"][i]) for i in range(n)) for p, c in pairs]
+    )
+    plain_step = med([p["step"] for p, _ in pairs])
+    scale = step_seconds / plain_step if plain_step > 0 else 1.0
+    return [(x + outside / n) * scale for x in per_block]
 
 
 def classify(probe, recorder, meter, blocks):
@@ -426,7 +448,9 @@ def run(args):
 
     for b, (f, g) in zip(out_blocks, block_times, strict=False):
         b["forward_seconds"], b["backward_seconds"] = f, g
-    ckpt_seconds = checkpoint_seconds(setup, model, make_opt, args, batch_size, [f for f, _ in block_times])
+    step_seconds = float(statistics.median(plain))
+    for b, r in zip(out_blocks, recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds), strict=True):
+        b["recompute_seconds"] = r
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]
     label = args.label or "torch:module=%s:%s" % (args.module, args.factory)
@@ -436,8 +460,7 @@ def run(args):
         "model": label,
         "framework": "torch " + torch.__version__.split("+")[0],
         "batch_size": batch_size,
-        "step_seconds": float(statistics.median(plain)),
-        "checkpoint_seconds": ckpt_seconds,
+        "step_seconds": step_seconds,
         "boundary_bytes": bounds,
         "blocks": out_blocks,
         "outside": {"before": outside[cp.BEFORE], "after": outside[cp.AFTER]},

@@ -78,6 +78,15 @@ def forward_calls(segments):
     return calls
 
 
+def recompute_seconds(costs, i):
+    """What recomputing block i adds to the step (COSTS.md): its measured recompute_seconds; in older files its
+    forward seconds plus checkpoint_seconds. A prediction counts it at 0 or more."""
+    b = costs["blocks"][i]
+    if "recompute_seconds" in b:
+        return b["recompute_seconds"]
+    return b["forward_seconds"] + costs.get("checkpoint_seconds", 0.0)
+
+
 def placement(costs, segments, policy="hand"):
     """A placement.json object (COSTS.md) for hand-made `segments` of the profiled model (the self-test's and
     by-hand checks'), with its prediction. Not the planner: peak_activation_bytes is not planned here, the saved
@@ -88,9 +97,7 @@ def placement(costs, segments, policy="hand"):
     total_flops = sum(b["forward_flops"] + b["backward_flops"] for b in costs["blocks"]) + sum(
         part["forward_flops"] + part["backward_flops"] for part in costs["outside"].values()
     )
-    secs = sum(
-        max(0.0, costs["blocks"][i]["forward_seconds"] + costs.get("checkpoint_seconds", 0.0)) for i in recomputed
-    )
+    secs = sum(max(0.0, recompute_seconds(costs, i)) for i in recomputed)
     return {
         "format": "ckptcheck-placement",
         "version": 1,
