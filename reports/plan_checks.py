@@ -32,7 +32,8 @@ NOTE = (
     "Each placement was applied to the model in PyTorch (`validate --plan`) and trained next to the plain "
     "model: every row is bitwise equal to the plain run (else the loop fails), *saved* bytes are what the "
     "forward of step 0 left for backward as saved-tensor hooks count them, and the measured time overhead "
-    "is the median ratio of plain and checkpointed steps run side by side in one process. The peak: the "
+    "is the median ratio of plain and checkpointed steps run side by side in one process, with the middle half "
+    "of those ratios in brackets: a gap to the prediction inside it is within the timing's own spread. The peak: the "
     "planner's peak plus what the part before the chain saves, against torch.profiler's peak of the step's "
     "tensors that are neither parameters, their gradients nor optimizer state (op workspace left out); more "
     "than 25% above is a finding."
@@ -54,6 +55,7 @@ class PlanCheckRow:
     measured_time_overhead: float | None
     predicted_peak_bytes: int | None = None  # None: a plan loop written before the peak was checked
     measured_peak_bytes: int | None = None
+    measured_time_middle_half: tuple[float, float] | None = None  # the timed pairs' 25th and 75th percentiles
 
 
 def _pct(v: float | None) -> str:
@@ -84,6 +86,11 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
         for k in ("predicted_time_overhead", "measured_time_overhead"):
             if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
+        half = r.get("measured_time_middle_half")
+        if half is not None and not (
+            isinstance(half, list) and len(half) == 2 and all(isinstance(x, (int, float)) for x in half)
+        ):
+            raise BadInput(f"{where}: rows[{i}].measured_time_middle_half: must be two numbers or null")
     return doc["adapter"], [
         PlanCheckRow(
             r["budget_label"],
@@ -96,6 +103,7 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
             r.get("measured_time_overhead"),
             r.get("predicted_peak_bytes"),
             r.get("measured_peak_bytes"),
+            tuple(r["measured_time_middle_half"]) if r.get("measured_time_middle_half") else None,
         )
         for r in rows
     ]
@@ -117,12 +125,20 @@ def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
                 equal,
                 fmt_bytes(plain) if isinstance(plain, int) else "—",
                 _pct(r.predicted_time_overhead),
-                _pct(r.measured_time_overhead),
+                _measured_time(r),
                 str(r.predicted_peak_bytes) if r.predicted_peak_bytes is not None else "—",
                 _peak(r.predicted_peak_bytes, r.measured_peak_bytes),
             ]
         )
     return out
+
+
+def _measured_time(r: PlanCheckRow) -> str:
+    """The median, and the middle half of the timed pairs when the loop recorded it."""
+    if r.measured_time_overhead is None or r.measured_time_middle_half is None:
+        return _pct(r.measured_time_overhead)
+    lo, hi = r.measured_time_middle_half
+    return f"{_pct(r.measured_time_overhead)} (middle half {_pct(lo)} to {_pct(hi)})"
 
 
 def _peak(predicted: int | None, measured: int | None) -> str:
