@@ -12,9 +12,9 @@ a dispatch mode and FlopCounterMode: saved storages per block (the innermost cha
 shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
 the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and a copy of it with
 every block recomputed train side by side under the timing hooks, which gives each block's recompute_seconds
-(recompute_seconds()). Every time is
-CPU time of the thread (torch runs one thread here, backward included): on a machine shared with other work, wall
-time charges an op for whatever the scheduler ran meanwhile. Same determinism as user_model.py.
+(recompute_seconds()). Every time is CPU time of the thread (torch runs one thread here, backward included): on
+a machine shared with other work, wall time charges an op for whatever the scheduler ran meanwhile. Same
+determinism as user_model.py.
 
 Exit codes: 0 written; 2 bad arguments, a bad factory or a chain that is not sequential ("profile: ..." on
 stderr, one line); 3 the classified bytes do not add up to what the plain run saves (a profiler bug); 4 the
@@ -213,7 +213,7 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
     own recomputed segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
     CALIBRATION_PAIRS steps each in turn under the Timer, after a warm-up pair, which goes first alternating. Per
     pair, block i's cost is the copy's forward plus backward interval (the recompute included) less the model's;
-    per pair, the copy's step (forward and backward) less the model's, less the blocks' costs, is what
+    per pair, the copy's whole step less the model's, less the blocks' costs, is what
     checkpointing adds outside any block's interval (checkpoint's own entry and exit, the parts before and after the
     chain), spread evenly over the blocks. Block i's result is the median of its per-pair costs plus that spread
     median, as a fraction of the median plain step of the same pairs, times step_seconds: the step the prediction
