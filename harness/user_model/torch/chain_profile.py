@@ -219,9 +219,9 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
     median, as a fraction of the median plain step of the same pairs, times step_seconds: the step the prediction
     divides by, so a machine that ran faster or slower during these pairs moves no prediction.
 
-    Per block, because recomputing a block does not cost its forward: ResNet-18's last two blocks (7.3 and 5.7 ms
-    of forward) added 0.9-6 ms each, their recompute warming the weights their backward then reads, while its
-    first blocks added more than their forward. Negative where recomputing a block costs less than it saves; a
+    Per block, because recomputing a block does not cost its forward: in three runs ResNet-18's last two blocks
+    added 0.67-0.98 of their forward time, their recompute warming the weights their backward then reads, and its
+    first four blocks 1.1-1.9 times theirs. Negative where recomputing a block costs less than it saves; a
     placement's prediction never counts a block's recompute below zero."""
     twin = copy.deepcopy(model)
     twin_opt = make_opt(twin.parameters())
