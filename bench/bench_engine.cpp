@@ -54,6 +54,7 @@
 #include "bench/time_model.h"
 #include "bench/time_model_fit.h"
 #include "cases/case_json.h"
+#include "common/quantile.h"
 #include "harness/build_info.h"
 #include "harness/compare.h"
 #include "harness/dtype_dispatch.h"
@@ -122,15 +123,7 @@ class Stopwatch {
   double cpu_;
 };
 
-// Linear-interpolated quantile q in [0, 1]; the quartiles are added to Google Benchmark's statistics.
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
+// The quartiles are added to Google Benchmark's statistics.
 double firstQuartile(const std::vector<double>& v) { return quantile(v, 0.25); }
 double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 

@@ -55,7 +55,7 @@ class PlanCheckRow:
     measured_time_overhead: float | None
     predicted_peak_bytes: int | None = None  # None: a plan loop written before the peak was checked
     measured_peak_bytes: int | None = None
-    measured_time_middle_half: tuple[float, float] | None = None  # the timed pairs' 25th and 75th percentiles
+    measured_time_overhead_middle_half: tuple[float, float] | None = None  # the timed pairs' 25th and 75th percentiles
 
 
 def _pct(v: float | None) -> str:
@@ -86,11 +86,11 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
         for k in ("predicted_time_overhead", "measured_time_overhead"):
             if r.get(k) is not None and not isinstance(r.get(k), (int, float)):
                 raise BadInput(f"{where}: rows[{i}].{k}: must be a number or null")
-        half = r.get("measured_time_middle_half")
+        half = r.get("measured_time_overhead_middle_half")
         if half is not None and not (
             isinstance(half, list) and len(half) == 2 and all(isinstance(x, (int, float)) for x in half)
         ):
-            raise BadInput(f"{where}: rows[{i}].measured_time_middle_half: must be two numbers or null")
+            raise BadInput(f"{where}: rows[{i}].measured_time_overhead_middle_half: must be two numbers or null")
     return doc["adapter"], [
         PlanCheckRow(
             r["budget_label"],
@@ -103,7 +103,7 @@ def load(path: str) -> tuple[str, list[PlanCheckRow]]:
             r.get("measured_time_overhead"),
             r.get("predicted_peak_bytes"),
             r.get("measured_peak_bytes"),
-            tuple(r["measured_time_middle_half"]) if r.get("measured_time_middle_half") else None,
+            tuple(r["measured_time_overhead_middle_half"]) if r.get("measured_time_overhead_middle_half") else None,
         )
         for r in rows
     ]
@@ -135,9 +135,9 @@ def cells(rows: list[PlanCheckRow]) -> list[list[str]]:
 
 def _measured_time(r: PlanCheckRow) -> str:
     """The median, and the middle half of the timed pairs when the loop recorded it."""
-    if r.measured_time_overhead is None or r.measured_time_middle_half is None:
+    if r.measured_time_overhead is None or r.measured_time_overhead_middle_half is None:
         return _pct(r.measured_time_overhead)
-    lo, hi = r.measured_time_middle_half
+    lo, hi = r.measured_time_overhead_middle_half
     return f"{_pct(r.measured_time_overhead)} (middle half {_pct(lo)} to {_pct(hi)})"
 
 

@@ -6,6 +6,7 @@
 
 #include "cases/user_file.h"
 #include "common/input_error.h"
+#include "common/quantile.h"
 #include "harness/engine/costs_file.h"
 #include "harness/engine/placement.h"
 
@@ -130,18 +131,6 @@ PlacementFile parsePlacementFile(const json& j, const std::string& path) {
   return p;
 }
 
-namespace {
-
-// The q-th percentile of sorted, non-empty values, linear between ranks (numpy's default): the median at 0.5.
-double percentile(const std::vector<double>& sorted, double q) {
-  const double at = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-}  // namespace
-
 PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain, double secondsPlan,
                       std::optional<int64_t> measuredPeak) {
   PlanOutcome o;
@@ -157,9 +146,8 @@ PlanOutcome checkPlan(const PlacementFile& p, const json& m, double secondsPlain
     for (size_t i = 0; i < plain.size() && i < ckpt.size(); ++i)
       if (plain[i] > 0) ratios.push_back(ckpt[i] / plain[i] - 1.0);
     if (!ratios.empty()) {
-      std::sort(ratios.begin(), ratios.end());
-      o.measuredTime = percentile(ratios, 0.5);
-      o.measuredTimeMiddleHalf = std::make_pair(percentile(ratios, 0.25), percentile(ratios, 0.75));
+      o.measuredTime = quantile(ratios, 0.5);
+      o.measuredTimeMiddleHalf = std::make_pair(quantile(ratios, 0.25), quantile(ratios, 0.75));
       o.timedPairs = static_cast<int>(ratios.size());
     }
   } else if (secondsPlain > 0 && secondsPlan > 0) {

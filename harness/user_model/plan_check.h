@@ -53,11 +53,10 @@ struct PlanOutcome {
 
 // `measured` is the driver's "plan" record (user_model.py). The measured overhead is the median, over its
 // side-by-side timing pairs, of checkpointed / plain - 1, with the middle half of those ratios (25th to 75th
-// percentile, linear between ranks), so a gap to the prediction can be read against the pairs' own spread;
-// without them, secondsPlan / secondsPlain - 1 (the two
-// runs' own step times, each in its own process). `measuredPeak`: the checkpointed run's memory pass's
-// peak_activation_bytes (none when not measured: the peak is then not checked, and the report says so).
-// Throws std::runtime_error for a record that is not the driver's.
+// percentile, common/quantile.h), so a gap to the prediction can be read against the pairs' own spread; without
+// them, secondsPlan / secondsPlain - 1 (the two runs' own step times, each in its own process). `measuredPeak`: the
+// checkpointed run's memory pass's peak_activation_bytes (none when not measured: the peak is then not checked, and the
+// report says so). Throws std::runtime_error for a record that is not the driver's.
 PlanOutcome checkPlan(const PlacementFile& p, const nlohmann::json& measured, double secondsPlain, double secondsPlan,
                       std::optional<int64_t> measuredPeak = std::nullopt);
 

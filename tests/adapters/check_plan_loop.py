@@ -126,7 +126,7 @@ def main():
                 "plain_saved_bytes": seed.get("memory", {}).get("plain_bytes"),
                 "predicted_time_overhead": p["predicted_time_overhead"],
                 "measured_time_overhead": p["measured_time_overhead"],
-                "measured_time_middle_half": p.get("measured_time_overhead_middle_half"),
+                "measured_time_overhead_middle_half": p.get("measured_time_overhead_middle_half"),
             }
         )
     if a.peak_finding:

@@ -47,13 +47,13 @@ def test_peak_cells(tmp_path):
 
 
 def test_measured_time_shows_the_pairs_middle_half(tmp_path):
-    row = {**ROW, "measured_time_overhead": 0.197, "measured_time_middle_half": [0.12, 0.305]}
+    row = {**ROW, "measured_time_overhead": 0.197, "measured_time_overhead_middle_half": [0.12, 0.305]}
     _, rows = load(write(tmp_path, [row, {**ROW, "measured_time_overhead": 0.05}]))
-    assert rows[0].measured_time_middle_half == (0.12, 0.305)
+    assert rows[0].measured_time_overhead_middle_half == (0.12, 0.305)
     assert cells(rows)[0][8] == "+19.7% (middle half +12.0% to +30.5%)"
     assert cells(rows)[1][8] == "+5.0%"  # a loop written before the spread was recorded
-    with pytest.raises(BadInput, match=r"rows\[0\]\.measured_time_middle_half: must be two numbers or null"):
-        load(write(tmp_path, [{**row, "measured_time_middle_half": [0.1]}]))
+    with pytest.raises(BadInput, match=r"rows\[0\]\.measured_time_overhead_middle_half: must be two numbers or null"):
+        load(write(tmp_path, [{**row, "measured_time_overhead_middle_half": [0.1]}]))
 
 
 @pytest.mark.parametrize(

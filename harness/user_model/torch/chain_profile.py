@@ -213,9 +213,9 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
     own recomputed segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
     CALIBRATION_PAIRS steps each in turn under the Timer, after a warm-up pair, which goes first alternating. Per
     pair, block i's cost is the copy's forward plus backward interval (the recompute included) less the model's;
-    per pair, the copy's whole step less the model's, less the blocks' costs, is what
-    checkpointing adds outside any block's interval (checkpoint's own entry and exit, the parts before and after the
-    chain), spread evenly over the blocks. Block i's result is the median of its per-pair costs plus that spread
+    per pair, the copy's whole step less the model's, less the blocks' costs, is what checkpointing adds outside
+    any block's interval (checkpoint's own entry and exit, the parts before and after the chain), spread evenly
+    over the blocks. Block i's result is the median of its per-pair costs plus that spread
     median, as a fraction of the median plain step of the same pairs, times step_seconds: the step the prediction
     divides by, so a machine that ran faster or slower during these pairs moves no prediction.
 
@@ -252,10 +252,9 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
         plain[2].remove()
         recomputed[2].remove()
     med = statistics.median
-    per_block = [med([sum(c["blocks"][i]) - sum(p["blocks"][i]) for p, c in pairs]) for i in range(n)]
-    outside = med(
-        [c["step"] - p["step"] - sum(sum(c["blocks"][i]) - sum(p["blocks"][i]) for i in range(n)) for p, c in pairs]
-    )
+    deltas = [[sum(c["blocks"][i]) - sum(p["blocks"][i]) for i in range(n)] for p, c in pairs]  # per pair, per block
+    per_block = [med([d[i] for d in deltas]) for i in range(n)]
+    outside = med([c["step"] - p["step"] - sum(d) for (p, c), d in zip(pairs, deltas, strict=True)])
     plain_step = med([p["step"] for p, _ in pairs])
     scale = step_seconds / plain_step if plain_step > 0 else 1.0
     return [(x + outside / n) * scale for x in per_block]
