@@ -9,10 +9,10 @@
 //                                          smallest feasible to store-all's peak, plus every BM_Step policy's peak
 // bench/README.md lists the counters; reports/make_report.py reads them.
 //
-// Time overhead. One iteration of BM_Step is one reference step and one policy step back to back, in
-// alternating order, each from the same starting weights (both chains are put back before every step, outside
-// the timed region, so every step does the same work); its manual time is the policy step's. A repetition's
-// time_overhead is its policy time over its reference time, and the benchmark runs Mode::repetitions
+// Time overhead. One iteration of BM_Step is one pair of bench/side_by_side.h: one reference step and one policy
+// step back to back, in alternating order, each from the same starting weights (both chains are put back before every
+// step, outside the timed region, so every step does the same work); its manual time is the policy step's. A
+// repetition's time_overhead is its policy time over its reference time, and the benchmark runs Mode::repetitions
 // repetitions, so Google Benchmark's own statistics over them (median, mean, stddev, cv, and the q1/q3 added
 // here) are the spread of that ratio. Drift (frequency, other load) moves both halves of an iteration alike and
 // cancels in the ratio; the median drops repetitions a burst of other work hit. Steps are timed in CPU time of
@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "bench/recompute_profile.h"
+#include "bench/side_by_side.h"
 #include "bench/time_model.h"
 #include "bench/time_model_fit.h"
 #include "cases/case_json.h"
@@ -88,7 +89,9 @@ struct Warmup {
   int profileSteps;
   double calibrationSeconds;  // CPU seconds of each of the time model's calibration schedules (time_model_fit.h)
 };
-const Warmup kCatalogWarmup{3, 5, 0.5};
+// A calibration schedule's 1.5 s: a case's weights are fitted on four of them, and at 0.5 s transformer's a_tape
+// ranged 0.61-0.79 over four runs, at 1.5 s 0.69-0.78 (2026-12-07). It costs the short run about 1.5 minutes.
+const Warmup kCatalogWarmup{3, 5, 1.5};
 const Warmup kLargeWarmup{1, 2, 1.0};
 
 // The time model of a case (bench/time_model.h): the per-op shares of its store-all step and the weights fitted
@@ -99,29 +102,21 @@ struct CaseTimeModel {
   Schedule fullRecompute;  // the calibration schedule that is also a catalogue policy
 };
 
-// Steps are timed in CPU time of the calling thread (threadCpuSeconds, bench/time_model.h): what a step costs,
-// whether or not the scheduler ran other work in between (wall time on a shared machine counts the time slices
-// other processes got).
-
-struct Elapsed {
-  double wall = 0;
-  double cpu = 0;
-  Elapsed& operator+=(const Elapsed& o) {
-    wall += o.wall;
-    cpu += o.cpu;
-    return *this;
-  }
-};
-
-class Stopwatch {
- public:
-  Stopwatch() : wall_(Clock::now()), cpu_(threadCpuSeconds()) {}
-  Elapsed elapsed() const { return {seconds(wall_, Clock::now()), threadCpuSeconds() - cpu_}; }
-
- private:
-  Clock::time_point wall_;
-  double cpu_;
-};
+// The case's time model, measured when no fixture's chains are alive: its calibration schedules are then timed
+// as BM_Step times its policies, one pair of chains alive at a time (bench/side_by_side.h says what timing them
+// otherwise did).
+template <class T>
+std::shared_ptr<CaseTimeModel> caseTimeModel(const CaseSpec& spec, const Warmup& warmup,
+                                             const std::vector<std::string>& evaluatedPolicies) {
+  const ChainCost cost = caseChainCost(spec);
+  auto model = std::make_shared<CaseTimeModel>();
+  model->shares = storeAllForwardShares<T>(spec, warmup.profileSteps);
+  std::vector<Schedule> evaluated;
+  for (const std::string& p : evaluatedPolicies) evaluated.push_back(makeSchedule(parsePolicy(p), cost));
+  model->fit = fitTimeModel<T>(spec, model->shares, evaluated, warmup.calibrationSeconds, warmup.steps);
+  model->fullRecompute = fullRecomputeSchedule(cost);
+  return model;
+}
 
 // The quartiles are added to Google Benchmark's statistics.
 double firstQuartile(const std::vector<double>& v) { return quantile(v, 0.25); }
@@ -131,60 +126,28 @@ double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 // repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 template <class T>
 struct StepFixture {
-  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup,
-              const std::vector<std::string>& evaluatedPolicies, std::shared_ptr<CaseTimeModel>& model)
+  StepFixture(const CaseSpec& s, const std::string& policyText, const Warmup& warmup, const CaseTimeModel& model)
       : spec(s),
         cost(caseChainCost(s)),
-        schedule(makeSchedule(parsePolicy(policyText), cost)),
-        plan(planSchedule(schedule, cost)),  // validates the schedule
-        ref(buildChain<T>(s)),
-        eng(buildChain<T>(s)),
-        refStart(ref),
-        engStart(eng) {
-    for (int i = 0; i < warmup.steps; ++i) {  // warm up: first-touch allocations, caches
-      timeRef();
-      timeEng();
-    }
-    profile = profileRecompute<T>(spec, schedule, warmup.profileSteps);
-    if (!model) {
-      model = std::make_shared<CaseTimeModel>();
-      model->shares = storeAllForwardShares<T>(spec, warmup.profileSteps);
-      std::vector<Schedule> evaluated;
-      for (const std::string& p : evaluatedPolicies) evaluated.push_back(makeSchedule(parsePolicy(p), cost));
-      model->fit = fitTimeModel<T>(spec, model->shares, evaluated, warmup.calibrationSeconds);
-      model->fullRecompute = fullRecomputeSchedule(cost);
-    }
-    fit = model->fit;
-    recomputes = recomputeShares(model->shares, policyForwardCounts<T>(spec, schedule));
+        steps(s, makeSchedule(parsePolicy(policyText), cost)),
+        plan(planSchedule(steps.schedule(), cost)) {      // validates the schedule
+    for (int i = 0; i < warmup.steps; ++i) steps.pair();  // warm up: first-touch allocations, caches
+    profile = profileRecompute<T>(spec, steps.schedule(), warmup.profileSteps);
+    fit = model.fit;
+    recomputes = recomputeShares(model.shares, policyForwardCounts<T>(spec, steps.schedule()), steps.schedule());
     predictedTimeOverhead = predictTimeOverhead(fit, recomputes);
-    calibrationRow = fit.fitted && schedule.instrs == model->fullRecompute.instrs;
-  }
-  Elapsed timeRef() {
-    refStart.restore();
-    const Stopwatch w;
-    refResult = referenceStep(ref, 0);
-    return w.elapsed();
-  }
-  Elapsed timeEng() {
-    engStart.restore();
-    const Stopwatch w;
-    engResult = executeStep(eng, schedule, 0);
-    return w.elapsed();
+    calibrationRow = fit.fitted && steps.schedule().instrs == model.fullRecompute.instrs;
   }
 
   CaseSpec spec;
   ChainCost cost;
-  Schedule schedule;
+  SideBySide<T> steps;  // the timed pairs (bench/side_by_side.h); the last results are the counters'
   Plan plan;
-  Chain<T> ref, eng;
-  ChainSnapshot<T> refStart, engStart;
-  StepResult<T> refResult, engResult;
   RecomputeProfile profile;
   double predictedTimeOverhead = 0;  // the time model (bench/time_model.h)
   TimeModelFit fit;
   RecomputeShares recomputes;   // what the policy recomputes, weighed by the per-op times (the model's terms)
   bool calibrationRow = false;  // the policy is one of the calibration schedules (full recomputation)
-  bool engFirst = false;
 };
 
 // What one repetition measured: sums over its iterations.
@@ -195,18 +158,19 @@ struct StepTimes {
 
 template <class T>
 void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepTimes& t) {
-  const FlopCounts& f = fx.engResult.flops;
+  const FlopCounts& f = fx.steps.engResult().flops;
   const bool bitwise =
-      compareSteps(std::vector<StepResult<T>>{fx.refResult}, std::vector<StepResult<T>>{fx.engResult}).bitwiseEqual;
-  const bool planned = fx.engResult.peakActivationBytes == fx.plan.peakActivationBytes &&
-                       fx.engResult.forwardEvals == fx.plan.stepForwardEvals() && f == fx.plan.stepFlops();
+      compareSteps(std::vector<StepResult<T>>{fx.steps.refResult()}, std::vector<StepResult<T>>{fx.steps.engResult()})
+          .bitwiseEqual;
+  const bool planned = fx.steps.engResult().peakActivationBytes == fx.plan.peakActivationBytes &&
+                       fx.steps.engResult().forwardEvals == fx.plan.stepForwardEvals() && f == fx.plan.stepFlops();
   const double base = static_cast<double>(f.forward + f.backward);
   const double n = static_cast<double>(std::max<int64_t>(1, t.steps));
   auto& c = state.counters;
   c["layers"] = fx.cost.layers();
-  c["peak_activation_bytes"] = static_cast<double>(fx.engResult.peakActivationBytes);
-  c["store_all_peak_activation_bytes"] = static_cast<double>(fx.refResult.peakActivationBytes);
-  c["forward_evals"] = static_cast<double>(fx.engResult.forwardEvals);  // every micro-batch's
+  c["peak_activation_bytes"] = static_cast<double>(fx.steps.engResult().peakActivationBytes);
+  c["store_all_peak_activation_bytes"] = static_cast<double>(fx.steps.refResult().peakActivationBytes);
+  c["forward_evals"] = static_cast<double>(fx.steps.engResult().forwardEvals);  // every micro-batch's
   c["micro_batches"] = static_cast<double>(fx.cost.microBatches);
   c["flops_forward"] = static_cast<double>(f.forward);
   c["flops_recompute"] = static_cast<double>(f.recompute);
@@ -224,9 +188,11 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   // The time model (bench/time_model.h): the predicted time overhead, its inputs, and what the measured
   // overhead (time_overhead - 1) adds to it.
   c["predicted_time_overhead"] = fx.predictedTimeOverhead;
-  c["time_model_recompute_share"] = fx.recomputes.taped + fx.recomputes.advancing;  // weights 1, 1
+  c["time_model_recompute_share"] = fx.recomputes.taped + fx.recomputes.advancing + fx.recomputes.rebuilt;  // weights 1
+  c["time_model_rebuild_share"] = fx.recomputes.rebuilt;
   c["time_model_tape_weight"] = fx.fit.tape;
   c["time_model_advance_weight"] = fx.fit.advance;
+  c["time_model_rebuild_weight"] = fx.fit.rebuild;
   c["time_model_calibration_residual"] = fx.fit.residual;
   c["time_model_calibration_row"] = fx.calibrationRow ? 1 : 0;
   c["time_model_tax"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu - 1.0 - fx.predictedTimeOverhead : 0.0;
@@ -243,7 +209,7 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
     c["recompute_time_share." + kind] = share;
     c["recompute_flop_share." + kind] = base > 0 ? static_cast<double>(fx.profile.kindFlops.at(kind)) / base : 0.0;
   }
-  state.SetLabel(fx.spec.name + " " + fx.schedule.policy);
+  state.SetLabel(fx.spec.name + " " + fx.steps.schedule().policy);
 }
 
 // `slot` holds the case x policy's StepFixture<T> once built (shared by the benchmark's calls), `model` the
@@ -258,21 +224,14 @@ void stepBenchmark(benchmark::State& state, const CaseSpec& spec, const std::str
                    std::shared_ptr<CaseTimeModel>& model) {
   if (!slot) {
     if (liveFixture) liveFixture->reset();
-    slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, policies, model);
+    if (!model) model = caseTimeModel<T>(spec, warmup, policies);
+    slot = std::make_shared<StepFixture<T>>(spec, policyText, warmup, *model);
     liveFixture = &slot;
   }
   auto& fx = *static_cast<StepFixture<T>*>(slot.get());
   StepTimes t;
   for (auto _ : state) {
-    Elapsed r, e;
-    if (fx.engFirst) {
-      e = fx.timeEng();
-      r = fx.timeRef();
-    } else {
-      r = fx.timeRef();
-      e = fx.timeEng();
-    }
-    fx.engFirst = !fx.engFirst;
+    const auto [r, e] = fx.steps.pair();
     state.SetIterationTime(e.cpu);
     t.ref += r;
     t.eng += e;

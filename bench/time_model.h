@@ -2,10 +2,12 @@
 // own measured per-op times and two calibration schedules of the case (bench/time_model_fit.h), next to its FLOP
 // overhead.
 //
-//   predicted_time_overhead = a_tape    * sum over the op forwards the policy recomputes with a tape (block b,
-//                                         node n, as often as it does) of  t_fwd(b, n) / t_step
+//   predicted_time_overhead = a_tape    * sum over the op forwards the policy recomputes with a tape in a block
+//                                         recompute (block b, node n, as often as it does) of  t_fwd(b, n) / t_step
 //                           + a_advance * sum over those it recomputes keeping nothing (a block only advanced)
 //                                         of  t_adv(b, n) / t_step
+//                           + a_rebuild * sum over the op-level rebuilds of the contexts its keep masks drop
+//                                         (selective) of  t_fwd(b, n) / t_step
 //
 // t_step is the store-all reference step (reference/trainer.h) on an uninstrumented chain, CPU time of the thread
 // (as BM_Step's time_overhead: on a shared machine wall time charges whatever the scheduler ran meanwhile to the
@@ -13,13 +15,16 @@
 // forward is called three more times on the same inputs (the same random draws; module state and parameter
 // gradients put back afterwards): once to warm, once saving a context as the step does (t_fwd) and once saving
 // nothing (t_adv: saving writes a dropout mask or attention probabilities of its own).
-// The two weights say what a recomputed op really costs in a step, where the per-op repeats cannot: a_tape the
+// The weights say what a recomputed op really costs in a step, where the per-op repeats cannot: a_tape the
 // taped recompute together with what it changes around it (the first forward that keeps nothing runs in recycled
 // memory, the backward right after the recompute finds its context in cache where store-all reads it from beyond
 // the L2 cache; 0.71 on mlp-deep, whose 6.4 MB store-all step overflows a 2 MB L2, 0.93 on gpt-tiny, whose 0.7 MB
-// fits, 2026-12-06), a_advance the recompute that only advances (nothing saved, its input just made). They are
-// fitted per case on its calibration schedules (time_model_fit.h): full recomputation and schedules no catalogue
-// policy runs, each timed side by side with store-all as BM_Step times a policy.
+// fits, 2026-12-06), a_advance the recompute that only advances (nothing saved, its input just made), a_rebuild
+// the op-level rebuild: single element-wise ops re-run from kept inputs right before their block's backward, each
+// with the runtime's per-node work around it, which costs more next to a microsecond op than inside a block
+// recompute's GEMMs (0.72–1.01 where a_tape is 0.59–0.91 on the same cases, 2026-12-07). They are fitted per case
+// on its calibration schedules (time_model_fit.h): full recomputation and schedules no catalogue policy runs, each
+// timed side by side with store-all in BM_Step's own pairs (bench/side_by_side.h).
 // Instrumented steps run for at least half a second: a case of microsecond ops needs hundreds of them before
 // its per-op sums stop moving from run to run. Each is followed by an uninstrumented one, whose times sum to
 // t_step's: the two are measured over the same stretch of time.
@@ -173,19 +178,24 @@ NodeClock policyForwardCounts(const CaseSpec& spec, const Schedule& schedule) {
   return clock;
 }
 
-// What a schedule recomputes, weighed by time: its taped recomputes' t_fwd and its advancing recomputes' t_adv,
-// each summed over calls as shares of the store-all step (the model's two terms before their weights).
+// What a schedule recomputes, weighed by time, each summed over calls as shares of the store-all step (the
+// model's terms before their weights): its block recomputes with a tape (t_fwd), those that only advance
+// (t_adv), and its op-level rebuilds of the contexts its keep masks drop (t_fwd; selective).
 struct RecomputeShares {
-  double taped = 0, advancing = 0;
+  double taped = 0, advancing = 0, rebuilt = 0;
 };
 
-inline RecomputeShares recomputeShares(const ForwardShares& shares, const NodeClock& counts) {
+// A node the schedule's mask drops never saves a context in a block forward, so its every taped forward in the
+// recompute phase is an op-level rebuild (block_runtime.h's recomputeDropped, right before the block's backward).
+inline RecomputeShares recomputeShares(const ForwardShares& shares, const NodeClock& counts, const Schedule& schedule) {
   auto share = [](const std::map<NodeKey, double>& m, const NodeKey& k) {
     const auto it = m.find(k);
     return it == m.end() ? 0.0 : it->second;
   };
   RecomputeShares r;
-  for (const auto& [key, count] : counts.recomputes) r.taped += static_cast<double>(count) * share(shares.steady, key);
+  for (const auto& [key, count] : counts.recomputes)
+    (keeps(schedule.keepFor(key.first), key.second) ? r.taped : r.rebuilt) +=
+        static_cast<double>(count) * share(shares.steady, key);
   for (const auto& [key, count] : counts.recomputesUntaped)
     r.advancing += static_cast<double>(count) * share(shares.untaped, key);
   return r;

@@ -1,14 +1,21 @@
-// The time model's two weights (bench/time_model.h), fitted per case on its calibration schedules:
+// The time model's weights (bench/time_model.h), fitted per case on its calibration schedules:
 //   full        full recomputation (uniform:k=L), the one catalogue policy among them: BM_Step marks its rows as
 //               calibration rows, and the report leaves them out of its count;
 //   twos        every block recomputed once with its tape, in segments of two;
 //   pairs       checkpoints at every even boundary, the first forward keeping nothing; each pair is rebuilt in
 //               the backward by advancing its first block, then running both with their tapes;
 //   revolve     with one slot more than the catalogue's revolve (else 2, 3, 1): advances in runs;
-//   uniform:k=1 where one of those is a policy's own schedule (a short chain).
-// Each is timed side by side with the store-all reference step as BM_Step times a policy (alternating which goes
-// first, CPU time of the thread, both chains put back before every step), and the weights are the least-squares
-// fit of their overheads y = time ratio - 1 to a_tape * taped + a_advance * advancing (RecomputeShares). The worst
+//   uniform:k=1 where one of those is a policy's own schedule (a short chain);
+// and, for a_rebuild where a policy rebuilds, store-all with selective's masks on every other block
+// (rebuildSchedules). Rebuilds do not add up over blocks: on 6 cases the two halves' overheads summed to 0.00 to
+// 0.06 more than selective's own (resnet-accum +0.09 and +0.08 against +0.12 to +0.14; 2026-12-07), so a_rebuild
+// from the halves over-predicts selective there; fitted on selective with one block unmasked it would be close to
+// timing the catalogue's row itself.
+// Each is timed side by side with the store-all reference step in the pairs BM_Step times a policy in
+// (bench/side_by_side.h: alternating which goes first, CPU time of the thread, both chains put back before every
+// step, each step's result alive until its chain's next) while no other fixture's chains are alive, and the
+// weights are the least-squares fit of their overheads y = time ratio - 1 to a_tape * taped + a_advance *
+// advancing (RecomputeShares). a_rebuild is fitted afterwards on the rebuild calibration (rebuildSchedules). The worst
 // calibration schedule's |y - fitted| is reported with them: how far the two-term model is from the schedules it
 // was fitted on. A chain of one block, or a calibration without an advancing schedule, keeps the per-op repeats'
 // own times (weights 1). Timing them in the same loop as the policy was tried: a third chain stepping between the
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "bench/recompute_profile.h"
+#include "bench/side_by_side.h"
 #include "bench/time_model.h"
 #include "harness/engine/placement.h"
 #include "harness/engine/plan.h"
@@ -30,12 +38,14 @@ namespace ckpt::bench {
 
 struct TimeModelFit {
   double tape = 1, advance = 1;  // a_tape, a_advance
+  double rebuild = 1;            // a_rebuild: a_tape's until the rebuild calibration fits its own
   double residual = 0;           // the worst calibration schedule's |measured - fitted| overhead
   bool fitted = false;
+  bool rebuildFitted = false;
 };
 
 inline double predictTimeOverhead(const TimeModelFit& fit, const RecomputeShares& r) {
-  return fit.tape * r.taped + fit.advance * r.advancing;
+  return fit.tape * r.taped + fit.advance * r.advancing + fit.rebuild * r.rebuilt;
 }
 
 // Every block recomputed once, in segments of two.
@@ -102,32 +112,42 @@ inline std::vector<Schedule> calibrationSchedules(const ChainCost& cost, const s
   return out;
 }
 
-// A schedule's step over the store-all reference step, side by side as BM_Step times a policy (the two in turn,
-// the order reversed every pair, both chains put back before every step, CPU time of the thread): the median of
-// kChunks ratios, each over pairs summing to at least minSeconds / kChunks of the schedule's time.
-template <class T>
-double sideBySideOverhead(const CaseSpec& spec, const Schedule& schedule, double minSeconds) {
-  constexpr int kChunks = 5, kWarmupPairs = 2;
-  Chain<T> ref = buildChain<T>(spec), eng = buildChain<T>(spec);
-  ChainSnapshot<T> refStart(ref), engStart(eng);
-  bool engFirst = false;
-  auto pair = [&](double& r, double& e) {
-    for (int k = 0; k < 2; ++k) {
-      const bool runEng = (k == 0) == engFirst;
-      (runEng ? engStart : refStart).restore();
-      const double t0 = threadCpuSeconds();
-      if (runEng) executeStep(eng, schedule, 0);
-      else referenceStep(ref, 0);
-      (runEng ? e : r) += threadCpuSeconds() - t0;
+// The rebuild calibration: store-all with selective's masks on the even blocks, then on the odd ones (the other
+// blocks keep every context): op-level rebuilds and nothing else, on half the chain each, so neither is the
+// catalogue's selective. Those whose masks drop nothing, or that an evaluated policy runs, are left out.
+inline std::vector<Schedule> rebuildSchedules(const ChainCost& cost, const std::vector<Schedule>& evaluated) {
+  std::vector<Schedule> out;
+  for (int parity : {0, 1}) {
+    Schedule s = makeSchedule(parsePolicy("selective"), cost);
+    s.policy = parity == 0 ? "calibration:selective-even" : "calibration:selective-odd";
+    bool drops = false;
+    for (size_t b = 0; b < s.keep.size(); ++b) {
+      if (static_cast<int>(b % 2) != parity) s.keep[b].clear();  // keeps every context
+      for (size_t k = 0; k < s.keep[b].size(); ++k) drops |= !s.keep[b][k];
     }
-    engFirst = !engFirst;
-  };
-  double r = 0, e = 0;
-  for (int i = 0; i < kWarmupPairs; ++i) pair(r, e);
+    const bool run = std::any_of(evaluated.begin(), evaluated.end(),
+                                 [&](const Schedule& e) { return e.instrs == s.instrs && e.keep == s.keep; });
+    if (drops && !run) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// A schedule's step over the store-all reference step, timed as BM_Step times a policy (SideBySide's pairs,
+// after as many warm-up pairs): the median of kChunks ratios, each over pairs summing to at least
+// minSeconds / kChunks of the schedule's time.
+template <class T>
+double sideBySideOverhead(const CaseSpec& spec, const Schedule& schedule, double minSeconds, int warmupPairs) {
+  constexpr int kChunks = 5;
+  SideBySide<T> steps(spec, schedule);
+  for (int i = 0; i < warmupPairs; ++i) steps.pair();
   std::vector<double> ratios;
   for (int c = 0; c < kChunks; ++c) {
-    r = e = 0;
-    for (int i = 0; i < 2 || e < minSeconds / kChunks; ++i) pair(r, e);
+    double r = 0, e = 0;
+    for (int i = 0; i < 2 || e < minSeconds / kChunks; ++i) {
+      const auto t = steps.pair();
+      r += t.ref.cpu;
+      e += t.eng.cpu;
+    }
     ratios.push_back(e / r - 1.0);
   }
   return median(ratios);
@@ -135,6 +155,7 @@ double sideBySideOverhead(const CaseSpec& spec, const Schedule& schedule, double
 
 // Least squares over the calibration schedules' measured overheads y: y ~ a_tape * taped + a_advance * advancing.
 // Unfitted (weights 1: the per-op repeats' own times) with fewer than two schedules or none that advances.
+// a_rebuild stays a_tape's: fitRebuildWeight fits it afterwards.
 inline TimeModelFit fitWeights(const std::vector<RecomputeShares>& x, const std::vector<double>& y) {
   TimeModelFit fit;
   double stt = 0, saa = 0, sta = 0, sty = 0, say = 0;
@@ -149,26 +170,56 @@ inline TimeModelFit fitWeights(const std::vector<RecomputeShares>& x, const std:
   if (x.size() < 2 || y.size() != x.size() || !(std::abs(det) > 1e-9 * stt * saa)) return fit;
   fit.tape = (sty * saa - say * sta) / det;
   fit.advance = (say * stt - sty * sta) / det;
+  fit.rebuild = fit.tape;
   for (size_t i = 0; i < x.size(); ++i)
     fit.residual = std::max(fit.residual, std::abs(y[i] - predictTimeOverhead(fit, x[i])));
   fit.fitted = true;
   return fit;
 }
 
+// a_rebuild by least squares over the rebuild calibration's overheads y, less what the other two weights already
+// predict of them (nothing, for schedules that recompute no block). Kept at a_tape's when the block weights are
+// unfitted or nothing is rebuilt.
+inline void fitRebuildWeight(TimeModelFit& fit, const std::vector<RecomputeShares>& x, const std::vector<double>& y) {
+  double srr = 0, sry = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    srr += x[i].rebuilt * x[i].rebuilt;
+    sry += x[i].rebuilt * (y[i] - fit.tape * x[i].taped - fit.advance * x[i].advancing);
+  }
+  if (!fit.fitted || y.size() != x.size() || !(srr > 0)) return;
+  fit.rebuild = sry / srr;
+  fit.rebuildFitted = true;
+  for (size_t i = 0; i < x.size(); ++i)
+    fit.residual = std::max(fit.residual, std::abs(y[i] - predictTimeOverhead(fit, x[i])));
+}
+
 // The case's calibration: its schedules, each timed side by side with store-all for minSeconds, and the weights.
 template <class T>
 TimeModelFit fitTimeModel(const CaseSpec& spec, const ForwardShares& shares, const std::vector<Schedule>& evaluated,
-                          double minSeconds) {
+                          double minSeconds, int warmupPairs) {
   const ChainCost cost = caseChainCost(spec);
   if (cost.layers() < 2) return {};
-  std::vector<RecomputeShares> x;
-  std::vector<double> y;
-  for (const Schedule& c : calibrationSchedules(cost, evaluated)) {
-    validateSchedule(c, cost);
-    x.push_back(recomputeShares(shares, policyForwardCounts<T>(spec, c)));
-    y.push_back(sideBySideOverhead<T>(spec, c, minSeconds));
+  auto measure = [&](const std::vector<Schedule>& schedules, std::vector<RecomputeShares>& x, std::vector<double>& y) {
+    for (const Schedule& c : schedules) {
+      validateSchedule(c, cost);
+      x.push_back(recomputeShares(shares, policyForwardCounts<T>(spec, c), c));
+      y.push_back(sideBySideOverhead<T>(spec, c, minSeconds, warmupPairs));
+    }
+  };
+  std::vector<RecomputeShares> x, xr;
+  std::vector<double> y, yr;
+  measure(calibrationSchedules(cost, evaluated), x, y);
+  TimeModelFit fit = fitWeights(x, y);
+  // Only where a policy rebuilds: the catalogue's selective rows.
+  const bool rebuilds = std::any_of(evaluated.begin(), evaluated.end(), [](const Schedule& e) {
+    return std::any_of(e.keep.begin(), e.keep.end(),
+                       [](const KeepMask& m) { return std::find(m.begin(), m.end(), false) != m.end(); });
+  });
+  if (fit.fitted && rebuilds) {
+    measure(rebuildSchedules(cost, evaluated), xr, yr);
+    fitRebuildWeight(fit, xr, yr);
   }
-  return fitWeights(x, y);
+  return fit;
 }
 
 }  // namespace ckpt::bench

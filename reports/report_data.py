@@ -190,10 +190,11 @@ class StepRow:
     recompute_kinds: dict[str, tuple[float, float]]
     verdict: str | None = None
     # The time model's inputs (bench/time_model.h); None in older JSON: the per-op repeats' share of the step of
-    # what the policy recomputes (weights 1), the case's fitted weights (a_tape, a_advance) and worst calibration
-    # residual, and whether this policy is one of the calibration schedules (full recomputation).
+    # what the policy recomputes (weights 1), the case's fitted weights (a_tape, a_advance, a_rebuild: None before
+    # bench_engine fitted it) and worst calibration residual, and whether this policy is one of the calibration
+    # schedules (full recomputation).
     repeat_share: float | None = None
-    weights: tuple[float, float, float] | None = None
+    weights: tuple[float, float, float | None, float] | None = None
     calibration_row: bool = False
 
     @classmethod
@@ -250,6 +251,7 @@ class StepRow:
                 (
                     float(e["time_model_tape_weight"]),
                     float(e["time_model_advance_weight"]),
+                    opt_float(e.get("time_model_rebuild_weight")),
                     float(e.get("time_model_calibration_residual", 0.0)),
                 )
                 if "time_model_tape_weight" in e and "time_model_advance_weight" in e

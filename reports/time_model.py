@@ -27,13 +27,15 @@ TIME_MODEL_HEADER = [
 ]
 
 TIME_MODEL_NOTE = (
-    "*predicted time overhead* = a_tape × the CPU time of every op forward the policy recomputes with a tape + "
-    "a_advance × the CPU time of those it recomputes keeping nothing (as often as it recomputes each), each op timed "
+    "*predicted time overhead* = a_tape × the CPU time of every op forward the policy recomputes with a tape in a "
+    "block recompute + a_advance × the CPU time of those it recomputes keeping nothing + a_rebuild × that of the "
+    "op-level rebuilds of the contexts its selective masks drop (as often as it recomputes each), each op timed "
     "on the case's own inputs during instrumented store-all steps, ÷ the store-all step's time (bench/time_model.h). "
-    "The two weights are the case's, fitted by least squares on its calibration schedules, each timed side by side "
+    "The weights are the case's, fitted by least squares on its calibration schedules, each timed side by side "
     "with store-all as the policies are: full recomputation, and schedules no catalogue policy runs (blocks "
     "recomputed in segments of two; pairs rebuilt by advancing their first block; revolve with another number of "
-    "slots; bench/time_model_fit.h). A weight below 1 is what a recomputation really costs next to the same op "
+    "slots; for a_rebuild, store-all with selective's masks on every other block; bench/time_model_fit.h). "
+    "A weight below 1 is what a recomputation really costs next to the same op "
     "repeated inside a store-all step: the policy's first forward keeps nothing and runs in recycled memory, and the "
     "backward right after a recompute finds its context in cache. Full recomputation is a calibration schedule, so "
     "its rows are marked *calibration* and left out of the count. The FLOP overhead weighs the same ops by FLOPs "
@@ -45,7 +47,7 @@ TIME_MODEL_NOTE = (
     "the policy's first forward, backward, executor and update spend beyond store-all's, less the weights' credit."
 )
 
-WEIGHTS_HEADER = ["case", "a_tape", "a_advance", "worst calibration residual"]
+WEIGHTS_HEADER = ["case", "a_tape", "a_advance", "a_rebuild", "worst calibration residual"]
 
 
 def predicted(row: StepRow) -> float | None:
@@ -102,7 +104,7 @@ def weights_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
     for case, rows in steps_by_case.items():
         w = next((r.weights for r in rows if r.weights is not None), None)
         if w is not None:
-            out.append([case, f"{w[0]:.3f}", f"{w[1]:.3f}", f"{w[2]:.3f}"])
+            out.append([case, f"{w[0]:.3f}", f"{w[1]:.3f}", "—" if w[2] is None else f"{w[2]:.3f}", f"{w[3]:.3f}"])
     return out
 
 

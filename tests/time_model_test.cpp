@@ -1,6 +1,7 @@
-// bench_engine's time model (bench/time_model.h, bench/time_model_fit.h): the calibration schedules are valid,
-// recompute what each is for, and (full recomputation apart) are no schedule a catalogue policy runs; the least
-// squares gives back the weights that made its data, and declines to fit what the data cannot tell apart.
+// bench_engine's time model (bench/time_model.h, bench/time_model_fit.h): the calibration schedules (block
+// recomputes, and op-level rebuilds apart) are valid, recompute what each is for, and (full recomputation apart)
+// are no schedule a catalogue policy runs; the least squares gives back the weights that made its data, and
+// declines to fit what the data cannot tell apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +78,59 @@ TEST(TimeModelCalibration, pairsAdvancesTheFirstBlockOfEachPairTwosNothing) {
   EXPECT_EQ(total(twos.recomputesUntaped), 0);
 }
 
+// What a schedule recomputes with every op's share of the step set to 1: the terms count calls.
+RecomputeShares callCounts(const CaseSpec& spec, const Schedule& s) {
+  const NodeClock counts = policyForwardCounts<float>(spec, s);
+  ForwardShares ones;
+  for (const auto& [key, n] : counts.recomputes) ones.steady[key] = 1.0;
+  for (const auto& [key, n] : counts.recomputesUntaped) ones.untaped[key] = 1.0;
+  return recomputeShares(ones, counts, s);
+}
+
+// The rebuild calibration: op-level rebuilds only, each dropped node of the masked half rebuilt once per
+// micro-batch, and neither schedule one a policy runs. The catalogue's selective rebuilds and recomputes no block,
+// full recomputation the other way round, uniform+selective both.
+TEST(TimeModelCalibration, rebuildSchedulesRebuildTheDroppedContextsOfHalfTheBlocks) {
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::catalogueDir())) {
+    const CaseSpec spec = loadCase(entry.path().string());
+    const ChainCost cost = caseChainCost(spec);
+    const std::vector<Schedule> evaluated = catalogueSchedules(cost);
+    const std::vector<Schedule> rebuild = rebuildSchedules(cost, evaluated);
+    if (cost.layers() >= 2) {
+      EXPECT_EQ(rebuild.size(), 2u) << spec.name;
+    }
+    for (size_t parity = 0; parity < rebuild.size(); ++parity) {
+      const Schedule& s = rebuild[parity];
+      EXPECT_NO_THROW(validateSchedule(s, cost)) << spec.name << " " << s.policy;
+      for (const Schedule& e : evaluated)
+        EXPECT_FALSE(e.instrs == s.instrs && e.keep == s.keep) << spec.name << ": " << s.policy << " is " << e.policy;
+      int64_t dropped = 0;
+      for (int b = 0; b < cost.layers(); ++b)
+        for (size_t k = 0; k < s.keepFor(b).size(); ++k) {
+          EXPECT_TRUE(s.keepFor(b)[k] || b % 2 == static_cast<int>(parity)) << spec.name << " block " << b;
+          dropped += s.keepFor(b)[k] ? 0 : 1;
+        }
+      const RecomputeShares r = callCounts(spec, s);
+      EXPECT_EQ(r.taped, 0.0) << spec.name << " " << s.policy;
+      EXPECT_EQ(r.advancing, 0.0) << spec.name << " " << s.policy;
+      EXPECT_EQ(r.rebuilt, static_cast<double>(dropped * spec.microBatches)) << spec.name << " " << s.policy;
+      EXPECT_GT(dropped, 0) << spec.name << " " << s.policy;
+    }
+    const RecomputeShares selective = callCounts(spec, makeSchedule(parsePolicy("selective"), cost));
+    EXPECT_EQ(selective.taped + selective.advancing, 0.0) << spec.name;
+    EXPECT_GT(selective.rebuilt, 0.0) << spec.name;
+    const RecomputeShares full = callCounts(spec, fullRecomputeSchedule(cost));
+    EXPECT_GT(full.taped, 0.0) << spec.name;
+    EXPECT_EQ(full.rebuilt, 0.0) << spec.name;
+    const RecomputeShares composed = callCounts(spec, makeSchedule(parsePolicy("uniform+selective"), cost));
+    EXPECT_GT(composed.taped, 0.0) << spec.name;
+    EXPECT_GT(composed.rebuilt, 0.0) << spec.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 5);
+}
+
 TEST(TimeModelFit, leastSquaresGivesBackTheWeightsThatMadeTheData) {
   const std::vector<RecomputeShares> x{{0.30, 0.0}, {0.33, 0.10}, {0.33, 0.40}, {0.20, 0.05}};
   std::vector<double> y;
@@ -92,6 +146,41 @@ TEST(TimeModelFit, leastSquaresGivesBackTheWeightsThatMadeTheData) {
   const TimeModelFit off = fitWeights(x, y);
   EXPECT_GT(off.residual, 1e-3);
   EXPECT_LT(off.residual, 0.05);
+}
+
+// a_rebuild is fitted on what the block weights leave of the rebuild calibration's overheads; until then, and
+// where nothing is rebuilt, it is a_tape's (a rebuild is a taped recompute).
+TEST(TimeModelFit, rebuildWeightFromWhatTheBlockWeightsLeave) {
+  const std::vector<RecomputeShares> x{{0.30, 0.0}, {0.33, 0.10}, {0.33, 0.40}};
+  const std::vector<RecomputeShares> xr{{0.0, 0.0, 0.12}, {0.0, 0.0, 0.10}, {0.05, 0.02, 0.08}};
+  auto model = [](const RecomputeShares& r) { return 0.6 * r.taped + 0.9 * r.advancing + 0.8 * r.rebuilt; };
+  std::vector<double> y, yr;
+  for (const RecomputeShares& r : x) y.push_back(model(r));
+  for (const RecomputeShares& r : xr) yr.push_back(model(r));
+  TimeModelFit fit = fitWeights(x, y);
+  EXPECT_NEAR(fit.rebuild, 0.6, 1e-12);
+  EXPECT_FALSE(fit.rebuildFitted);
+  fitRebuildWeight(fit, xr, yr);
+  ASSERT_TRUE(fit.rebuildFitted);
+  EXPECT_NEAR(fit.rebuild, 0.8, 1e-12);
+  EXPECT_NEAR(fit.tape, 0.6, 1e-12);
+  EXPECT_NEAR(fit.residual, 0.0, 1e-12);
+  EXPECT_NEAR(predictTimeOverhead(fit, {0.1, 0.2, 0.3}), 0.06 + 0.18 + 0.24, 1e-12);
+  // One rebuild schedule off by 0.03: the weight moves, the residual shows it.
+  yr[0] += 0.03;
+  TimeModelFit off = fitWeights(x, y);
+  fitRebuildWeight(off, xr, yr);
+  EXPECT_GT(off.rebuild, 0.8);
+  EXPECT_GT(off.residual, 1e-3);
+  // Nothing rebuilt, or block weights unfitted: a_rebuild stays a_tape's, unfitted.
+  TimeModelFit none = fitWeights(x, y);
+  fitRebuildWeight(none, {{0.1, 0.0, 0.0}}, {0.05});
+  EXPECT_FALSE(none.rebuildFitted);
+  EXPECT_EQ(none.rebuild, none.tape);
+  TimeModelFit unfitted;
+  fitRebuildWeight(unfitted, xr, yr);
+  EXPECT_FALSE(unfitted.rebuildFitted);
+  EXPECT_EQ(unfitted.rebuild, 1.0);
 }
 
 TEST(TimeModelFit, declinesWhatTheDataCannotTellApart) {
