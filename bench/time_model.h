@@ -20,11 +20,11 @@
 // memory, the backward right after the recompute finds its context in cache where store-all reads it from beyond
 // the L2 cache; 0.71 on mlp-deep, whose 6.4 MB store-all step overflows a 2 MB L2, 0.93 on gpt-tiny, whose 0.7 MB
 // fits, 2026-12-06), a_advance the recompute that only advances (nothing saved, its input just made), a_rebuild
-// the op-level rebuild: single element-wise ops re-run from kept inputs right before their block's backward, each
-// with the runtime's per-node work around it, which costs more next to a microsecond op than inside a block
-// recompute's GEMMs (0.72–1.01 where a_tape is 0.59–0.91 on the same cases, 2026-12-07). They are fitted per case
-// on its calibration schedules (time_model_fit.h): full recomputation and schedules no catalogue policy runs, each
-// timed side by side with store-all in BM_Step's own pairs (bench/side_by_side.h).
+// the op-level rebuild of selective: single ops re-run from kept inputs right before their block's backward, with
+// the runtime's per-node work around each, in a step whose dropped contexts shrank its footprint (0.59-0.95 where
+// a_tape is 0.61-0.91 on the same cases, 2026-12-07). They are fitted per case on its calibration schedules
+// (time_model_fit.h): full recomputation and schedules no catalogue policy runs, each timed side by side with
+// store-all in BM_Step's own pairs (bench/side_by_side.h).
 // Instrumented steps run for at least half a second: a case of microsecond ops needs hundreds of them before
 // its per-op sums stop moving from run to run. Each is followed by an uninstrumented one, whose times sum to
 // t_step's: the two are measured over the same stretch of time.

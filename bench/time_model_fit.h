@@ -6,11 +6,7 @@
 //               the backward by advancing its first block, then running both with their tapes;
 //   revolve     with one slot more than the catalogue's revolve (else 2, 3, 1): advances in runs;
 //   uniform:k=1 where one of those is a policy's own schedule (a short chain);
-// and, for a_rebuild where a policy rebuilds, store-all with selective's masks on every other block
-// (rebuildSchedules). Rebuilds do not add up over blocks: on 6 cases the two halves' overheads summed to 0.00 to
-// 0.06 more than selective's own (resnet-accum +0.09 and +0.08 against +0.12 to +0.14; 2026-12-07), so a_rebuild
-// from the halves over-predicts selective there; fitted on selective with one block unmasked it would be close to
-// timing the catalogue's row itself.
+// and, for a_rebuild where a policy rebuilds, twos and pairs with selective's masks (rebuildSchedules).
 // Each is timed side by side with the store-all reference step in the pairs BM_Step times a policy in
 // (bench/side_by_side.h: alternating which goes first, CPU time of the thread, both chains put back before every
 // step, each step's result alive until its chain's next) while no other fixture's chains are alive, and the
@@ -112,22 +108,38 @@ inline std::vector<Schedule> calibrationSchedules(const ChainCost& cost, const s
   return out;
 }
 
-// The rebuild calibration: store-all with selective's masks on the even blocks, then on the odd ones (the other
-// blocks keep every context): op-level rebuilds and nothing else, on half the chain each, so neither is the
-// catalogue's selective. Those whose masks drop nothing, or that an evaluated policy runs, are left out.
+// The rebuild calibration: the twos and pairs schedules with selective's masks on every tape, as the catalogue's
+// uniform+selective has them, their block terms known from the block weights; where both are schedules an
+// evaluated policy runs (a short chain), store-all with the masks on the even blocks, then on the odd ones.
+// Every block masked because a rebuild's cost depends on how many blocks are: a rebuilt op's overhead over its
+// t_fwd share fell from 2.4-2.8 with one block of resnet-accum masked to 0.9 with half of them and 0.64 with all
+// (albert-frozen-stem 1.0, 0.9, 0.83; transformer about 1.0 throughout; 2026-12-07). Masking fewer blocks
+// than the catalogue's policies over-predicted selective there by 0.03 to 0.06. Those whose masks drop nothing are
+// left out.
 inline std::vector<Schedule> rebuildSchedules(const ChainCost& cost, const std::vector<Schedule>& evaluated) {
+  const std::vector<KeepMask> masks = makeSchedule(parsePolicy("selective"), cost).keep;
+  auto drops = [](const std::vector<KeepMask>& keep) {
+    return std::any_of(keep.begin(), keep.end(),
+                       [](const KeepMask& m) { return std::find(m.begin(), m.end(), false) != m.end(); });
+  };
+  auto run = [&](const Schedule& s) {
+    return std::any_of(evaluated.begin(), evaluated.end(),
+                       [&](const Schedule& e) { return e.instrs == s.instrs && e.keep == s.keep; });
+  };
   std::vector<Schedule> out;
+  if (!drops(masks)) return out;
+  for (Schedule s : {twosSchedule(cost.layers()), pairsSchedule(cost.layers())}) {
+    s.keep = masks;
+    s.policy += "+selective";
+    if (!run(s)) out.push_back(std::move(s));
+  }
+  if (!out.empty()) return out;
   for (int parity : {0, 1}) {
     Schedule s = makeSchedule(parsePolicy("selective"), cost);
     s.policy = parity == 0 ? "calibration:selective-even" : "calibration:selective-odd";
-    bool drops = false;
-    for (size_t b = 0; b < s.keep.size(); ++b) {
+    for (size_t b = 0; b < s.keep.size(); ++b)
       if (static_cast<int>(b % 2) != parity) s.keep[b].clear();  // keeps every context
-      for (size_t k = 0; k < s.keep[b].size(); ++k) drops |= !s.keep[b][k];
-    }
-    const bool run = std::any_of(evaluated.begin(), evaluated.end(),
-                                 [&](const Schedule& e) { return e.instrs == s.instrs && e.keep == s.keep; });
-    if (drops && !run) out.push_back(std::move(s));
+    if (drops(s.keep) && !run(s)) out.push_back(std::move(s));
   }
   return out;
 }

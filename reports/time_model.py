@@ -34,7 +34,7 @@ TIME_MODEL_NOTE = (
     "The weights are the case's, fitted by least squares on its calibration schedules, each timed side by side "
     "with store-all as the policies are: full recomputation, and schedules no catalogue policy runs (blocks "
     "recomputed in segments of two; pairs rebuilt by advancing their first block; revolve with another number of "
-    "slots; for a_rebuild, store-all with selective's masks on every other block; bench/time_model_fit.h). "
+    "slots; for a_rebuild, two of those with selective's masks; bench/time_model_fit.h). "
     "A weight below 1 is what a recomputation really costs next to the same op "
     "repeated inside a store-all step: the policy's first forward keeps nothing and runs in recycled memory, and the "
     "backward right after a recompute finds its context in cache. Full recomputation is a calibration schedule, so "
