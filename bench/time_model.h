@@ -1,6 +1,6 @@
 // The time model of bench_engine's step benchmarks: a policy's time overhead predicted from the store-all step's
-// own measured per-op times and two calibration schedules of the case (bench/time_model_fit.h), next to its FLOP
-// overhead.
+// own measured per-op times and weights fitted on the case's calibration schedules (bench/time_model_fit.h), next
+// to its FLOP overhead.
 //
 //   predicted_time_overhead = a_tape    * sum over the op forwards the policy recomputes with a tape in a block
 //                                         recompute (block b, node n, as often as it does) of  t_fwd(b, n) / t_step

@@ -108,6 +108,12 @@ inline std::vector<Schedule> calibrationSchedules(const ChainCost& cost, const s
   return out;
 }
 
+// Whether a schedule's keep masks drop any context (it rebuilds).
+inline bool dropsContexts(const std::vector<KeepMask>& keep) {
+  return std::any_of(keep.begin(), keep.end(),
+                     [](const KeepMask& m) { return std::find(m.begin(), m.end(), false) != m.end(); });
+}
+
 // The rebuild calibration: the twos and pairs schedules with selective's masks on every tape, as the catalogue's
 // uniform+selective has them, their block terms known from the block weights; where both are schedules an
 // evaluated policy runs (a short chain), store-all with the masks on the even blocks, then on the odd ones.
@@ -118,16 +124,12 @@ inline std::vector<Schedule> calibrationSchedules(const ChainCost& cost, const s
 // left out.
 inline std::vector<Schedule> rebuildSchedules(const ChainCost& cost, const std::vector<Schedule>& evaluated) {
   const std::vector<KeepMask> masks = makeSchedule(parsePolicy("selective"), cost).keep;
-  auto drops = [](const std::vector<KeepMask>& keep) {
-    return std::any_of(keep.begin(), keep.end(),
-                       [](const KeepMask& m) { return std::find(m.begin(), m.end(), false) != m.end(); });
-  };
   auto run = [&](const Schedule& s) {
     return std::any_of(evaluated.begin(), evaluated.end(),
                        [&](const Schedule& e) { return e.instrs == s.instrs && e.keep == s.keep; });
   };
   std::vector<Schedule> out;
-  if (!drops(masks)) return out;
+  if (!dropsContexts(masks)) return out;
   for (Schedule s : {twosSchedule(cost.layers()), pairsSchedule(cost.layers())}) {
     s.keep = masks;
     s.policy += "+selective";
@@ -139,7 +141,7 @@ inline std::vector<Schedule> rebuildSchedules(const ChainCost& cost, const std::
     s.policy = parity == 0 ? "calibration:selective-even" : "calibration:selective-odd";
     for (size_t b = 0; b < s.keep.size(); ++b)
       if (static_cast<int>(b % 2) != parity) s.keep[b].clear();  // keeps every context
-    if (drops(s.keep) && !run(s)) out.push_back(std::move(s));
+    if (dropsContexts(s.keep) && !run(s)) out.push_back(std::move(s));
   }
   return out;
 }
@@ -223,10 +225,8 @@ TimeModelFit fitTimeModel(const CaseSpec& spec, const ForwardShares& shares, con
   measure(calibrationSchedules(cost, evaluated), x, y);
   TimeModelFit fit = fitWeights(x, y);
   // Only where a policy rebuilds: the catalogue's selective rows.
-  const bool rebuilds = std::any_of(evaluated.begin(), evaluated.end(), [](const Schedule& e) {
-    return std::any_of(e.keep.begin(), e.keep.end(),
-                       [](const KeepMask& m) { return std::find(m.begin(), m.end(), false) != m.end(); });
-  });
+  const bool rebuilds =
+      std::any_of(evaluated.begin(), evaluated.end(), [](const Schedule& e) { return dropsContexts(e.keep); });
   if (fit.fitted && rebuilds) {
     measure(rebuildSchedules(cost, evaluated), xr, yr);
     fitRebuildWeight(fit, xr, yr);

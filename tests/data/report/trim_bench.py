@@ -32,6 +32,7 @@ KEEP = (
     "time_model_recompute_share",
     "time_model_tape_weight",
     "time_model_advance_weight",
+    "time_model_rebuild_weight",
     "time_model_calibration_residual",
     "time_model_calibration_row",
     "recompute_time_share",
