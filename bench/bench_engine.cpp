@@ -25,8 +25,8 @@
 // run (a schedule refused, a case that does not build) is skipped with its error; the others still run.
 //
 // Flags (before Google Benchmark's own):
-//   --ckpt_mode=short|full   short: the main job's run (catalogue and bench-large in about 3 minutes); full: careful
-//                            runs
+//   --ckpt_mode=short|full   short: the main job's run (BM_Step on catalogue and bench-large in about 5 minutes);
+//                            full: careful runs
 //   --ckpt_catalog=DIR       the catalogue (default $CKPT_SOURCE_DIR/cases/catalog, else this source tree's)
 //   --ckpt_large=DIR|none    bench-large cases (default cases/bench-large next to the catalogue): wide steps of a
 //                            tenth to a quarter of a second, never verified (verify and the tests do not read
