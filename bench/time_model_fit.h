@@ -37,7 +37,6 @@ struct TimeModelFit {
   double rebuild = 1;            // a_rebuild: a_tape's until the rebuild calibration fits its own
   double residual = 0;           // the worst calibration schedule's |measured - fitted| overhead
   bool fitted = false;
-  bool rebuildFitted = false;
 };
 
 inline double predictTimeOverhead(const TimeModelFit& fit, const RecomputeShares& r) {
@@ -202,7 +201,6 @@ inline void fitRebuildWeight(TimeModelFit& fit, const std::vector<RecomputeShare
   }
   if (!fit.fitted || y.size() != x.size() || !(srr > 0)) return;
   fit.rebuild = sry / srr;
-  fit.rebuildFitted = true;
   for (size_t i = 0; i < x.size(); ++i)
     fit.residual = std::max(fit.residual, std::abs(y[i] - predictTimeOverhead(fit, x[i])));
 }

@@ -129,7 +129,7 @@ TEST(TimeModelCalibration, rebuildSchedulesMaskEveryBlockAsTheCataloguesPolicies
     ++cases;
   }
   EXPECT_GE(cases, 5);
-  EXPECT_GE(composed, cases);  // most cases get both twos and pairs with masks
+  EXPECT_GE(composed, cases);  // on average at least one masked block schedule per case (short chains: halves)
 }
 
 TEST(TimeModelFit, leastSquaresGivesBackTheWeightsThatMadeTheData) {
@@ -160,9 +160,7 @@ TEST(TimeModelFit, rebuildWeightFromWhatTheBlockWeightsLeave) {
   for (const RecomputeShares& r : xr) yr.push_back(model(r));
   TimeModelFit fit = fitWeights(x, y);
   EXPECT_NEAR(fit.rebuild, 0.6, 1e-12);
-  EXPECT_FALSE(fit.rebuildFitted);
   fitRebuildWeight(fit, xr, yr);
-  ASSERT_TRUE(fit.rebuildFitted);
   EXPECT_NEAR(fit.rebuild, 0.8, 1e-12);
   EXPECT_NEAR(fit.tape, 0.6, 1e-12);
   EXPECT_NEAR(fit.residual, 0.0, 1e-12);
@@ -173,14 +171,12 @@ TEST(TimeModelFit, rebuildWeightFromWhatTheBlockWeightsLeave) {
   fitRebuildWeight(off, xr, yr);
   EXPECT_GT(off.rebuild, 0.8);
   EXPECT_GT(off.residual, 1e-3);
-  // Nothing rebuilt, or block weights unfitted: a_rebuild stays a_tape's, unfitted.
+  // Nothing rebuilt, or block weights unfitted: a_rebuild stays a_tape's (1, unfitted).
   TimeModelFit none = fitWeights(x, y);
   fitRebuildWeight(none, {{0.1, 0.0, 0.0}}, {0.05});
-  EXPECT_FALSE(none.rebuildFitted);
   EXPECT_EQ(none.rebuild, none.tape);
   TimeModelFit unfitted;
   fitRebuildWeight(unfitted, xr, yr);
-  EXPECT_FALSE(unfitted.rebuildFitted);
   EXPECT_EQ(unfitted.rebuild, 1.0);
 }
 
