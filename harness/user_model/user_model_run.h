@@ -81,7 +81,7 @@ struct RunDump {
 // With a placement (--plan), the driver times this many plain and checkpointed steps side by side, alternating,
 // after the dumped ones and two warm-up pairs (user_model.py side_by_side): the measured overhead is the median of
 // the pairs' ratios.
-inline constexpr int kPlanTimingPairs = 24;
+inline constexpr int kPlanTimingPairs = 48;
 
 struct DriverRequest {
   int seed = 1;

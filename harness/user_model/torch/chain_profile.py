@@ -129,8 +129,9 @@ class Timer:
     step; on a recomputed block the recompute runs in its backward interval (it starts when the gradient of its
     output is complete)."""
 
-    def __init__(self, modules):
+    def __init__(self, modules, settle):
         self.n = len(modules)
+        self.settle = settle  # run before each step, untimed (user_model.collector_between_steps)
         self.handles = []
         for i, m in enumerate(modules):
             self.handles.append(m.register_forward_pre_hook(self._pre(i), with_kwargs=True))
@@ -174,6 +175,7 @@ class Timer:
         "step": the whole step, optimizer included}."""
         self.reset()
         opt.zero_grad(set_to_none=True)
+        self.settle()
         t0 = time.thread_time()
         loss = compute_loss(setup, model, batch)
         t1 = time.thread_time()
@@ -208,7 +210,7 @@ def _median_times(samples):
     return blocks, part
 
 
-def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
+def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, settle):
     """What recomputing each block adds to the step, measured per block: a copy of the model with every block its
     own recomputed segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
     CALIBRATION_PAIRS steps each in turn under the Timer, after a warm-up pair, which goes first alternating. Per
@@ -222,7 +224,12 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
     Per block, because recomputing a block does not cost its forward: in three runs ResNet-18's last two blocks
     added 0.67-0.98 of their forward time, their recompute warming the weights their backward then reads, and its
     first four blocks 1.1-1.9 times theirs. Negative where recomputing a block costs less than it saves; a
-    placement's prediction never counts a block's recompute below zero."""
+    placement's prediction never counts a block's recompute below zero.
+
+    What a sum of per-block figures cannot hold: the recompute of a block whose successor is stored costs more
+    than in this every-block copy. On ResNet-18, with only its first four blocks recomputed, the fourth block's
+    interval grew from 2.1% to 2.8-3.0% of the step, and the four together from 7.9% to 9.1-9.2% (two runs of 48
+    rounds, 2026-12-07): a placement that recomputes a prefix is predicted 1 to 2 points low."""
     twin = copy.deepcopy(model)
     twin_opt = make_opt(twin.parameters())
     twin_blocks = [m for _, m in cp.resolve_chain(setup, twin)]
@@ -236,8 +243,8 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds):
             "segments": [{"first": i, "last": i, "recompute": True} for i in range(n)],
         },
     )
-    plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)]))
-    recomputed = (twin, twin_opt, Timer(twin_blocks))
+    plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)], settle))
+    recomputed = (twin, twin_opt, Timer(twin_blocks, settle))
     pairs = []
     try:
         for k in range(-1, CALIBRATION_PAIRS):
@@ -428,27 +435,30 @@ def run(args):
     check_flops(recorder, out_blocks, outside, fwd_counts, total_counts)
     del probe, recorder
 
-    timer = Timer([m for _, m in blocks])
-    try:
-        samples = [
-            timer.step(setup, model, opt, make_batch(setup, args, step, batch_size)) for step in range(1, args.steps)
-        ]
-    finally:
-        timer.remove()
+    with user_model.collector_between_steps() as settle:
+        timer = Timer([m for _, m in blocks], settle)
+        try:
+            samples = [
+                timer.step(setup, model, opt, make_batch(setup, args, step, batch_size))
+                for step in range(1, args.steps)
+            ]
+        finally:
+            timer.remove()
+        plain = []
+        for step in range(args.steps, args.steps + max(1, args.steps - 1)):
+            batch = make_batch(setup, args, step, batch_size)
+            opt.zero_grad(set_to_none=True)
+            settle()
+            t0 = time.thread_time()
+            compute_loss(setup, model, batch).backward()
+            opt.step()
+            plain.append(time.thread_time() - t0)
+        step_seconds = float(statistics.median(plain))
+        recompute = recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, settle)
     block_times, part_times = _median_times(samples)
-    plain = []
-    for step in range(args.steps, args.steps + max(1, args.steps - 1)):
-        batch = make_batch(setup, args, step, batch_size)
-        opt.zero_grad(set_to_none=True)
-        t0 = time.thread_time()
-        compute_loss(setup, model, batch).backward()
-        opt.step()
-        plain.append(time.thread_time() - t0)
-
     for b, (f, g) in zip(out_blocks, block_times, strict=False):
         b["forward_seconds"], b["backward_seconds"] = f, g
-    step_seconds = float(statistics.median(plain))
-    for b, r in zip(out_blocks, recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds), strict=True):
+    for b, r in zip(out_blocks, recompute, strict=True):
         b["recompute_seconds"] = r
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]

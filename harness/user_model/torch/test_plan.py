@@ -12,11 +12,15 @@ further argument). Run as a plain script: exit 0 when every check holds, 1 other
   - without the buffer guard the recompute moves BatchNorm's statistics twice (the check sees it);
   - the same with blocks that return a tuple and take the gate by keyword (HF style);
   - a chain out of order is refused (exit 2, "profile: chain is not sequential: ..."), and so is a placement
-    naming a block the model does not have.
+    naming a block the model does not have;
+  - the side-by-side timing's plain twin, given the placed model's state, steps bitwise as the model does, and the
+    garbage collector is back as it was after the timed steps.
 Everything runs in this process (the factories below are loaded from this file, as a user's would be).
 """
 
 import contextlib
+import copy
+import gc
 import io
 import json
 import math
@@ -269,12 +273,67 @@ def check_rejections(work):
     )
 
 
+def _train(setup, model, opt, step):
+    torch.manual_seed(step)  # the same dropout masks in both models
+    batch = setup["batch"](torch.Generator().manual_seed(step), setup["batch_size"])
+    opt.zero_grad(set_to_none=True)
+    setup["loss"](model, batch).backward()
+    opt.step()
+
+
+def check_timing_state():
+    """The side-by-side timing's twin: given the placed model's state (user_model.give_state) after the model
+    trained alone, one more step of each ends bitwise alike; without it they differ (the check can fail). The
+    twin's optimizer state is its own copy. collector_between_steps turns the collector off and back as it was."""
+    apply_plan, _, _, user_model = _adapter()
+    for give in (True, False):
+        setup = tiny(0)
+        model = setup["model"]
+        twin = copy.deepcopy(model)
+        twin_opt = setup["optimizer"](twin.parameters())
+        pairs = user_model.twin_pairs(model, twin)
+        names = ["blocks.%d" % i for i in range(BLOCKS)]
+        apply_plan.apply(
+            model,
+            list(model.blocks),
+            {
+                "blocks": names,
+                "segments": [{"first": 0, "last": 1, "recompute": True}, {"first": 2, "last": 3, "recompute": False}],
+            },
+        )
+        opt = setup["optimizer"](model.parameters())
+        for step in range(2):
+            _train(setup, model, opt, step)
+        if give:
+            user_model.give_state(pairs, opt, twin_opt)
+            mine, theirs = (
+                next(iter(opt.state.values()))["momentum_buffer"],
+                twin_opt.state[pairs[0][1]]["momentum_buffer"],
+            )
+            check(mine.data_ptr() != theirs.data_ptr(), "give_state: the twin's momentum is the model's own tensor")
+        _train(setup, model, opt, 2)
+        _train(setup, twin, twin_opt, 2)
+        same = all(torch.equal(a, b) for a, b in pairs)
+        check(
+            same == give,
+            "give_state %s: the next step's parameters and buffers are %s"
+            % ("given" if give else "not given", "equal" if same else "not equal"),
+        )
+    for before in (True, False):
+        (gc.enable if before else gc.disable)()
+        with user_model.collector_between_steps() as settle:
+            check(not gc.isenabled() and settle is gc.collect, "collector_between_steps: the collector runs inside")
+        check(gc.isenabled() == before, "collector_between_steps: the collector is not as it was (%s)" % before)
+    gc.enable()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="ckptcheck-test-plan-")
     try:
         for factory in ("tiny", "tiny_tuple"):
             check_placements(os.path.join(work, factory), factory)
         check_rejections(work)
+        check_timing_state()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("test_plan: %s" % ("%d failure(s)" % len(FAILURES) if FAILURES else "ok"))
