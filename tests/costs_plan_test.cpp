@@ -75,6 +75,18 @@ TEST(CostsFile, refusesEachBadFieldInOneLine) {
        "costs.json: blocks[1].recompute_seconds: missing, blocks[0] has one (every block has one or none does)"},
       {[](json& j) { j["blocks"][3]["recompute_seconds"] = 0.1; },
        "costs.json: blocks[3].recompute_seconds: present, blocks[0] has none (every block has one or none does)"},
+      {[](json& j) { j["blocks"][1]["recompute_end_seconds"] = 0.1; },
+       "costs.json: blocks[1].recompute_end_seconds: present without recompute_seconds"},
+      {[](json& j) {
+         for (json& b : j["blocks"]) b["recompute_seconds"] = 0.1;
+         j["blocks"][0]["recompute_end_seconds"] = 0.2;
+       },
+       "costs.json: blocks[1].recompute_end_seconds: missing, blocks[0] has one (every block has one or none does)"},
+      {[](json& j) {
+         for (json& b : j["blocks"]) b["recompute_seconds"] = b["recompute_end_seconds"] = 0.1;
+         j["blocks"][4]["recompute_end_seconds"] = "slow";
+       },
+       "costs.json: blocks[4].recompute_end_seconds: must be a number of seconds, at most 10^9 either way"},
   };
   for (const auto& [change, want] : cases) {
     json j = tinyJson();
@@ -123,6 +135,32 @@ TEST(CostsPlan, predictedTimeCountsEachRecomputedBlocksOwnRecomputeSeconds) {
   EXPECT_EQ(*c.blocks[1].recomputeSeconds, -0.01);
   const ChainCost cost = chainCostOf(c);
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, uniformSchedule(cost, 3)), (0.04 + 0.0 + 0.08) / 2.0);
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, storeAllSchedule(cost)), 0.0);
+}
+
+// recompute_end_seconds is a block's figure where the next block is stored (or the chain ends): a recomputed
+// segment's last block, and any recomputed block of a tape whose next block is stored; recompute_seconds elsewhere.
+TEST(CostsPlan, predictedTimeCountsTheEndFigureWhereTheNextBlockIsStored) {
+  json j = tinyJson();
+  j["step_seconds"] = 1.0;
+  const std::vector<double> within = {0.01, 0.02, 0.03, 0.04, 0.05}, end = {0.1, 0.2, 0.3, 0.4, 0.5};
+  for (size_t i = 0; i < j["blocks"].size(); ++i) {
+    j["blocks"][i]["recompute_seconds"] = within[i];
+    j["blocks"][i]["recompute_end_seconds"] = end[i];
+  }
+  const ChainCosts c = parseChainCosts(j, "costs.json");
+  const ChainCost cost = chainCostOf(c);
+  // uniform:k=3: blocks 0 and 1-2 recomputed (calls 2, 2, 2), 3-4 stored: 0 and 1 are followed by a recomputed
+  // block, 2 by a stored one.
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, uniformSchedule(cost, 3)), 0.01 + 0.02 + 0.3);
+  // Every block recomputed, 0-1 and 2-4 as segments: the last is followed by the part after the chain, which is
+  // never recomputed.
+  const Schedule every = placementSchedule({{0, 1, true}, {2, 4, true}}, 5, "hand");
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, every), 0.01 + 0.02 + 0.03 + 0.04 + 0.5);
+  // Stored, recomputed, stored, recomputed, stored: each recomputed block ends its run.
+  const Schedule alternate =
+      placementSchedule({{0, 0, false}, {1, 1, true}, {2, 2, false}, {3, 3, true}, {4, 4, false}}, 5, "hand");
+  EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, alternate), 0.2 + 0.4);
   EXPECT_DOUBLE_EQ(*predictedTimeOverhead(c, storeAllSchedule(cost)), 0.0);
 }
 

@@ -103,6 +103,10 @@ ProfiledBlock readBlock(Reader& r, const json& b, const std::string& f) {
   k.backwardSeconds = r.seconds(b, "backward_seconds", f + ".backward_seconds");
   if (b.contains("recompute_seconds"))
     k.recomputeSeconds = r.signedSeconds(b, "recompute_seconds", f + ".recompute_seconds");
+  if (b.contains("recompute_end_seconds")) {
+    if (!k.recomputeSeconds) r.fail(f + ".recompute_end_seconds", "present without recompute_seconds");
+    k.recomputeEndSeconds = r.signedSeconds(b, "recompute_end_seconds", f + ".recompute_end_seconds");
+  }
   int64_t fwd = 0, bwd = 0;  // at most the file's FLOPs
   for (const ProfiledOp& op : k.ops) {
     fwd += op.forwardFlops;
@@ -178,11 +182,15 @@ ChainCosts parseChainCosts(const json& j, const std::string& where) {
                          std::to_string(kMaxCostsBlocks) + " (COSTS.md, Bounds)");
   for (size_t i = 0; i < blocks.size(); ++i)
     c.blocks.push_back(readBlock(r, blocks[i], "blocks[" + std::to_string(i) + "]"));
-  for (size_t i = 1; i < c.blocks.size(); ++i)  // all or none: a prediction never mixes the two measurements
-    if (c.blocks[i].recomputeSeconds.has_value() != c.blocks[0].recomputeSeconds.has_value())
-      r.fail("blocks[" + std::to_string(i) + "].recompute_seconds",
-             std::string(c.blocks[0].recomputeSeconds ? "missing" : "present") + ", blocks[0] " +
-                 (c.blocks[0].recomputeSeconds ? "has one" : "has none") + " (every block has one or none does)");
+  auto allOrNone = [&](const char* key, auto has) {  // a prediction never mixes two kinds of measurement
+    for (size_t i = 1; i < c.blocks.size(); ++i)
+      if (has(c.blocks[i]) != has(c.blocks[0]))
+        r.fail("blocks[" + std::to_string(i) + "]." + key,
+               std::string(has(c.blocks[0]) ? "missing" : "present") + ", blocks[0] " +
+                   (has(c.blocks[0]) ? "has one" : "has none") + " (every block has one or none does)");
+  };
+  allOrNone("recompute_seconds", [](const ProfiledBlock& b) { return b.recomputeSeconds.has_value(); });
+  allOrNone("recompute_end_seconds", [](const ProfiledBlock& b) { return b.recomputeEndSeconds.has_value(); });
   const json& bounds = r.array(j, "boundary_bytes", "boundary_bytes");
   if (bounds.size() != blocks.size() + 1)
     r.fail("boundary_bytes", "must hold " + std::to_string(blocks.size() + 1) + " sizes (x_0 .. x_L for " +

@@ -25,9 +25,11 @@ struct ProfiledBlock {
   std::vector<ProfiledOp> ops;
   int64_t forwardFlops = 0, backwardFlops = 0;
   double forwardSeconds = 0, backwardSeconds = 0;
-  std::optional<double> recomputeSeconds;  // what recomputing it adds to the step, may be negative (optional; older
-                                           // files: forward_seconds + checkpoint_seconds)
-  int64_t savedBytes() const;              // its ops' saved bytes
+  std::optional<double> recomputeSeconds;     // what recomputing it adds to the step, may be negative (optional; older
+                                              // files: forward_seconds + checkpoint_seconds)
+  std::optional<double> recomputeEndSeconds;  // the same with its successor stored (optional; absent:
+                                              // recomputeSeconds)
+  int64_t savedBytes() const;                 // its ops' saved bytes
 };
 
 struct ProfiledPart {  // what runs before or after the chain

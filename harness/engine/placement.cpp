@@ -183,7 +183,10 @@ std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule&
   double extra = 0;
   for (int i = 0; i < c.layers(); ++i) {  // a negative measurement never makes a recompute cost less than 0
     const ProfiledBlock& b = c.blocks[static_cast<size_t>(i)];
-    const double once = b.recomputeSeconds ? *b.recomputeSeconds : b.forwardSeconds + c.checkpointSeconds;
+    const size_t next = static_cast<size_t>(i) + 1;
+    const bool nextStored = next == calls.size() || calls[next] == 1;  // the part after the chain is never recomputed
+    double once = b.forwardSeconds + c.checkpointSeconds;
+    if (b.recomputeSeconds) once = nextStored && b.recomputeEndSeconds ? *b.recomputeEndSeconds : *b.recomputeSeconds;
     extra += static_cast<double>(calls[static_cast<size_t>(i)] - 1) * std::max(0.0, once);
   }
   return extra / c.stepSeconds;

@@ -45,8 +45,9 @@ struct SavedPrediction {
 SavedPrediction predictSaved(const ChainCosts& c, const std::vector<Segment>& segs);
 
 // The time the schedule's recomputes are predicted to add, over the plain step: each block's recompute_seconds
-// (what recomputing it added to the step, measured per block by the profile on the model fully recomputed; older
-// files: its forward seconds plus checkpoint_seconds), at least 0, times its extra forward runs, over step_seconds.
+// (what recomputing it added to the step, measured per block by the profile on the model fully recomputed), or
+// its recompute_end_seconds where the next block is stored (measured with every other block recomputed); older
+// files: its forward seconds plus checkpoint_seconds. At least 0, times its extra forward runs, over step_seconds.
 // nullopt when a tape drops op-level contexts (their time was not measured per op) or the step time is zero.
 std::optional<double> predictedTimeOverhead(const ChainCosts& c, const Schedule& s);
 

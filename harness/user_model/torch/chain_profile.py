@@ -10,11 +10,11 @@ format ckptcheck-chain-costs). `ckptcheck profile --adapter torch:module=PATH.py
 The factory is loaded as user_model.py loads it and must name its `chain`. Step 0 runs under saved-tensor hooks,
 a dispatch mode and FlopCounterMode: saved storages per block (the innermost chain block running), boundaries,
 shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
-the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and a copy of it with
-every block recomputed train side by side under the timing hooks, which gives each block's recompute_seconds
-(recompute_seconds()). Every time is CPU time of the thread (torch runs one thread here, backward included): on
-a machine shared with other work, wall time charges an op for whatever the scheduler ran meanwhile. Same
-determinism as user_model.py.
+the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and three copies of it
+(every block recomputed; the even blocks; the odd blocks) train side by side under the timing hooks, which gives
+each block's recompute_seconds and recompute_end_seconds (recompute_seconds()). Every time is CPU time of the
+thread (torch runs one thread here, backward included): on a machine shared with other work, wall time charges
+an op for whatever the scheduler ran meanwhile. Same determinism as user_model.py.
 
 Exit codes: 0 written; 2 bad arguments, a bad factory or a chain that is not sequential ("profile: ..." on
 stderr, one line); 3 the classified bytes do not add up to what the plain run saves (a profiler bug); 4 the
@@ -46,7 +46,12 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 EXIT_OK, EXIT_BAD, EXIT_INCONSISTENT, EXIT_RAISED = 0, 2, 3, 4
 FORMAT, VERSION = "ckptcheck-chain-costs", 1
-CALIBRATION_PAIRS = 16  # recompute_seconds: steps of the model and of its fully recomputed copy, each
+# recompute_seconds: rounds of a step of the model and of each recomputed copy, at least this many and until the
+# timed steps add up to CALIBRATION_SECONDS of CPU time. A count alone left a small model's figures to chance: the
+# MLP example (a 4 ms step) moved 0.02 of the step per block between two profiles of 16 rounds. Each step is
+# preceded by a full garbage collection, untimed (user_model.collector_between_steps), about 0.1 s.
+CALIBRATION_PAIRS = 16
+CALIBRATION_SECONDS = 1.0
 
 
 class Refused(Exception):
@@ -210,61 +215,87 @@ def _median_times(samples):
     return blocks, part
 
 
+def _recomputed_copy(setup, model, make_opt, recompute, settle):
+    """(copy, its optimizer, a Timer on its blocks): a copy of the model with block i its own recomputed segment
+    where recompute[i], stored otherwise (apply_plan.py, as `validate --plan` applies a placement)."""
+    twin = copy.deepcopy(model)
+    blocks = [m for _, m in cp.resolve_chain(setup, twin)]
+    names_of = {id(m): n for n, m in twin.named_modules()}
+    apply_plan.apply(
+        twin,
+        blocks,
+        {
+            "blocks": [names_of[id(m)] for m in blocks],
+            "segments": [{"first": i, "last": i, "recompute": r} for i, r in enumerate(recompute)],
+        },
+    )
+    return twin, make_opt(twin.parameters()), Timer(blocks, settle)
+
+
 def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, settle):
-    """What recomputing each block adds to the step, measured per block: a copy of the model with every block its
-    own recomputed segment (apply_plan.py, as `validate --plan` applies a placement) and the model itself train
-    CALIBRATION_PAIRS steps each in turn under the Timer, after a warm-up pair, which goes first alternating. Per
-    pair, block i's cost is the copy's forward plus backward interval (the recompute included) less the model's;
-    per pair, the copy's whole step less the model's, less the blocks' costs, is what checkpointing adds outside
-    any block's interval (checkpoint's own entry and exit, the parts before and after the chain), spread evenly
-    over the blocks. Block i's result is the median of its per-pair costs plus that spread
-    median, as a fraction of the median plain step of the same pairs, times step_seconds: the step the prediction
-    divides by, so a machine that ran faster or slower during these pairs moves no prediction.
+    """What recomputing each block adds to the step, measured per block in two contexts: (recompute_seconds,
+    recompute_end_seconds), the block's successor recomputed too, or stored. The model and three copies train a
+    step each in turn under the Timer (which goes first rotates), CALIBRATION_PAIRS rounds or more after a warm-up
+    round (until the timed steps make CALIBRATION_SECONDS):
+    a copy with every block its own recomputed segment (apply_plan.py, as `validate --plan` applies a placement),
+    one with the even blocks recomputed and one with the odd blocks (the rest stored). Per round, a block's cost
+    in a copy is its forward plus backward interval (the recompute included) less the model's; the copy's whole
+    step less the model's, less every block's cost, is what checkpointing adds outside any block's interval
+    (checkpoint's own entry and exit, the parts before and after the chain), shared evenly by the copy's
+    recomputed blocks. recompute_seconds[i] is block i's cost in the every-block copy; recompute_end_seconds[i]
+    its cost in the alternating copy that recomputes it, plus its stored successor's (what the recompute does to
+    the backward after it). Medians over the rounds, as a fraction of the rounds' median plain step, times
+    step_seconds: the step the prediction divides by, so a machine that ran faster or slower during these rounds
+    moves no prediction.
 
     Per block, because recomputing a block does not cost its forward: in three runs ResNet-18's last two blocks
     added 0.67-0.98 of their forward time, their recompute warming the weights their backward then reads, and its
-    first four blocks 1.1-1.9 times theirs. Negative where recomputing a block costs less than it saves; a
-    placement's prediction never counts a block's recompute below zero.
-
-    What a sum of per-block figures cannot hold: the recompute of a block whose successor is stored costs more
-    than in this every-block copy. On ResNet-18, with only its first four blocks recomputed, the fourth block's
-    interval grew from 2.1% to 2.8-3.0% of the step, and the four together from 7.9% to 9.1-9.2% (two runs of 48
-    rounds, 2026-12-07): a placement that recomputes a prefix is predicted 1 to 2 points low."""
-    twin = copy.deepcopy(model)
-    twin_opt = make_opt(twin.parameters())
-    twin_blocks = [m for _, m in cp.resolve_chain(setup, twin)]
-    names_of = {id(m): n for n, m in twin.named_modules()}
-    n = len(twin_blocks)
-    apply_plan.apply(
-        twin,
-        twin_blocks,
-        {
-            "blocks": [names_of[id(m)] for m in twin_blocks],
-            "segments": [{"first": i, "last": i, "recompute": True} for i in range(n)],
-        },
-    )
+    first four blocks 1.1-1.9 times theirs. Two contexts, because a recompute right after a stored block's
+    backward costs more than one after another recompute: on ResNet-18 with only its first four blocks recomputed,
+    the fourth's interval grew from 2.1% of the step (every block recomputed) to 2.8-3.0%; on the MLP with its
+    first three, the third's from 15% to 20% (2026-12-07). Negative where recomputing a block costs less than it
+    saves; a placement's prediction never counts a block's recompute below zero."""
+    n = len(cp.resolve_chain(setup, model))
     plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)], settle))
-    recomputed = (twin, twin_opt, Timer(twin_blocks, settle))
-    pairs = []
+    every = _recomputed_copy(setup, model, make_opt, [True] * n, settle)
+    alternating = [_recomputed_copy(setup, model, make_opt, [i % 2 == p for i in range(n)], settle) for p in (0, 1)]
+    alternating = alternating[: min(2, n)]  # one block: no odd copy
+    runs = [plain, every] + alternating
+    rounds, k, timed = [], -1, 0.0
     try:
-        for k in range(-1, CALIBRATION_PAIRS):
+        while k < CALIBRATION_PAIRS or timed < CALIBRATION_SECONDS:
             batch = make_batch(setup, args, 2 * args.steps + k, batch_size)
-            runs = [plain, recomputed]
             took = {}
-            for m, o, timer in runs if k % 2 == 0 else runs[::-1]:
+            for j in range(len(runs)):
+                m, o, timer = runs[(j + k) % len(runs)]
                 took[id(m)] = timer.step(setup, m, o, batch)
             if k >= 0:
-                pairs.append((took[id(model)], took[id(twin)]))
+                rounds.append([took[id(r[0])] for r in runs])
+                timed += sum(t["step"] for t in took.values())
+            k += 1
     finally:
-        plain[2].remove()
-        recomputed[2].remove()
+        for r in runs:
+            r[2].remove()
     med = statistics.median
-    deltas = [[sum(c["blocks"][i]) - sum(p["blocks"][i]) for i in range(n)] for p, c in pairs]  # per pair, per block
-    per_block = [med([d[i] for d in deltas]) for i in range(n)]
-    outside = med([c["step"] - p["step"] - sum(d) for (p, c), d in zip(pairs, deltas, strict=True)])
-    plain_step = med([p["step"] for p, _ in pairs])
+
+    def costs(c, recomputed):
+        """Per recomputed block of runs[c]: its cost plus its stored successor's, plus its share of the rest."""
+        per_round = []
+        for r in rounds:
+            d = [sum(r[c]["blocks"][i]) - sum(r[0]["blocks"][i]) for i in range(n)] + [0.0]
+            rest = r[c]["step"] - r[0]["step"] - sum(d)
+            per_round.append(
+                {i: d[i] + (d[i + 1] if i + 1 not in recomputed else 0.0) + rest / len(recomputed) for i in recomputed}
+            )
+        return {i: med([x[i] for x in per_round]) for i in recomputed}
+
+    plain_step = med([r[0]["step"] for r in rounds])
     scale = step_seconds / plain_step if plain_step > 0 else 1.0
-    return [(x + outside / n) * scale for x in per_block]
+    cont = costs(1, set(range(n)))
+    end = {}
+    for c, parity in ((2, 0), (3, 1))[: len(alternating)]:
+        end.update(costs(c, {i for i in range(n) if i % 2 == parity}))
+    return [(cont[i] * scale, end[i] * scale) for i in range(n)]
 
 
 def classify(probe, recorder, meter, blocks):
@@ -458,8 +489,8 @@ def run(args):
     block_times, part_times = _median_times(samples)
     for b, (f, g) in zip(out_blocks, block_times, strict=False):
         b["forward_seconds"], b["backward_seconds"] = f, g
-    for b, r in zip(out_blocks, recompute, strict=True):
-        b["recompute_seconds"] = r
+    for b, (r, e) in zip(out_blocks, recompute, strict=True):
+        b["recompute_seconds"], b["recompute_end_seconds"] = r, e
     for part in (cp.BEFORE, cp.AFTER):
         outside[part]["forward_seconds"], outside[part]["backward_seconds"] = part_times[part]
     label = args.label or "torch:module=%s:%s" % (args.module, args.factory)

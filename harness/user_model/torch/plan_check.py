@@ -78,10 +78,14 @@ def forward_calls(segments):
     return calls
 
 
-def recompute_seconds(costs, i):
-    """What recomputing block i adds to the step (COSTS.md): its measured recompute_seconds; in older files its
-    forward seconds plus checkpoint_seconds. A prediction counts it at 0 or more."""
+def recompute_seconds(costs, i, next_stored):
+    """What recomputing block i adds to the step (COSTS.md): its measured recompute_end_seconds where the next
+    block is stored (`next_stored`; the part after the chain always is) and the file has them, its
+    recompute_seconds otherwise; in older files its forward seconds plus checkpoint_seconds. A prediction counts
+    it at 0 or more."""
     b = costs["blocks"][i]
+    if next_stored and "recompute_end_seconds" in b:
+        return b["recompute_end_seconds"]
     if "recompute_seconds" in b:
         return b["recompute_seconds"]
     return b["forward_seconds"] + costs.get("checkpoint_seconds", 0.0)
@@ -97,7 +101,7 @@ def placement(costs, segments, policy="hand"):
     total_flops = sum(b["forward_flops"] + b["backward_flops"] for b in costs["blocks"]) + sum(
         part["forward_flops"] + part["backward_flops"] for part in costs["outside"].values()
     )
-    secs = sum(max(0.0, recompute_seconds(costs, i)) for i in recomputed)
+    secs = sum(max(0.0, recompute_seconds(costs, i, i + 1 not in recomputed)) for i in recomputed)
     return {
         "format": "ckptcheck-placement",
         "version": 1,

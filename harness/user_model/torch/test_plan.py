@@ -4,8 +4,8 @@ built here: a chain of four blocks (Linear, BatchNorm1d, ReLU, Dropout, times a 
 further argument). Run as a plain script: exit 0 when every check holds, 1 otherwise (one line per failure).
 
   - chain_profile.py writes costs whose byte counts add up (it checks that itself), name the gate as a
-    shared argument and hold each block's recompute_seconds (a finite number, negative where recomputing a block
-    costs less than it saves; no timing is judged);
+    shared argument and hold each block's recompute_seconds and recompute_end_seconds (finite numbers, negative
+    where recomputing a block costs less than it saves; no timing is judged);
   - for three placements (all stored; [0,1] and [2] recomputed, [3] stored; every block its own recomputed
     segment but the last), user_model.py --plan trains bitwise as the plain run (every dumped tensor), saves
     what plan_check.predict_saved predicts (total, before, after, per block) and calls each block 1 or 2 times;
@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import weakref
 
 import numpy as np
 import torch
@@ -149,11 +150,12 @@ def check_placements(work, factory):
     costs = json.load(open(costs_path))
     check([b["name"] for b in costs["blocks"]] == ["blocks.%d" % i for i in range(BLOCKS)], "block names")
     check(len(costs["boundary_bytes"]) == BLOCKS + 1, "boundary_bytes: L+1 sizes")
-    recompute = [b.get("recompute_seconds") for b in costs["blocks"]]
+    recompute = [b.get(k) for b in costs["blocks"] for k in ("recompute_seconds", "recompute_end_seconds")]
     check(
         all(isinstance(r, float) and math.isfinite(r) for r in recompute) and "checkpoint_seconds" not in costs,
-        "%s: recompute_seconds, what recomputing each block adds to the step, measured per block (and no "
-        "checkpoint_seconds beside it): %r" % (factory, recompute),
+        "%s: recompute_seconds and recompute_end_seconds, what recomputing each block adds to the step, measured "
+        "per block with its successor recomputed and stored (and no checkpoint_seconds beside them): %r"
+        % (factory, recompute),
     )
     gate = [s for s in costs["shared"] if s["argument"]]
     check(
@@ -281,10 +283,15 @@ def _train(setup, model, opt, step):
     opt.step()
 
 
+class _Node:
+    pass
+
+
 def check_timing_state():
     """The side-by-side timing's twin: given the placed model's state (user_model.give_state) after the model
     trained alone, one more step of each ends bitwise alike; without it they differ (the check can fail). The
-    twin's optimizer state is its own copy. collector_between_steps turns the collector off and back as it was."""
+    twin's optimizer state is its own copy. collector_between_steps turns the collector off and back as it was, and
+    its settle() frees a cycle made since the last."""
     apply_plan, _, _, user_model = _adapter()
     for give in (True, False):
         setup = tiny(0)
@@ -322,7 +329,12 @@ def check_timing_state():
     for before in (True, False):
         (gc.enable if before else gc.disable)()
         with user_model.collector_between_steps() as settle:
-            check(not gc.isenabled() and settle is gc.collect, "collector_between_steps: the collector runs inside")
+            check(not gc.isenabled(), "collector_between_steps: the collector runs inside")
+            node = _Node()
+            node.me, gone = node, weakref.ref(node)  # a cycle only the collector frees
+            del node
+            settle()
+            check(gone() is None, "collector_between_steps: settle() left a step's cycle alive")
         check(gc.isenabled() == before, "collector_between_steps: the collector is not as it was (%s)" % before)
     gc.enable()
 

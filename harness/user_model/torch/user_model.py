@@ -199,10 +199,14 @@ def momenta(model):
 
 @contextlib.contextmanager
 def collector_between_steps():
-    """For timed steps: Python's cyclic garbage collector off, and the `settle` this yields (gc.collect) to run
-    before each step, outside its timing. Left on, the collector runs in whichever step crosses its allocation
+    """For timed steps: Python's cyclic garbage collector off, and the `settle` this yields (a full collection) to
+    run before each step, outside its timing. Left on, the collector runs in whichever step crosses its allocation
     threshold and adds its pause to that step alone; on ResNet-18 a copy of the model timed against itself then
-    spread 6-8 points in the middle half of 24 pairs, 2-5 with the collector between steps."""
+    spread 6-8 points in the middle half of 24 pairs, 2-5 with the collector between steps. A full collection
+    (about 100 ms with torch loaded) walks every Python object, so each timed step starts from the same cold
+    caches whichever model ran before it; collecting only the youngest generation (no such walk) left the plan
+    loop's ResNet-18 half budget 4 points over its prediction and the MLP's 3.6, where a full one kept both within
+    2 (2026-12-07)."""
     was = gc.isenabled()
     gc.disable()
     try:
