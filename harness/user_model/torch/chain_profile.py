@@ -256,11 +256,9 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, se
     first three, the third's from 15% to 20% (2026-12-07). Negative where recomputing a block costs less than it
     saves; a placement's prediction never counts a block's recompute below zero."""
     n = len(cp.resolve_chain(setup, model))
+    masks = [[True] * n] + [[i % 2 == p for i in range(n)] for p in range(min(2, n))]  # one block: no odd copy
     plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)], settle))
-    every = _recomputed_copy(setup, model, make_opt, [True] * n, settle)
-    alternating = [_recomputed_copy(setup, model, make_opt, [i % 2 == p for i in range(n)], settle) for p in (0, 1)]
-    alternating = alternating[: min(2, n)]  # one block: no odd copy
-    runs = [plain, every] + alternating
+    runs = [plain] + [_recomputed_copy(setup, model, make_opt, mask, settle) for mask in masks]
     rounds, k, timed = [], -1, 0.0
     try:
         while k < CALIBRATION_PAIRS or timed < CALIBRATION_SECONDS:
@@ -278,23 +276,22 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, se
             r[2].remove()
     med = statistics.median
 
-    def costs(c, recomputed):
-        """Per recomputed block of runs[c]: its cost plus its stored successor's, plus its share of the rest."""
+    def costs(c, mask):
+        """Per block runs[c] recomputes (mask): its cost plus its stored successor's, plus its share of the rest."""
+        recomputed = [i for i in range(n) if mask[i]]
         per_round = []
         for r in rounds:
-            d = [sum(r[c]["blocks"][i]) - sum(r[0]["blocks"][i]) for i in range(n)] + [0.0]
+            d = [sum(r[c]["blocks"][i]) - sum(r[0]["blocks"][i]) for i in range(n)] + [0.0]  # d[n]: after the chain
             rest = r[c]["step"] - r[0]["step"] - sum(d)
-            per_round.append(
-                {i: d[i] + (d[i + 1] if i + 1 not in recomputed else 0.0) + rest / len(recomputed) for i in recomputed}
-            )
+            stored_next = [0.0 if i + 1 < n and mask[i + 1] else d[i + 1] for i in range(n)]
+            per_round.append({i: d[i] + stored_next[i] + rest / len(recomputed) for i in recomputed})
         return {i: med([x[i] for x in per_round]) for i in recomputed}
 
     plain_step = med([r[0]["step"] for r in rounds])
     scale = step_seconds / plain_step if plain_step > 0 else 1.0
-    cont = costs(1, set(range(n)))
-    end = {}
-    for c, parity in ((2, 0), (3, 1))[: len(alternating)]:
-        end.update(costs(c, {i for i in range(n) if i % 2 == parity}))
+    cont, end = costs(1, masks[0]), {}
+    for c, mask in enumerate(masks[1:], start=2):
+        end.update(costs(c, mask))
     return [(cont[i] * scale, end[i] * scale) for i in range(n)]
 
 

@@ -204,9 +204,10 @@ def collector_between_steps():
     threshold and adds its pause to that step alone; on ResNet-18 a copy of the model timed against itself then
     spread 6-8 points in the middle half of 24 pairs, 2-5 with the collector between steps. A full collection
     (about 100 ms with torch loaded) walks every Python object, so each timed step starts from the same cold
-    caches whichever model ran before it; collecting only the youngest generation (no such walk) left the plan
-    loop's ResNet-18 half budget 4 points over its prediction and the MLP's 3.6, where a full one kept both within
-    2 (2026-12-07)."""
+    caches whichever model ran before it. In the one plan loop run that collected only the youngest generation
+    (no such walk; 2026-12-07), ResNet-18's half budget measured 4.0 points over its prediction and the MLP 3.6;
+    with full collections ResNet-18's half budget missed by 0.1-3.1 points over seven runs and the MLP by 1.5-5.0
+    over four, so the choice rests on the equal starting state more than on those figures."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -229,10 +230,9 @@ def give_state(pairs, source_opt, target_opt):
     ResNet-18, a twin left at the factory's weights against the model after its dumped steps measured -7% to +8%
     over 24 pairs, where the same code should measure 0; given the model's state, -1% to +1% in one process,
     -1% to +7% in another. Training on the same batches, a correct placement keeps both bitwise alike."""
-    with torch.no_grad():
-        for mine, theirs in pairs:
-            theirs.copy_(mine)
     for mine, theirs in pairs:
+        with torch.no_grad():
+            theirs.copy_(mine)
         if mine in source_opt.state:
             state = source_opt.state[mine]
             target_opt.state[theirs] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
