@@ -78,9 +78,10 @@ struct RunDump {
   nlohmann::json savedResiduals = nlohmann::json::array();
 };
 
-// With a placement (--plan), the driver times this many plain and checkpointed steps side by side, alternating,
-// after the dumped ones and two warm-up pairs (user_model.py side_by_side): the measured overhead is the median of
-// the pairs' ratios.
+// With a placement (--plan), the driver times at least this many plain and checkpointed steps side by side,
+// alternating, after the dumped ones and two warm-up pairs, and more (up to four times as many) until the median
+// is known to a point (user_model.py side_by_side, timed_enough): the measured overhead is the median of the
+// pairs' ratios.
 inline constexpr int kPlanTimingPairs = 48;
 
 struct DriverRequest {

@@ -11,10 +11,11 @@ The factory is loaded as user_model.py loads it and must name its `chain`. Step 
 a dispatch mode and FlopCounterMode: saved storages per block (the innermost chain block running), boundaries,
 shared storages, FLOPs per op; steps 1..N-1 run with timing hooks only (per block forward and backward seconds,
 the medians); then max(1, N-1) steps without any hook give step_seconds; then the model and three copies of it
-(every block recomputed; the even blocks; the odd blocks) train side by side under the timing hooks, which gives
-each block's recompute_seconds and recompute_end_seconds (recompute_seconds()). Every time is CPU time of the
-thread (torch runs one thread here, backward included): on a machine shared with other work, wall time charges
-an op for whatever the scheduler ran meanwhile. Same determinism as user_model.py.
+(every block recomputed; the even blocks; the odd blocks) train side by side under the timing hooks, beside a
+fourth plain copy without them (the denominator), which gives each block's recompute_seconds and
+recompute_end_seconds (recompute_seconds()). Every time is CPU time of the thread (torch runs one thread here,
+backward included): on a machine shared with other work, wall time charges an op for whatever the scheduler ran
+meanwhile. Same determinism as user_model.py.
 
 Exit codes: 0 written; 2 bad arguments, a bad factory or a chain that is not sequential ("profile: ..." on
 stderr, one line); 3 the classified bytes do not add up to what the plain run saves (a profiler bug); 4 the
@@ -215,6 +216,26 @@ def _median_times(samples):
     return blocks, part
 
 
+class BareStep:
+    """A step with no hook, timed whole: the calibration's denominator. The Timer's hooks are Python calls at
+    every block; on the MLP example (4 ms steps) they lengthened the plain step by 8-9% (200 pairs, 2026-12-07), and
+    `validate --plan` times both models without them."""
+
+    def __init__(self, settle):
+        self.settle = settle
+
+    def step(self, setup, model, opt, batch):
+        opt.zero_grad(set_to_none=True)
+        self.settle()
+        t0 = time.thread_time()
+        compute_loss(setup, model, batch).backward()
+        opt.step()
+        return {"step": time.thread_time() - t0}
+
+    def remove(self):
+        pass
+
+
 def _recomputed_copy(setup, model, make_opt, recompute, settle):
     """(copy, its optimizer, a Timer on its blocks): a copy of the model with block i its own recomputed segment
     where recompute[i], stored otherwise (apply_plan.py, as `validate --plan` applies a placement)."""
@@ -235,8 +256,8 @@ def _recomputed_copy(setup, model, make_opt, recompute, settle):
 def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, settle):
     """What recomputing each block adds to the step, measured per block in two contexts: (recompute_seconds,
     recompute_end_seconds), the block's successor recomputed too, or stored. The model and three copies train a
-    step each in turn under the Timer (which goes first rotates), CALIBRATION_PAIRS rounds or more after a warm-up
-    round (until the timed steps make CALIBRATION_SECONDS):
+    step each in turn under the Timer, and a fourth copy without it (BareStep; which goes first rotates),
+    CALIBRATION_PAIRS rounds or more after a warm-up round (until the timed steps make CALIBRATION_SECONDS):
     a copy with every block its own recomputed segment (apply_plan.py, as `validate --plan` applies a placement),
     one with the even blocks recomputed and one with the odd blocks (the rest stored). Per round, a block's cost
     in a copy is its forward plus backward interval (the recompute included) less the model's; the copy's whole
@@ -244,7 +265,7 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, se
     (checkpoint's own entry and exit, the parts before and after the chain), shared evenly by the copy's
     recomputed blocks. recompute_seconds[i] is block i's cost in the every-block copy; recompute_end_seconds[i]
     its cost in the alternating copy that recomputes it, plus its stored successor's (what the recompute does to
-    the backward after it). Medians over the rounds, as a fraction of the rounds' median plain step, times
+    the backward after it). Medians over the rounds, as a fraction of the bare copy's median step, times
     step_seconds: the step the prediction divides by, so a machine that ran faster or slower during these rounds
     moves no prediction.
 
@@ -258,7 +279,9 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, se
     n = len(cp.resolve_chain(setup, model))
     masks = [[True] * n] + [[i % 2 == p for i in range(n)] for p in range(min(2, n))]  # one block: no odd copy
     plain = (model, make_opt(model.parameters()), Timer([m for _, m in cp.resolve_chain(setup, model)], settle))
+    bare = copy.deepcopy(model)
     runs = [plain] + [_recomputed_copy(setup, model, make_opt, mask, settle) for mask in masks]
+    runs.append((bare, make_opt(bare.parameters()), BareStep(settle)))
     rounds, k, timed = [], -1, 0.0
     try:
         while k < CALIBRATION_PAIRS or timed < CALIBRATION_SECONDS:
@@ -287,7 +310,7 @@ def recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, se
             per_round.append({i: d[i] + stored_next[i] + rest / len(recomputed) for i in recomputed})
         return {i: med([x[i] for x in per_round]) for i in recomputed}
 
-    plain_step = med([r[0]["step"] for r in rounds])
+    plain_step = med([r[-1]["step"] for r in rounds])  # the bare copy's: no hook in the step we divide by
     scale = step_seconds / plain_step if plain_step > 0 else 1.0
     cont, end = costs(1, masks[0]), {}
     for c, mask in enumerate(masks[1:], start=2):

@@ -14,7 +14,7 @@ further argument). Run as a plain script: exit 0 when every check holds, 1 other
   - a chain out of order is refused (exit 2, "profile: chain is not sequential: ..."), and so is a placement
     naming a block the model does not have;
   - the side-by-side timing's plain twin, given the placed model's state, steps bitwise as the model does, and the
-    garbage collector is back as it was after the timed steps.
+    garbage collector is back as it was after the timed steps; the timing stops where timed_enough says.
 Everything runs in this process (the factories below are loaded from this file, as a user's would be).
 """
 
@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -339,6 +340,48 @@ def check_timing_state():
     gc.enable()
 
 
+def check_timing_stop():
+    """The side-by-side timing stops where timed_enough says: not before --timing-pairs, at once where every pair
+    agrees, at the cap where the pairs spread too widely to pin the median to TIMING_PRECISION; the standard error
+    is a normal sample's; side_by_side itself times as many pairs as timed_enough asked for, each side alike."""
+    _, _, _, user_model = _adapter()
+    cap = user_model.TIMING_MAX_FACTOR * 48
+
+    def pairs(ratios):
+        return {"plain": [0.01] * len(ratios), "checkpoint": [0.01 * (1.0 + r) for r in ratios]}  # 10 ms steps
+
+    check(not user_model.timed_enough(pairs([0.2] * 47), 48), "timed_enough: stopped before --timing-pairs")
+    check(user_model.timed_enough(pairs([0.2] * 48), 48), "timed_enough: pairs that agree did not stop at 48")
+    wide = [0.0, 0.5] * (cap // 2)
+    check(not user_model.timed_enough(pairs(wide[: cap - 2]), 48), "timed_enough: a wide spread stopped early")
+    check(user_model.timed_enough(pairs(wide), 48), "timed_enough: no stop at %d pairs" % cap)
+    slow = {"plain": [user_model.TIMING_MAX_SECONDS / 90] * 48, "checkpoint": [user_model.TIMING_MAX_SECONDS / 64] * 48}
+    slow["checkpoint"][::2] = [user_model.TIMING_MAX_SECONDS / 192] * 24  # wide, and over 60 s all told
+    check(user_model.timed_enough(slow, 48), "timed_enough: no stop at TIMING_MAX_SECONDS")
+    check(not user_model.timed_enough({k: v[:47] for k, v in slow.items()}, 48), "timed_enough: stopped below 48")
+    gen = random.Random(43)
+    sample = [gen.gauss(0.2, 0.1) for _ in range(4000)]
+    se = user_model.median_standard_error(sample)
+    want = 1.2533 * 0.1 / math.sqrt(len(sample))
+    check(abs(se / want - 1) < 0.1, "median_standard_error: %g, a normal sample's is %g" % (se, want))
+    setup = tiny(0)
+    model = setup["model"]
+    twin = copy.deepcopy(model)
+    t = user_model.side_by_side(
+        setup,
+        2,
+        (twin, setup["optimizer"](twin.parameters())),
+        (model, setup["optimizer"](model.parameters())),
+        setup["batch_size"],
+    )
+    n = len(t["plain"])
+    check(
+        n == len(t["checkpoint"]) and 2 <= n <= 2 * user_model.TIMING_MAX_FACTOR,
+        "side_by_side: %d plain and %d checkpointed steps for 2 pairs" % (n, len(t["checkpoint"])),
+    )
+    check(user_model.timed_enough(t, 2), "side_by_side: stopped where timed_enough says go on")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="ckptcheck-test-plan-")
     try:
@@ -346,6 +389,7 @@ def main():
             check_placements(os.path.join(work, factory), factory)
         check_rejections(work)
         check_timing_state()
+        check_timing_stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("test_plan: %s" % ("%d failure(s)" % len(FAILURES) if FAILURES else "ok"))
