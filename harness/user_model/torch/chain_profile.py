@@ -218,8 +218,8 @@ def _median_times(samples):
 
 class BareStep:
     """A step with no hook, timed whole: the calibration's denominator. The Timer's hooks are Python calls at
-    every block; on the MLP example (4 ms steps) they lengthened the plain step by 8-9% (200 pairs, 2026-12-07), and
-    `validate --plan` times both models without them."""
+    every block; on the MLP example (4 ms steps) they lengthened the plain step by 5% on an idle machine (300
+    pairs) and 8-9% beside a build (200 pairs; 2026-12-07), and `validate --plan` times both models without them."""
 
     def __init__(self, settle):
         self.settle = settle
