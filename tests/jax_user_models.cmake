@@ -15,8 +15,11 @@ foreach(f remat dots)
                           EXPECT --exit 0 --bitwise holds --memory holds --needs-python-module flax
                           ARGS --adapter jax:module=${JAX_EXAMPLES}/nnx_transformer.py:${f} --seeds 1 --steps 2)
 endforeach()
+# The BatchNorm variant's recompute differs from the plain step at rounding level (13 ULP) on the machines CI and
+# earlier sessions ran, and not at all on an AMD EPYC with AVX-512 (2026-12-07, every run): XLA's CPU code is the
+# machine's, so either verdict is correct, and a finding is not.
 add_jax_user_model_test(jax_user_model_nnx_batchnorm_rounding TIMEOUT 300
-                        EXPECT --exit 0 --bitwise rounding-accepted --memory holds --needs-python-module flax
+                        EXPECT --exit 0 --bitwise rounding-accepted,holds --memory holds --needs-python-module flax
                         ARGS --adapter jax:module=${JAX_EXAMPLES}/nnx_transformer.py:batchnorm --seeds 1 --steps 2)
 add_jax_user_model_test(jax_user_model_nnx_scan_rounding TIMEOUT 300
                         EXPECT --exit 0 --bitwise rounding-accepted --memory holds --needs-python-module flax
