@@ -195,6 +195,7 @@ void stepCounters(benchmark::State& state, const StepFixture<T>& fx, const StepT
   c["time_model_advance_weight"] = fx.fit.advance;
   c["time_model_rebuild_weight"] = fx.fit.rebuild;
   c["time_model_calibration_residual"] = fx.fit.residual;
+  c["time_model_calibration_passes"] = fx.fit.passes;
   c["time_model_calibration_row"] = fx.calibrationRow ? 1 : 0;
   c["time_model_tax"] = t.ref.cpu > 0 ? t.eng.cpu / t.ref.cpu - 1.0 - fx.predictedTimeOverhead : 0.0;
   c["step_seconds"] = t.eng.cpu / n;

@@ -191,10 +191,11 @@ class StepRow:
     verdict: str | None = None
     # The time model's inputs (bench/time_model.h); None in older JSON: the per-op repeats' share of the step of
     # what the policy recomputes (weights 1), the case's fitted weights (a_tape, a_advance, a_rebuild: None before
-    # bench_engine fitted it) and worst calibration residual, and whether this policy is one of the calibration
-    # schedules (full recomputation).
+    # bench_engine fitted it), worst calibration residual and how often each calibration schedule was timed (None
+    # before bench_engine timed it again), and whether this policy is one of the calibration schedules (full
+    # recomputation).
     repeat_share: float | None = None
-    weights: tuple[float, float, float | None, float] | None = None
+    weights: tuple[float, float, float | None, float, int | None] | None = None
     calibration_row: bool = False
 
     @classmethod
@@ -253,6 +254,7 @@ class StepRow:
                     float(e["time_model_advance_weight"]),
                     opt_float(e.get("time_model_rebuild_weight")),
                     float(e.get("time_model_calibration_residual", 0.0)),
+                    None if e.get("time_model_calibration_passes") is None else int(e["time_model_calibration_passes"]),
                 )
                 if "time_model_tape_weight" in e and "time_model_advance_weight" in e
                 else None

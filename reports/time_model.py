@@ -34,7 +34,9 @@ TIME_MODEL_NOTE = (
     "The weights are the case's, fitted by least squares on its calibration schedules, each timed side by side "
     "with store-all as the policies are: full recomputation, and schedules no catalogue policy runs (blocks "
     "recomputed in segments of two; pairs rebuilt by advancing their first block; revolve with another number of "
-    "slots; for a_rebuild, two of those with selective's masks; bench/time_model_fit.h). "
+    "slots; for a_rebuild, two of those with selective's masks; bench/time_model_fit.h). Where the fit leaves a "
+    "schedule more than 0.02 from its measurement, every schedule is timed again, up to three times, and the fit "
+    "is made on each one's median (*passes* in the weights table). "
     "A weight below 1 is what a recomputation really costs next to the same op "
     "repeated inside a store-all step: the policy's first forward keeps nothing and runs in recycled memory, and the "
     "backward right after a recompute finds its context in cache. Full recomputation is a calibration schedule, so "
@@ -47,7 +49,7 @@ TIME_MODEL_NOTE = (
     "the policy's first forward, backward, executor and update spend beyond store-all's, less the weights' credit."
 )
 
-WEIGHTS_HEADER = ["case", "a_tape", "a_advance", "a_rebuild", "worst calibration residual"]
+WEIGHTS_HEADER = ["case", "a_tape", "a_advance", "a_rebuild", "worst calibration residual", "passes"]
 
 
 def predicted(row: StepRow) -> float | None:
@@ -104,7 +106,10 @@ def weights_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
     for case, rows in steps_by_case.items():
         w = next((r.weights for r in rows if r.weights is not None), None)
         if w is not None:
-            out.append([case, f"{w[0]:.3f}", f"{w[1]:.3f}", "—" if w[2] is None else f"{w[2]:.3f}", f"{w[3]:.3f}"])
+            a_rebuild = "—" if w[2] is None else f"{w[2]:.3f}"
+            out.append(
+                [case, f"{w[0]:.3f}", f"{w[1]:.3f}", a_rebuild, f"{w[3]:.3f}", "—" if w[4] is None else str(w[4])]
+            )
     return out
 
 

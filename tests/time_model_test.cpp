@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -190,6 +191,68 @@ TEST(TimeModelFit, declinesWhatTheDataCannotTellApart) {
     EXPECT_EQ(fit.advance, 1.0);
   }
   EXPECT_FALSE(fitWeights({{0.3, 0.1}, {0.2, 0.05}}, {0.2}).fitted);  // a measurement missing
+}
+
+// The calibration times its schedules again only while they disagree: a pass whose fit leaves a residual over
+// kCalibrationResidualGoal is followed by another, and the fit is made on each schedule's median over the passes.
+TEST(TimeModelFit, timesTheCalibrationAgainOnlyWhileItDisagrees) {
+  const std::vector<RecomputeShares> x{{0.30, 0.0}, {0.33, 0.10}, {0.33, 0.40}, {0.20, 0.05}};
+  const std::vector<RecomputeShares> xr{{0.0, 0.0, 0.12}, {0.05, 0.02, 0.08}};
+  auto model = [](const RecomputeShares& r) { return 0.6 * r.taped + 0.9 * r.advancing + 0.8 * r.rebuilt; };
+  int blockCalls = 0, rebuildCalls = 0;
+  auto rebuild = [&](size_t i) { return ++rebuildCalls, model(xr[i]); };
+  // Agreeing schedules: one pass.
+  TimeModelFit fit = fitOverPasses(x, xr, [&](size_t i) { return ++blockCalls, model(x[i]); }, rebuild);
+  EXPECT_EQ(fit.passes, 1);
+  EXPECT_EQ(blockCalls, 4);
+  EXPECT_EQ(rebuildCalls, 2);
+  EXPECT_NEAR(fit.advance, 0.9, 1e-12);
+  // One schedule 0.06 off in the first pass only (residual 0.051): the mean of two passes still leaves 0.026, so a
+  // third, whose median drops it.
+  blockCalls = rebuildCalls = 0;
+  int pass = 0;
+  fit = fitOverPasses(
+      x, xr,
+      [&](size_t i) {
+        pass += i == 0 ? 1 : 0;
+        ++blockCalls;
+        return model(x[i]) + (pass == 1 && i == 3 ? 0.06 : 0.0);
+      },
+      rebuild);
+  EXPECT_EQ(fit.passes, 3);
+  EXPECT_EQ(blockCalls, 12);
+  EXPECT_EQ(rebuildCalls, 6);
+  EXPECT_NEAR(fit.tape, 0.6, 1e-12);
+  EXPECT_NEAR(fit.advance, 0.9, 1e-12);
+  EXPECT_NEAR(fit.rebuild, 0.8, 1e-12);
+  EXPECT_NEAR(fit.residual, 0.0, 1e-12);
+  // A schedule off in every pass: it stops after kCalibrationPasses, the residual showing it.
+  blockCalls = 0;
+  fit = fitOverPasses(x, xr, [&](size_t i) { return ++blockCalls, model(x[i]) + (i == 3 ? 0.06 : 0.0); }, rebuild);
+  EXPECT_EQ(fit.passes, kCalibrationPasses);
+  EXPECT_EQ(blockCalls, 4 * kCalibrationPasses);
+  EXPECT_GT(fit.residual, kCalibrationResidualGoal);
+  // Unfitted (one schedule): one pass, nothing rebuilt is timed.
+  rebuildCalls = 0;
+  fit = fitOverPasses({{0.3, 0.1}}, xr, [&](size_t) { return 0.2; }, rebuild);
+  EXPECT_FALSE(fit.fitted);
+  EXPECT_EQ(fit.passes, 1);
+  EXPECT_EQ(rebuildCalls, 0);
+}
+
+// On a real case, timed for a few milliseconds a schedule: the number of passes is the machine's, the rule not.
+TEST(TimeModelFit, aTimedCalibrationStopsByTheRule) {
+  const CaseSpec spec = loadCase(test::catalogueCase("tiny").string());
+  const ChainCost cost = caseChainCost(spec);
+  const TimeModelFit fit =
+      fitTimeModel<float>(spec, storeAllForwardShares<float>(spec, 1), catalogueSchedules(cost), 0.005, 1);
+  ASSERT_TRUE(fit.fitted);
+  EXPECT_GE(fit.passes, 1);
+  EXPECT_LE(fit.passes, kCalibrationPasses);
+  if (fit.passes < kCalibrationPasses) {
+    EXPECT_LE(fit.residual, kCalibrationResidualGoal) << "stopped after " << fit.passes;
+  }
+  EXPECT_TRUE(std::isfinite(fit.tape) && std::isfinite(fit.advance) && std::isfinite(fit.rebuild));
 }
 
 }  // namespace

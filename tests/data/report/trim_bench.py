@@ -34,6 +34,7 @@ KEEP = (
     "time_model_advance_weight",
     "time_model_rebuild_weight",
     "time_model_calibration_residual",
+    "time_model_calibration_passes",
     "time_model_calibration_row",
     "recompute_time_share",
     "error_occurred",
