@@ -215,9 +215,9 @@ inline void fitRebuildWeight(TimeModelFit& fit, const std::vector<RecomputeShare
 // missed together (moe-tiny recursive +0.06 to +0.09 where its residual was 0.030-0.034, within 0.03 where it was
 // 0.004-0.013). Residuals of good runs were 0.003-0.019. What it cannot see is an error on a schedule the fit leans
 // on alone for a weight: the fit follows it and leaves no residual (mlp-deep's a_advance came out 1.07 with a
-// residual of 0.007 in one run, 0.80-0.92 in seven others). In two runs with it, one case was timed three times in
-// one run, and 49 and 48 of the 55 predicted rows were within 0.03 (47 and 48 without it that morning). Timing every
-// schedule at least twice was tried and dropped: 48, and the short run took 506 s, not 318-359 s.
+// residual of 0.007 in one run, 0.80-0.92 in six of the seven others). In two runs with it, one case was timed three
+// times in one run, and 49 and 48 of the 55 predicted rows were within 0.03 (47 and 48 without it that morning).
+// Timing every schedule at least twice was tried and dropped: 48, and the short run took 506 s, not 318-359 s.
 inline constexpr int kCalibrationPasses = 3;
 inline constexpr double kCalibrationResidualGoal = 0.02;
 
