@@ -29,6 +29,7 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 import weakref
 
 import numpy as np
@@ -350,15 +351,17 @@ def check_timing_stop():
     def pairs(ratios):
         return {"plain": [0.01] * len(ratios), "checkpoint": [0.01 * (1.0 + r) for r in ratios]}  # 10 ms steps
 
-    check(not user_model.timed_enough(pairs([0.2] * 47), 48), "timed_enough: stopped before --timing-pairs")
-    check(user_model.timed_enough(pairs([0.2] * 48), 48), "timed_enough: pairs that agree did not stop at 48")
+    check(not user_model.timed_enough(pairs([0.2] * 47), 48, 0.0), "timed_enough: stopped before --timing-pairs")
+    check(user_model.timed_enough(pairs([0.2] * 48), 48, 0.0), "timed_enough: pairs that agree did not stop at 48")
     wide = [0.0, 0.5] * (cap // 2)
-    check(not user_model.timed_enough(pairs(wide[: cap - 2]), 48), "timed_enough: a wide spread stopped early")
-    check(user_model.timed_enough(pairs(wide), 48), "timed_enough: no stop at %d pairs" % cap)
-    slow = {"plain": [user_model.TIMING_MAX_SECONDS / 90] * 48, "checkpoint": [user_model.TIMING_MAX_SECONDS / 64] * 48}
-    slow["checkpoint"][::2] = [user_model.TIMING_MAX_SECONDS / 192] * 24  # wide, and over 60 s all told
-    check(user_model.timed_enough(slow, 48), "timed_enough: no stop at TIMING_MAX_SECONDS")
-    check(not user_model.timed_enough({k: v[:47] for k, v in slow.items()}, 48), "timed_enough: stopped below 48")
+    check(not user_model.timed_enough(pairs(wide[: cap - 2]), 48, 0.0), "timed_enough: a wide spread stopped early")
+    check(user_model.timed_enough(pairs(wide), 48, 0.0), "timed_enough: no stop at %d pairs" % cap)
+    # The wall-time cap: whatever the steps' own times, once the timing has run TIMING_MAX_SECONDS (the collections
+    # between steps included), but never before --timing-pairs.
+    late = user_model.TIMING_MAX_SECONDS
+    check(not user_model.timed_enough(pairs(wide[:48]), 48, late - 1), "timed_enough: stopped before the wall cap")
+    check(user_model.timed_enough(pairs(wide[:48]), 48, late), "timed_enough: no stop at TIMING_MAX_SECONDS of wall")
+    check(not user_model.timed_enough(pairs(wide[:47]), 48, 10 * late), "timed_enough: the wall cap cut --timing-pairs")
     gen = random.Random(43)
     sample = [gen.gauss(0.2, 0.1) for _ in range(4000)]
     se = user_model.median_standard_error(sample)
@@ -379,7 +382,24 @@ def check_timing_stop():
         n == len(t["checkpoint"]) and 2 <= n <= 2 * user_model.TIMING_MAX_FACTOR,
         "side_by_side: %d plain and %d checkpointed steps for 2 pairs" % (n, len(t["checkpoint"])),
     )
-    check(user_model.timed_enough(t, 2), "side_by_side: stopped where timed_enough says go on")
+    check(user_model.timed_enough(t, 2, 0.0), "side_by_side: stopped where timed_enough says go on")
+    # side_by_side hands timed_enough its whole wall time: with no other way to stop (no precision is enough, no
+    # pair count too many), it stops once the wall cap has passed, within the pair that crossed it.
+    saved = user_model.TIMING_PRECISION, user_model.TIMING_MAX_FACTOR, user_model.TIMING_MAX_SECONDS
+    user_model.TIMING_PRECISION, user_model.TIMING_MAX_FACTOR, user_model.TIMING_MAX_SECONDS = -1.0, 10**6, 1.0
+    try:
+        t0 = time.monotonic()
+        t = user_model.side_by_side(
+            setup,
+            2,
+            (twin, setup["optimizer"](twin.parameters())),
+            (model, setup["optimizer"](model.parameters())),
+            setup["batch_size"],
+        )
+        wall = time.monotonic() - t0
+    finally:
+        user_model.TIMING_PRECISION, user_model.TIMING_MAX_FACTOR, user_model.TIMING_MAX_SECONDS = saved
+    check(1.0 <= wall < 10.0, "side_by_side: %.2f s under a 1 s wall cap" % wall)
 
 
 def main():
