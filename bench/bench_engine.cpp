@@ -89,9 +89,9 @@ struct Warmup {
   int profileSteps;
   double calibrationSeconds;  // CPU seconds of each of the time model's calibration schedules (time_model_fit.h)
 };
-// A calibration schedule's 1.5 s: a case's weights are fitted on four of them, and at 0.5 s transformer's a_tape
-// ranged 0.61-0.79 over four runs, at 1.5 s 0.69-0.83 over six (2026-12-07). It costs the short run about 1.5
-// minutes.
+// A calibration schedule's 1.5 s: a case's weights are fitted on up to five of them, and at 0.5 s transformer's
+// a_tape ranged 0.61-0.79 over four runs, at 1.5 s 0.69-0.83 over six (2026-12-07). It costs the short run about 1.5
+// minutes, and the fifth schedule about one more.
 const Warmup kCatalogWarmup{3, 5, 1.5};
 const Warmup kLargeWarmup{1, 2, 1.0};
 

@@ -44,6 +44,16 @@ TEST(TimeModelCalibration, fullRecomputationThenSchedulesNoPolicyRuns) {
     EXPECT_GE(cal.size(), 2u) << spec.name << ": nothing to fit the advancing weight on";
     EXPECT_NO_THROW(validateSchedule(twosSchedule(cost.layers()), cost)) << spec.name;
     EXPECT_NO_THROW(validateSchedule(pairsSchedule(cost.layers()), cost)) << spec.name;
+    // Two revolves where the chain has room for them: one slot more than the catalogue's, then fewer slots (longer
+    // advancing runs), for a_advance.
+    std::vector<int> revolveSlots;
+    const std::string revolve = "revolve:slots=";
+    for (const Schedule& c : cal)
+      if (c.policy.rfind(revolve, 0) == 0) revolveSlots.push_back(std::stoi(c.policy.substr(revolve.size())));
+    if (cost.layers() >= 8) {
+      ASSERT_EQ(revolveSlots.size(), 2u) << spec.name;
+      EXPECT_LT(revolveSlots[1], revolveSlots[0]) << spec.name;
+    }
     for (size_t i = 0; i < cal.size(); ++i) {
       EXPECT_NO_THROW(validateSchedule(cal[i], cost)) << spec.name << " " << cal[i].policy;
       if (i == 0) continue;
