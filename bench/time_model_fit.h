@@ -85,7 +85,7 @@ inline Schedule pairsSchedule(int layers) {
 // that advance most (recursive, revolve) lean on it hardest: over eight short runs on an idle machine (2026-12-07)
 // mlp-deep's came out 0.80-1.13, resnet-bn's 0.73-1.11, and 44-49 of the 55 predicted rows were within 0.03, their
 // misses a case at a time. With the second, over seven runs the same afternoon: 1.00-1.08 and 0.71-0.86 (0.84-0.86
-// in the five whose resnet-bn calibration agreed within 0.02), and 53, 50, 51, 45, 49, 47 and 50 of 55; the short
+// in the first five, 0.71 in the last two), and 53, 50, 51, 45, 49, 47 and 50 of 55; the short
 // run took 378-519 s, not 318-359 s.
 inline constexpr size_t kCalibrationSchedules = 5;
 
