@@ -5,6 +5,7 @@ reference's plain step next to another framework's, both timed in one `ckptcheck
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 
@@ -131,9 +132,18 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
         if misses
         else ""
     )
-    calibration = len(every) - len(rows)
-    runs = "run is" if calibration == 1 else "runs are"
-    cal = f" ({calibration} full-recomputation {runs} calibration, not counted)" if calibration else ""
+    # A calibration row is a schedule the weights were fitted on, timed again as a policy: how far it lands from its
+    # own calibration is how closely this run's timing repeats, the floor under every other row's tax.
+    repeats = [time_model_tax(r) for r in every if r.calibration_row]
+    runs, they, their = ("run is", "it", "its") if len(repeats) == 1 else ("runs are", "they", "their")
+    cal = (
+        f" ({len(repeats)} full-recomputation {runs} calibration, not counted; timed again as policies, {they} came "
+        f"within ±{TIME_MODEL_TAX_GOAL} of {their} own calibration on "
+        f"{sum(1 for t in repeats if abs(t) <= TIME_MODEL_TAX_GOAL)} of {len(repeats)}, root mean square "
+        f"{math.sqrt(statistics.fmean(t * t for t in repeats)):.3f}: how closely this run's timing repeats)"
+        if repeats
+        else ""
+    )
     return (
         f"Time model (time overhead predicted from the store-all step's per-op times and each case's calibration "
         f"schedules): time-model tax median {fmt_tax(statistics.median(taxes))}, worst "
