@@ -127,8 +127,8 @@ double thirdQuartile(const std::vector<double>& v) { return quantile(v, 0.75); }
 // repetition (Google Benchmark calls the function once per repetition, and more while sizing the first).
 // The instrumented passes (the recompute profile, the forward counts) run before the timed chains are built, as the
 // calibration schedules are timed with nothing run in between: run after the warm-up, their chains' allocations and
-// frees moved the timed steps' own. Timed that way, albert-frozen-stem recursive measured +0.40-0.41, and +0.43-0.45
-// with them first; its full recomputation +0.28 against +0.30-0.31 (2026-12-07). Over seven short runs the
+// frees moved the timed steps' own. Timed that way, albert-frozen-stem recursive measured +0.40-0.42, and +0.42-0.46
+// with them first; its full recomputation +0.27-0.29 against +0.30-0.32 (2026-12-07). Over seven short runs the
 // measured minus predicted overhead of albert-frozen-stem's recursive and revolve rows averaged -0.026, and of its
 // full-recomputation row, timed as its own calibration schedule, -0.024; in four runs with them first, -0.003 and
 // -0.007.

@@ -133,7 +133,7 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
         else ""
     )
     # A calibration row is a schedule the weights were fitted on, timed again as a policy: how far it lands from its
-    # own calibration is how closely this run's timing repeats, the floor under every other row's tax.
+    # own calibration is how closely this run's timing repeats, which every other row's tax carries too.
     repeats = [time_model_tax(r) for r in every if r.calibration_row]
     runs, they, their = ("run is", "it", "its") if len(repeats) == 1 else ("runs are", "they", "their")
     cal = (
