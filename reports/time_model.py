@@ -64,6 +64,11 @@ def time_model_tax(row: StepRow) -> float | None:
     return None if p is None else (row.time_ratio - 1.0) - p
 
 
+def meets_goal(tax: float) -> bool:
+    """Whether a time-model tax is within TIME_MODEL_TAX_GOAL."""
+    return abs(tax) <= TIME_MODEL_TAX_GOAL
+
+
 def ops_error(row: StepRow) -> float | None:
     """The tax's part in the recomputed ops' own time: their measured time (time ratio × their share) − their time
     in the store-all repeats (the prediction itself in older JSON, whose model had no weights)."""
@@ -95,7 +100,7 @@ def time_model_rows(steps_by_case: dict[str, list[StepRow]]) -> list[list[str]]:
                     fmt_tax(tax),
                     opt_tax(ops_error(r)),
                     opt_tax(rest_error(r)),
-                    "calibration" if r.calibration_row else ("yes" if abs(tax) <= TIME_MODEL_TAX_GOAL else "no"),
+                    "calibration" if r.calibration_row else ("yes" if meets_goal(tax) else "no"),
                 ]
             )
     return out
@@ -123,8 +128,8 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
         return None
     taxes = [time_model_tax(r) for r in rows]
     worst = max(rows, key=lambda r: abs(time_model_tax(r)))
-    within = sum(1 for t in taxes if abs(t) <= TIME_MODEL_TAX_GOAL)
-    misses = [r for r in rows if abs(time_model_tax(r)) > TIME_MODEL_TAX_GOAL and ops_error(r) is not None]
+    within = sum(1 for t in taxes if meets_goal(t))
+    misses = [r for r in rows if not meets_goal(time_model_tax(r)) and ops_error(r) is not None]
     ops_led = sum(1 for r in misses if abs(ops_error(r)) > abs(rest_error(r)))
     split = (
         f" Of the {len(misses)} outside, {ops_led} mostly in the recomputed ops' own time, "
@@ -139,7 +144,7 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
     cal = (
         f" ({len(repeats)} full-recomputation {runs} calibration, not counted; timed again as policies, {they} came "
         f"within ±{TIME_MODEL_TAX_GOAL} of {their} own calibration on "
-        f"{sum(1 for t in repeats if abs(t) <= TIME_MODEL_TAX_GOAL)} of {len(repeats)}, root mean square "
+        f"{sum(1 for t in repeats if meets_goal(t))} of {len(repeats)}, root mean square "
         f"{math.sqrt(statistics.fmean(t * t for t in repeats)):.3f}: how closely this run's timing repeats)"
         if repeats
         else ""
