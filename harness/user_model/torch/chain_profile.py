@@ -225,12 +225,7 @@ class BareStep:
         self.settle = settle
 
     def step(self, setup, model, opt, batch):
-        opt.zero_grad(set_to_none=True)
-        self.settle()
-        t0 = time.thread_time()
-        compute_loss(setup, model, batch).backward()
-        opt.step()
-        return {"step": time.thread_time() - t0}
+        return {"step": user_model.timed_step(lambda: compute_loss(setup, model, batch), opt, self.settle)}
 
     def remove(self):
         pass
@@ -498,12 +493,7 @@ def run(args):
         plain = []
         for step in range(args.steps, args.steps + max(1, args.steps - 1)):
             batch = make_batch(setup, args, step, batch_size)
-            opt.zero_grad(set_to_none=True)
-            settle()
-            t0 = time.thread_time()
-            compute_loss(setup, model, batch).backward()
-            opt.step()
-            plain.append(time.thread_time() - t0)
+            plain.append(user_model.timed_step(lambda batch=batch: compute_loss(setup, model, batch), opt, settle))
         step_seconds = float(statistics.median(plain))
         recompute = recompute_seconds(setup, model, make_opt, args, batch_size, step_seconds, settle)
     block_times, part_times = _median_times(samples)

@@ -252,6 +252,18 @@ def give_state(pairs, source_opt, target_opt):
             target_opt.state[theirs] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
 
 
+def timed_step(loss, opt, settle):
+    """One training step (`loss()`, its backward, the optimizer's step) in CPU time of the thread, after `settle`
+    (collector_between_steps) and the gradients' reset, both untimed: the one timed step of the side-by-side timing
+    here and of the profile's calibration (chain_profile.py), so the prediction and its check time alike."""
+    opt.zero_grad(set_to_none=True)
+    settle()
+    t0 = time.thread_time()  # CPU time: load-proof
+    loss().backward()
+    opt.step()
+    return time.thread_time() - t0
+
+
 def median_standard_error(ratios):
     """The standard error of the median of `ratios` (at least two), its spread read from their middle half as a
     normal one's (interquartile range / 1.349): robust to the few steps a pause fell in."""
@@ -284,13 +296,9 @@ def side_by_side(setup, pairs, plain, checkpointed, batch_size):
             batch = setup["batch"](torch.Generator().manual_seed(1000003 * 7919 + k), batch_size)
             order = [("plain",) + plain, ("checkpoint",) + checkpointed]
             for name, runner, opt in order if k % 2 == 0 else order[::-1]:
-                opt.zero_grad(set_to_none=True)
-                settle()
-                t0 = time.thread_time()  # CPU time: the profile's (chain_profile.py) and load-proof
-                setup["loss"](runner, batch).backward()
-                opt.step()
+                t = timed_step(lambda runner=runner, batch=batch: setup["loss"](runner, batch), opt, settle)
                 if k >= 0:
-                    times[name].append(time.thread_time() - t0)
+                    times[name].append(t)
             k += 1
     return times
 
