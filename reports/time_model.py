@@ -140,9 +140,11 @@ def time_model_headline(steps_by_case: dict[str, list[StepRow]]) -> str | None:
     # A calibration row is a schedule the weights were fitted on, timed again as a policy: how far it lands from its
     # own calibration is how closely this run's timing repeats, which every other row's tax carries too.
     repeats = [time_model_tax(r) for r in every if r.calibration_row]
-    runs, they, their = ("run is", "it", "its") if len(repeats) == 1 else ("runs are", "they", "their")
+    runs, policies, they, their = (
+        ("run is", "a policy", "it", "its") if len(repeats) == 1 else ("runs are", "policies", "they", "their")
+    )
     cal = (
-        f" ({len(repeats)} full-recomputation {runs} calibration, not counted; timed again as policies, {they} came "
+        f" ({len(repeats)} full-recomputation {runs} calibration, not counted; timed again as {policies}, {they} came "
         f"within ±{TIME_MODEL_TAX_GOAL} of {their} own calibration on "
         f"{sum(1 for t in repeats if meets_goal(t))} of {len(repeats)}, root mean square "
         f"{math.sqrt(statistics.fmean(t * t for t in repeats)):.3f}: how closely this run's timing repeats)"

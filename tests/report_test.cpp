@@ -321,7 +321,7 @@ TEST_F(ReportTest, timeModelMarksCalibrationRowsAndShowsTheWeights) {
   EXPECT_NE(m.find("| calibration |"), std::string::npos) << m;
   // The calibration row, timed again as a policy, is +0.010 from its own calibration: how closely the run repeats.
   EXPECT_NE(m.find("within ±0.03 on 1 of 1 case × policy runs (1 full-recomputation run is calibration, not counted; "
-                   "timed again as policies, it came within ±0.03 of its own calibration on 1 of 1, root mean square "
+                   "timed again as a policy, it came within ±0.03 of its own calibration on 1 of 1, root mean square "
                    "0.010: how closely this run's timing repeats)"),
             std::string::npos)
       << m;
